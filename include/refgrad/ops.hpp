@@ -1,0 +1,231 @@
+// The primitive vocabulary of refgrad: ATen's names and semantics.
+//
+// Every op broadcasts, wraps negative dims and promotes dtypes the way ATen
+// does; every op returns a concrete Tensor (a new buffer, or a view where ATen
+// returns a view: reshape when possible, expand, squeeze, unsqueeze, permute,
+// transpose, t, narrow, slice, select, as_strided, split, chunk).
+// Bad input raises refgrad::Error naming the op, the shapes and the dtypes.
+//
+// This header is included by the C++17 kernels in src/tensor, so it stays C++17.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "refgrad/tensor.hpp"
+
+namespace refgrad {
+
+using OptionalTensor = std::optional<Tensor>;
+using TensorList = std::vector<Tensor>;
+
+// ------------------------------------------------------------------- cast ---
+
+Tensor to(const Tensor& self, DType dtype);  // _to_copy; a copy unless dtype matches
+
+// ------------------------------------------------------------------ unary ---
+// Float-valued ops (exp, log, ...) on int64/bool inputs compute in float32, as
+// ATen does; neg, abs, sign, relu and square keep the input dtype.
+
+Tensor neg(const Tensor& self);
+Tensor abs(const Tensor& self);
+Tensor sign(const Tensor& self);
+Tensor exp(const Tensor& self);
+Tensor log(const Tensor& self);
+Tensor log1p(const Tensor& self);
+Tensor expm1(const Tensor& self);
+Tensor sqrt(const Tensor& self);
+Tensor rsqrt(const Tensor& self);
+Tensor sin(const Tensor& self);
+Tensor cos(const Tensor& self);
+Tensor tan(const Tensor& self);
+Tensor tanh(const Tensor& self);
+Tensor sigmoid(const Tensor& self);
+Tensor relu(const Tensor& self);
+Tensor erf(const Tensor& self);
+Tensor reciprocal(const Tensor& self);
+Tensor square(const Tensor& self);
+
+// ----------------------------------------------------------------- binary ---
+
+Tensor broadcast_to(const Tensor& self, const Shape& sizes);  // a view (expand)
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+Tensor add(const Tensor& self, const Tensor& other, Scalar alpha = 1);
+Tensor add(const Tensor& self, Scalar other, Scalar alpha = 1);
+Tensor sub(const Tensor& self, const Tensor& other, Scalar alpha = 1);
+Tensor sub(const Tensor& self, Scalar other, Scalar alpha = 1);
+Tensor mul(const Tensor& self, const Tensor& other);
+Tensor mul(const Tensor& self, Scalar other);
+// rounding_mode: nullopt (true division), "trunc" or "floor".
+Tensor div(const Tensor& self, const Tensor& other,
+           const std::optional<std::string>& rounding_mode = std::nullopt);
+Tensor div(const Tensor& self, Scalar other, const std::optional<std::string>& rounding_mode = std::nullopt);
+Tensor pow(const Tensor& self, const Tensor& exponent);
+Tensor pow(const Tensor& self, Scalar exponent);
+Tensor pow(Scalar self, const Tensor& exponent);
+Tensor maximum(const Tensor& self, const Tensor& other);
+Tensor minimum(const Tensor& self, const Tensor& other);
+Tensor atan2(const Tensor& self, const Tensor& other);
+
+// Comparisons return bool tensors.
+Tensor eq(const Tensor& self, const Tensor& other);
+Tensor eq(const Tensor& self, Scalar other);
+Tensor ne(const Tensor& self, const Tensor& other);
+Tensor ne(const Tensor& self, Scalar other);
+Tensor lt(const Tensor& self, const Tensor& other);
+Tensor lt(const Tensor& self, Scalar other);
+Tensor le(const Tensor& self, const Tensor& other);
+Tensor le(const Tensor& self, Scalar other);
+Tensor gt(const Tensor& self, const Tensor& other);
+Tensor gt(const Tensor& self, Scalar other);
+Tensor ge(const Tensor& self, const Tensor& other);
+Tensor ge(const Tensor& self, Scalar other);
+Tensor logical_and(const Tensor& self, const Tensor& other);
+Tensor logical_or(const Tensor& self, const Tensor& other);
+Tensor logical_not(const Tensor& self);
+
+Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
+Tensor where(const Tensor& condition, const Tensor& self, Scalar other);
+Tensor where(const Tensor& condition, Scalar self, const Tensor& other);
+Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor clamp(const Tensor& self, const OptionalTensor& min, const OptionalTensor& max);
+Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value);
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);  // 0-dim value
+
+// ------------------------------------------------------------- reductions ---
+// An empty `dim` list means every dim, as in ATen's sum.dim_IntList.
+
+Tensor sum(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+Tensor sum(const Tensor& self, const IntList& dim, bool keepdim = false,
+           std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& self, const IntList& dim, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+Tensor prod(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+Tensor prod(const Tensor& self, std::int64_t dim, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+Tensor amax(const Tensor& self, const IntList& dim = {}, bool keepdim = false);
+Tensor amin(const Tensor& self, const IntList& dim = {}, bool keepdim = false);
+Tensor max(const Tensor& self);  // over all elements; NaN propagates
+Tensor min(const Tensor& self);
+// (values, indices); the index of the first extreme value, as ATen on CPU.
+std::pair<Tensor, Tensor> max(const Tensor& self, std::int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& self, std::int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& self, std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& self, std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false);
+// var(correction): sum((x - mean)^2) / (N - correction).
+Tensor var(const Tensor& self, const IntList& dim = {}, double correction = 1, bool keepdim = false);
+// linalg_vector_norm: ord may be inf, -inf, 0 or any p.
+Tensor linalg_vector_norm(const Tensor& self, double ord = 2, const IntList& dim = {}, bool keepdim = false,
+                          std::optional<DType> dtype = std::nullopt);
+Tensor norm(const Tensor& self, double p = 2, const IntList& dim = {}, bool keepdim = false);
+Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim = false);
+Tensor softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor log_softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
+
+// ------------------------------------------------------------------ shape ---
+
+Tensor reshape(const Tensor& self, const Shape& shape);  // one -1 allowed; a view when possible
+Tensor view(const Tensor& self, const Shape& shape);     // must be expressible as a view
+Tensor expand(const Tensor& self, const Shape& sizes);   // -1 keeps a size
+Tensor sum_to(const Tensor& self, const Shape& shape);   // at::sum_to: undo broadcasting
+bool is_expandable_to(const Shape& shape, const Shape& desired);
+Tensor squeeze(const Tensor& self);
+Tensor squeeze(const Tensor& self, std::int64_t dim);
+Tensor squeeze(const Tensor& self, const IntList& dims);
+Tensor unsqueeze(const Tensor& self, std::int64_t dim);
+Tensor permute(const Tensor& self, const IntList& dims);
+Tensor transpose(const Tensor& self, std::int64_t dim0, std::int64_t dim1);
+Tensor t(const Tensor& self);  // 0-d, 1-d unchanged; 2-d transposed
+Tensor narrow(const Tensor& self, std::int64_t dim, std::int64_t start, std::int64_t length);
+Tensor slice(const Tensor& self, std::int64_t dim = 0, std::optional<std::int64_t> start = std::nullopt,
+             std::optional<std::int64_t> end = std::nullopt, std::int64_t step = 1);
+Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index);
+Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides,
+                  std::optional<std::int64_t> storage_offset = std::nullopt);
+Tensor flip(const Tensor& self, const IntList& dims);
+Tensor cat(const TensorList& tensors, std::int64_t dim = 0);
+Tensor stack(const TensorList& tensors, std::int64_t dim = 0);
+TensorList split(const Tensor& self, std::int64_t split_size, std::int64_t dim = 0);
+TensorList split_with_sizes(const Tensor& self, const IntList& split_sizes, std::int64_t dim = 0);
+TensorList chunk(const Tensor& self, std::int64_t chunks, std::int64_t dim = 0);
+Tensor repeat(const Tensor& self, const IntList& repeats);
+// pad lists (left, right) pairs from the last dim backwards; negative pads crop.
+Tensor constant_pad_nd(const Tensor& self, const IntList& pad, Scalar value = 0);
+Tensor tril(const Tensor& self, std::int64_t diagonal = 0);
+Tensor triu(const Tensor& self, std::int64_t diagonal = 0);
+Tensor contiguous(const Tensor& self);
+Tensor clone(const Tensor& self);
+
+// --------------------------------------------------------------- indexing ---
+
+Tensor index_select(const Tensor& self, std::int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& self, std::int64_t dim, const Tensor& index);
+Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, Scalar value);
+Tensor scatter_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source,
+                 Scalar alpha = 1);
+// Advanced indexing, as self[indices]: one optional index tensor per leading
+// dim (nullopt is a full slice `:`); int64 tensors index, bool tensors mask.
+Tensor index(const Tensor& self, const std::vector<OptionalTensor>& indices);
+// The out-of-place index_put: self with self[indices] = values (or += values).
+Tensor index_put(const Tensor& self, const std::vector<OptionalTensor>& indices, const Tensor& values,
+                 bool accumulate = false);
+Tensor masked_select(const Tensor& self, const Tensor& mask);
+Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source);
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx = -1);
+Tensor one_hot(const Tensor& self, std::int64_t num_classes = -1);
+
+// ----------------------------------------------------------------- linalg ---
+// Through xtensor-blas / OpenBLAS, with one BLAS thread (deterministic).
+
+Tensor matmul(const Tensor& self, const Tensor& other);  // batch dims broadcast
+Tensor mm(const Tensor& self, const Tensor& mat2);
+Tensor bmm(const Tensor& self, const Tensor& mat2);
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1);
+Tensor outer(const Tensor& self, const Tensor& vec2);
+Tensor dot(const Tensor& self, const Tensor& other);
+
+// --------------------------------------------------------------------- nn ---
+// Layouts are ATen's: input [N, C, (H,) W], weight [C_out, C_in/groups, kH, kW]
+// (transposed: [C_in, C_out/groups, kH, kW]). Unbatched inputs are accepted
+// where ATen accepts them.
+
+Tensor convolution(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, const IntList& stride,
+                   const IntList& padding, const IntList& dilation, bool transposed,
+                   const IntList& output_padding, std::int64_t groups);
+Tensor conv1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
+              const IntList& stride = {1}, const IntList& padding = {0}, const IntList& dilation = {1},
+              std::int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
+              const IntList& stride = {1, 1}, const IntList& padding = {0, 0}, const IntList& dilation = {1, 1},
+              std::int64_t groups = 1);
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
+                        const IntList& stride = {1}, const IntList& padding = {0},
+                        const IntList& output_padding = {0}, std::int64_t groups = 1,
+                        const IntList& dilation = {1});
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
+                        const IntList& stride = {1, 1}, const IntList& padding = {0, 0},
+                        const IntList& output_padding = {0, 0}, std::int64_t groups = 1,
+                        const IntList& dilation = {1, 1});
+// (output, indices); indices are flat positions within each H*W plane, as ATen's.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size,
+                                                  const IntList& stride = {}, const IntList& padding = {0, 0},
+                                                  const IntList& dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<std::int64_t> divisor_override = std::nullopt);
+Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size);
+Tensor upsample_nearest2d(const Tensor& self, const IntList& output_size,
+                          std::optional<double> scales_h = std::nullopt,
+                          std::optional<double> scales_w = std::nullopt);
+Tensor upsample_bilinear2d(const Tensor& self, const IntList& output_size, bool align_corners,
+                           std::optional<double> scales_h = std::nullopt,
+                           std::optional<double> scales_w = std::nullopt);
+
+}  // namespace refgrad

@@ -1,0 +1,278 @@
+// refgrad::Tensor — the L0 value type.
+//
+// A Tensor is a view into a shared Storage: sizes, strides (in elements) and a
+// storage offset, like an ATen TensorImpl. Views are real — transpose, slice,
+// as_strided and expand share the buffer — because CopySlices and
+// AsStridedBackward0 are defined in terms of them.
+//
+// No xtensor here: this header is public and is included by C++20 code.
+// It is also included by the C++17 kernels in src/tensor, so it stays C++17.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "refgrad/error.hpp"
+
+namespace refgrad {
+
+// ---------------------------------------------------------------- dtypes ---
+
+// Ordered by PyTorch's promotion lattice for these four: bool < int64 <
+// float32 < float64. float16/bfloat16 come later as storage formats.
+enum class DType : std::uint8_t { Bool, Int64, Float32, Float64 };
+
+std::string dtype_name(DType dtype);  // "float32", as in torch.float32
+std::size_t element_size(DType dtype);
+bool is_floating_point(DType dtype);
+bool is_integral(DType dtype, bool include_bool);
+DType default_dtype();  // float32, torch.get_default_dtype()
+
+// The C++ type stored for a dtype. bool is stored as one byte, as in ATen.
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <>
+constexpr DType dtype_of<std::int64_t>() { return DType::Int64; }
+template <>
+constexpr DType dtype_of<float>() { return DType::Float32; }
+template <>
+constexpr DType dtype_of<double>() { return DType::Float64; }
+
+enum class Device : std::uint8_t { CPU, CUDA /* reserved: no CUDA backend yet */ };
+std::string device_name(Device device);
+
+// ----------------------------------------------------------------- shapes ---
+
+using Shape = std::vector<std::int64_t>;    // sizes or strides
+using IntList = std::vector<std::int64_t>;  // dims, pads, kernel sizes, ...
+
+std::string str(const Shape& shape);  // "[2,3]"
+std::int64_t numel_of(const Shape& shape);
+Shape contiguous_strides(const Shape& sizes);
+// Wraps a possibly negative dim into [0, ndim); names `op` in the error.
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op);
+
+// ----------------------------------------------------------------- Scalar ---
+
+// A number that is not a tensor: PyTorch's c10::Scalar. Its kind (bool, int,
+// float) matters for type promotion: a Python float added to an int64 tensor
+// gives float32, an int added to it stays int64.
+class Scalar {
+ public:
+  enum class Kind : std::uint8_t { Bool, Int, Float };
+
+  Scalar() : Scalar(std::int64_t{0}) {}
+  Scalar(bool value) : kind_(Kind::Bool), int_(value ? 1 : 0), float_(value ? 1.0 : 0.0) {}
+  template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  Scalar(I value)
+      : kind_(Kind::Int), int_(static_cast<std::int64_t>(value)), float_(static_cast<double>(value)) {}
+  template <class F, std::enable_if_t<std::is_floating_point_v<F>, int> = 0>
+  Scalar(F value) : kind_(Kind::Float), int_(0), float_(static_cast<double>(value)) {}
+
+  Kind kind() const { return kind_; }
+  bool is_floating_point() const { return kind_ == Kind::Float; }
+  bool is_integral() const { return kind_ == Kind::Int; }
+  bool is_boolean() const { return kind_ == Kind::Bool; }
+  // The dtype a Python number of this kind takes as a 0-dim tensor.
+  DType natural_dtype() const;
+
+  double to_double() const { return float_; }
+  std::int64_t to_int64() const { return kind_ == Kind::Float ? static_cast<std::int64_t>(float_) : int_; }
+  bool to_bool() const { return kind_ == Kind::Float ? float_ != 0.0 : int_ != 0; }
+  template <class T>
+  T to() const {
+    if constexpr (std::is_same_v<T, bool>) return to_bool();
+    else if constexpr (std::is_integral_v<T>) return static_cast<T>(to_int64());
+    else return static_cast<T>(to_double());
+  }
+  std::string repr() const;
+
+ private:
+  Kind kind_;
+  std::int64_t int_;
+  double float_;
+};
+
+// ---------------------------------------------------------------- Storage ---
+
+// A flat, 64-byte aligned buffer. It either owns its bytes or borrows them
+// from an owner kept alive by a shared_ptr (a NumPy array, a torch tensor).
+class Storage {
+ public:
+  Storage(std::size_t nbytes, Device device);  // uninitialized
+  Storage(std::shared_ptr<void> owner, void* data, std::size_t nbytes, Device device);
+
+  void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  std::shared_ptr<void> owner_;
+  void* data_;
+  std::size_t nbytes_;
+  Device device_;
+};
+
+// ----------------------------------------------------------------- Tensor ---
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined, like an undefined at::Tensor
+  Tensor(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, std::int64_t storage_offset,
+         DType dtype);
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  DType scalar_type() const { return dtype_; }
+  Device device() const;
+  const Shape& sizes() const { return sizes_; }
+  const Shape& shape() const { return sizes_; }
+  const Shape& strides() const { return strides_; }
+  std::int64_t size(std::int64_t dim) const;
+  std::int64_t stride(std::int64_t dim) const;
+  std::int64_t dim() const { return static_cast<std::int64_t>(sizes_.size()); }
+  std::int64_t numel() const { return numel_of(sizes_); }
+  std::int64_t storage_offset() const { return storage_offset_; }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return refgrad::is_floating_point(dtype_); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // True when both are the same view of the same storage.
+  bool is_same(const Tensor& other) const;
+
+  // Pointer to element [0,...,0]. The dtype must match T.
+  template <class T>
+  T* data_ptr() const {
+    check(defined(), "data_ptr: tensor is undefined");
+    check(dtype_of<T>() == dtype_, "data_ptr: tensor has dtype ", dtype_name(dtype_),
+          ", asked for ", dtype_name(dtype_of<T>()));
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+
+  // The single value of a one-element tensor, converted to T.
+  template <class T>
+  T item() const;
+  // The element at a full index (negative indices wrap), converted to T.
+  template <class T>
+  T at(const Shape& index) const;
+  // All elements in row-major order, converted to T.
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  Tensor to(DType dtype) const;  // a copy unless the dtype already matches
+  Tensor contiguous() const;     // itself when already contiguous
+  Tensor clone() const;          // always a new, contiguous buffer
+
+  std::string repr() const;  // like PyTorch's: tensor([[1., 2.]], dtype=torch.float64)
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape sizes_;
+  Shape strides_;
+  std::int64_t storage_offset_ = 0;
+  DType dtype_ = DType::Float32;
+};
+
+// -------------------------------------------------------------- creation ---
+
+Tensor empty(const Shape& sizes, DType dtype = DType::Float32);  // uninitialized
+Tensor zeros(const Shape& sizes, DType dtype = DType::Float32);
+Tensor ones(const Shape& sizes, DType dtype = DType::Float32);
+// torch.full: without a dtype, the fill value's kind decides (bool, int64, float32).
+Tensor full(const Shape& sizes, Scalar value, std::optional<DType> dtype = std::nullopt);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = std::nullopt);
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype = std::nullopt);
+Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype = std::nullopt);
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt);  // 0-dim
+
+// torch.arange: int64 when start, end and step are all integers, else float32.
+Tensor arange(Scalar end, std::optional<DType> dtype = std::nullopt);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = std::nullopt);
+
+// A nested initializer list of numbers: tensor({{1.0, 2.0}, {3.0, 4.0}}).
+class NestedValues {
+ public:
+  NestedValues(Scalar value) : leaf_(value) {}
+  template <class N, std::enable_if_t<std::is_arithmetic_v<N>, int> = 0>
+  NestedValues(N value) : leaf_(Scalar(value)) {}
+  NestedValues(std::initializer_list<NestedValues> children) : children_(children), is_list_(true) {}
+
+  bool is_list() const { return is_list_; }
+  const Scalar& leaf() const { return leaf_; }
+  const std::vector<NestedValues>& children() const { return children_; }
+
+ private:
+  Scalar leaf_;
+  std::vector<NestedValues> children_;
+  bool is_list_ = false;
+};
+// torch.tensor: dtype inferred like PyTorch (any float -> float32, else any
+// int -> int64, else bool) unless given. Ragged lists are an error.
+Tensor tensor(const NestedValues& values, std::optional<DType> dtype = std::nullopt);
+
+// Copies `sizes` elements of `dtype` from a contiguous raw buffer.
+Tensor from_buffer(const void* data, const Shape& sizes, DType dtype);
+// Wraps a foreign buffer without copying; `owner` keeps it alive.
+Tensor from_blob(std::shared_ptr<void> owner, void* data, const Shape& sizes, const Shape& strides,
+                 DType dtype);
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& sizes) {
+  check(static_cast<std::int64_t>(values.size()) == numel_of(sizes), "from_vector: ", values.size(),
+        " values do not fill shape ", str(sizes));
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<unsigned char> bytes(values.begin(), values.end());
+    return from_buffer(bytes.data(), sizes, DType::Bool);
+  } else {
+    return from_buffer(values.data(), sizes, dtype_of<T>());
+  }
+}
+
+// ------------------------------------------------------------------ random ---
+
+// A seeded generator; the same seed gives the same values on every machine
+// (mt19937_64 and our own transforms, not std:: distributions).
+class Generator {
+ public:
+  explicit Generator(std::uint64_t seed) : engine_(seed) {}
+  double uniform();  // [0, 1) with 53 random bits
+  double normal();   // Box-Muller
+ private:
+  std::mt19937_64 engine_;
+};
+
+Tensor rand(const Shape& sizes, Generator& generator, DType dtype = DType::Float32);   // U[0,1)
+Tensor randn(const Shape& sizes, Generator& generator, DType dtype = DType::Float32);  // N(0,1)
+Tensor bernoulli(const Shape& sizes, double p, Generator& generator, DType dtype = DType::Float32);
+Tensor bernoulli(const Tensor& probabilities, Generator& generator);  // same shape and dtype
+
+// ------------------------------------------------------------- promotion ---
+
+DType promote_types(DType a, DType b);
+
+// One operand of an op, for torch.result_type's three tiers: tensors with
+// dim > 0, 0-dim tensors, and wrapped Python numbers (Scalars).
+using Operand = std::variant<Tensor, Scalar>;
+DType result_type(const std::vector<Operand>& operands);
+DType result_type(const Tensor& a, const Tensor& b);
+DType result_type(const Tensor& a, const Scalar& b);
+
+// ------------------------------------------------------------- comparison ---
+
+// torch.allclose: |a - b| <= atol + rtol * |b| elementwise, with broadcasting.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
+// torch.equal: same sizes and same values (compared after promotion).
+bool equal(const Tensor& a, const Tensor& b);
+
+}  // namespace refgrad

@@ -1,0 +1,4 @@
+// Placeholder: filled in by the elementwise work.
+#include "kernel.hpp"
+
+namespace refgrad {}  // namespace refgrad

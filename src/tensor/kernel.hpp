@@ -1,0 +1,122 @@
+// Private helpers for the CPU kernels in src/tensor. C++17 only: this is the
+// one place that includes xtensor (see DESIGN.md, "Tensors and xtensor").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xmath.hpp>
+
+#include "refgrad/ops.hpp"
+#include "refgrad/tensor.hpp"
+
+namespace refgrad::kernel {
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<T>{}) with T the C++ type stored for `dtype`.
+template <class F>
+decltype(auto) dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Bool: return f(Tag<bool>{});
+    case DType::Int64: return f(Tag<std::int64_t>{});
+    case DType::Float32: return f(Tag<float>{});
+    case DType::Float64: return f(Tag<double>{});
+  }
+  fail("dispatch: unknown dtype");
+}
+
+// Like dispatch, for ops defined only on floating dtypes.
+template <class F>
+decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(Tag<float>{});
+    case DType::Float64: return f(Tag<double>{});
+    default: fail(concat(op, ": expected a floating point tensor, got ", dtype_name(dtype)));
+  }
+}
+
+// Number of elements spanned by a strided view, from its first element.
+std::size_t span_of(const Shape& sizes, const Shape& strides);
+
+// Visits the storage offset (relative to element [0,...,0]) of every element
+// of a strided view, in row-major order.
+template <class F>
+void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
+  const std::size_t ndim = sizes.size();
+  for (std::int64_t s : sizes)
+    if (s == 0) return;
+  if (ndim == 0) {
+    f(std::int64_t{0});
+    return;
+  }
+  std::vector<std::int64_t> index(ndim, 0);
+  std::int64_t offset = 0;
+  const std::int64_t inner_size = sizes[ndim - 1];
+  const std::int64_t inner_stride = strides[ndim - 1];
+  while (true) {
+    for (std::int64_t i = 0; i < inner_size; ++i) f(offset + i * inner_stride);
+    // Advance the odometer over the outer dims.
+    std::size_t d = ndim - 1;
+    while (true) {
+      if (d == 0) return;
+      --d;
+      ++index[d];
+      offset += strides[d];
+      if (index[d] < sizes[d]) break;
+      offset -= index[d] * strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// xtensor views of a tensor's buffer (no copy). `adapt` keeps the tensor's
+// shape and strides; `adapt_flat` needs a contiguous tensor and is 1-d, which
+// lets xtensor take its fast linear assignment path.
+template <class T>
+auto adapt(const Tensor& t) {
+  std::vector<std::size_t> shape(t.sizes().begin(), t.sizes().end());
+  std::vector<std::ptrdiff_t> strides(t.strides().begin(), t.strides().end());
+  return xt::adapt(t.data_ptr<T>(), span_of(t.sizes(), t.strides()), xt::no_ownership(), shape, strides);
+}
+
+template <class T>
+auto adapt_flat(const Tensor& t) {
+  check(t.is_contiguous(), "adapt_flat: tensor is not contiguous");
+  const std::size_t n = static_cast<std::size_t>(t.numel());
+  return xt::adapt(t.data_ptr<T>(), n, xt::no_ownership(), std::array<std::size_t, 1>{n});
+}
+
+// out = f(inputs...) elementwise, as a new tensor of dtype dtype_of<Out>()
+// and shape `sizes`. Each input must already have the C++ element type named
+// in `In...` and be broadcastable to `sizes` (expanded views are fine):
+//   map<bool, float, float>(sizes, [](float x, float y) { return x < y; }, a, b)
+// Same-shape contiguous inputs take xtensor's linear (fast) assignment path.
+template <class Out, class... In, class F, class... Tensors>
+Tensor map(const Shape& sizes, F f, const Tensors&... inputs) {
+  static_assert(sizeof...(In) == sizeof...(Tensors), "map: one element type per input");
+  Tensor out = empty(sizes, dtype_of<Out>());
+  if (out.numel() == 0) return out;
+  const bool flat = ((inputs.is_contiguous() && inputs.sizes() == sizes) && ...);
+  if (flat) {
+    auto result = adapt_flat<Out>(out);
+    result = xt::make_lambda_xfunction(f, adapt_flat<In>(inputs)...);
+  } else {
+    auto result = adapt<Out>(out);
+    result = xt::make_lambda_xfunction(f, adapt<In>(broadcast_to(inputs, sizes))...);
+  }
+  return out;
+}
+
+// Contiguous copy of `t` in `dtype` (no copy when it already is both).
+Tensor contiguous_as(const Tensor& t, DType dtype);
+
+// Dims to reduce over: an empty list means all; each wrapped and unique.
+std::vector<bool> reduction_mask(const IntList& dim, std::int64_t ndim, const char* op);
+
+}  // namespace refgrad::kernel

@@ -1,0 +1,542 @@
+// Tensor, Storage, Scalar, creation, random, promotion and casts.
+#include "refgrad/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "kernel.hpp"
+
+namespace refgrad {
+
+// ---------------------------------------------------------------- dtypes ---
+
+std::string dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return "bool";
+    case DType::Int64: return "int64";
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+  }
+  return "unknown";
+}
+
+std::size_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return 1;
+    case DType::Int64: return 8;
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+  }
+  return 0;
+}
+
+bool is_floating_point(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+bool is_integral(DType dtype, bool include_bool) {
+  return dtype == DType::Int64 || (include_bool && dtype == DType::Bool);
+}
+
+DType default_dtype() { return DType::Float32; }
+
+std::string device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
+
+// ----------------------------------------------------------------- shapes ---
+
+std::string str(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::int64_t numel_of(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= std::max<std::int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
+  // A 0-d tensor accepts dims -1 and 0, as in ATen.
+  const std::int64_t range = std::max<std::int64_t>(ndim, 1);
+  check(dim >= -range && dim < range, op, ": dimension out of range (expected to be in range of [", -range,
+        ", ", range - 1, "], but got ", dim, ")");
+  return dim < 0 ? dim + range : dim;
+}
+
+// ----------------------------------------------------------------- Scalar ---
+
+DType Scalar::natural_dtype() const {
+  switch (kind_) {
+    case Kind::Bool: return DType::Bool;
+    case Kind::Int: return DType::Int64;
+    case Kind::Float: return DType::Float64;
+  }
+  return DType::Float64;
+}
+
+std::string Scalar::repr() const {
+  switch (kind_) {
+    case Kind::Bool: return int_ ? "True" : "False";
+    case Kind::Int: return std::to_string(int_);
+    case Kind::Float: {
+      std::ostringstream out;
+      out.precision(17);
+      out << float_;
+      return out.str();
+    }
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------- Storage ---
+
+namespace {
+constexpr std::size_t kAlignment = 64;
+}
+
+Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  check(device == Device::CPU, "Storage: the ", device_name(device), " backend is not supported yet");
+  // Uninitialized on purpose: first-touch of large zeroed buffers is slow, and
+  // every creation function writes all bytes anyway.
+  const std::size_t rounded = (std::max<std::size_t>(nbytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* data = std::aligned_alloc(kAlignment, rounded);
+  if (!data) throw std::bad_alloc();
+  owner_ = std::shared_ptr<void>(data, std::free);
+  data_ = data;
+}
+
+Storage::Storage(std::shared_ptr<void> owner, void* data, std::size_t nbytes, Device device)
+    : owner_(std::move(owner)), data_(data), nbytes_(nbytes), device_(device) {}
+
+// ----------------------------------------------------------------- Tensor ---
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, std::int64_t storage_offset,
+               DType dtype)
+    : storage_(std::move(storage)),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      storage_offset_(storage_offset),
+      dtype_(dtype) {
+  check(storage_ != nullptr, "Tensor: storage is null");
+  check(sizes_.size() == strides_.size(), "Tensor: sizes ", str(sizes_), " and strides ", str(strides_),
+        " differ in length");
+  for (std::int64_t s : sizes_) check(s >= 0, "Tensor: negative size in ", str(sizes_));
+  for (std::int64_t s : strides_) check(s >= 0, "Tensor: negative stride in ", str(strides_));
+  check(storage_offset_ >= 0, "Tensor: negative storage offset ", storage_offset_);
+  if (numel() > 0) {
+    const std::size_t last = static_cast<std::size_t>(storage_offset_) + kernel::span_of(sizes_, strides_);
+    check(last * element_size(dtype_) <= storage_->nbytes(), "Tensor: view with sizes ", str(sizes_),
+          ", strides ", str(strides_), " and offset ", storage_offset_, " needs ", last * element_size(dtype_),
+          " bytes but the storage has ", storage_->nbytes());
+  }
+}
+
+Device Tensor::device() const { return storage_ ? storage_->device() : Device::CPU; }
+
+std::int64_t Tensor::size(std::int64_t d) const { return sizes_[wrap_dim(d, dim(), "size")]; }
+
+std::int64_t Tensor::stride(std::int64_t d) const { return strides_[wrap_dim(d, dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  std::int64_t expected = 1;
+  for (std::size_t i = sizes_.size(); i-- > 0;) {
+    if (sizes_[i] == 1) continue;  // any stride is fine for a size-1 dim
+    if (sizes_[i] == 0) return true;
+    if (strides_[i] != expected) return false;
+    expected *= sizes_[i];
+  }
+  return true;
+}
+
+bool Tensor::is_same(const Tensor& other) const {
+  return storage_ == other.storage_ && sizes_ == other.sizes_ && strides_ == other.strides_ &&
+         storage_offset_ == other.storage_offset_ && dtype_ == other.dtype_;
+}
+
+void* Tensor::raw_data() const {
+  check(defined(), "raw_data: tensor is undefined");
+  return static_cast<std::byte*>(storage_->data()) + storage_offset_ * element_size(dtype_);
+}
+
+namespace {
+
+// Float to integer conversion without undefined behaviour: NaN and values out
+// of range give INT64_MIN, which is what x86's cvttsd2si (and so torch on x86)
+// produces.
+template <class To, class From>
+To convert(From value) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return value != From(0);
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    constexpr double limit = 9223372036854775808.0;  // 2^63
+    const double v = static_cast<double>(value);
+    if (!(v >= -limit && v < limit)) return std::numeric_limits<To>::min();
+    return static_cast<To>(value);
+  } else {
+    return static_cast<To>(value);
+  }
+}
+
+}  // namespace
+
+template <class T>
+T Tensor::item() const {
+  check(defined(), "item: tensor is undefined");
+  check(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to Scalar");
+  return kernel::dispatch(dtype_, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return convert<T>(*static_cast<const S*>(raw_data()));
+  });
+}
+
+template <class T>
+T Tensor::at(const Shape& index) const {
+  check(defined(), "at: tensor is undefined");
+  check(static_cast<std::int64_t>(index.size()) == dim(), "at: index ", str(index), " for a tensor of shape ",
+        str(sizes_));
+  std::int64_t offset = 0;
+  for (std::size_t d = 0; d < index.size(); ++d) {
+    std::int64_t i = index[d];
+    check(i >= -sizes_[d] && i < sizes_[d], "at: index ", i, " is out of bounds for dimension ", d,
+          " with size ", sizes_[d]);
+    if (i < 0) i += sizes_[d];
+    offset += i * strides_[d];
+  }
+  return kernel::dispatch(dtype_, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return convert<T>(static_cast<const S*>(raw_data())[offset]);
+  });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  check(defined(), "to_vector: tensor is undefined");
+  std::vector<T> out;
+  out.reserve(static_cast<std::size_t>(numel()));
+  kernel::dispatch(dtype_, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const S* base = static_cast<const S*>(raw_data());
+    kernel::for_each_offset(sizes_, strides_, [&](std::int64_t offset) { out.push_back(convert<T>(base[offset])); });
+  });
+  return out;
+}
+
+#define REFGRAD_INSTANTIATE_ACCESSORS(T)                 \
+  template T Tensor::item<T>() const;                    \
+  template T Tensor::at<T>(const Shape& index) const;    \
+  template std::vector<T> Tensor::to_vector<T>() const;
+REFGRAD_INSTANTIATE_ACCESSORS(bool)
+REFGRAD_INSTANTIATE_ACCESSORS(std::int64_t)
+REFGRAD_INSTANTIATE_ACCESSORS(float)
+REFGRAD_INSTANTIATE_ACCESSORS(double)
+#undef REFGRAD_INSTANTIATE_ACCESSORS
+
+Tensor Tensor::to(DType dtype) const { return dtype == dtype_ ? *this : kernel::contiguous_as(*this, dtype); }
+
+Tensor Tensor::contiguous() const { return kernel::contiguous_as(*this, dtype_); }
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(sizes_, dtype_);
+  kernel::dispatch(dtype_, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const S* src = static_cast<const S*>(raw_data());
+    S* dst = out.data_ptr<S>();
+    if (is_contiguous()) {
+      std::copy(src, src + numel(), dst);
+      return;
+    }
+    kernel::for_each_offset(sizes_, strides_, [&](std::int64_t offset) { *dst++ = src[offset]; });
+  });
+  return out;
+}
+
+namespace kernel {
+
+std::size_t span_of(const Shape& sizes, const Shape& strides) {
+  std::size_t span = 1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    span += static_cast<std::size_t>((sizes[i] - 1) * strides[i]);
+  }
+  return span;
+}
+
+Tensor contiguous_as(const Tensor& t, DType dtype) {
+  check(t.defined(), "contiguous: tensor is undefined");
+  if (t.dtype() == dtype && t.is_contiguous()) return t;
+  Tensor out = empty(t.sizes(), dtype);
+  dispatch(t.dtype(), [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    dispatch(dtype, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      const From* src = static_cast<const From*>(t.raw_data());
+      To* dst = out.data_ptr<To>();
+      if (t.is_contiguous()) {
+        const std::int64_t n = t.numel();
+        for (std::int64_t i = 0; i < n; ++i) dst[i] = convert<To>(src[i]);
+        return;
+      }
+      for_each_offset(t.sizes(), t.strides(), [&](std::int64_t offset) { *dst++ = convert<To>(src[offset]); });
+    });
+  });
+  return out;
+}
+
+std::vector<bool> reduction_mask(const IntList& dim, std::int64_t ndim, const char* op) {
+  std::vector<bool> mask(static_cast<std::size_t>(ndim), dim.empty());
+  for (std::int64_t d : dim) {
+    const std::int64_t w = wrap_dim(d, ndim, op);
+    if (ndim == 0) continue;
+    check(!mask[w], op, ": dim ", w, " appears multiple times in the list of dims");
+    mask[w] = true;
+  }
+  return mask;
+}
+
+}  // namespace kernel
+
+// -------------------------------------------------------------- creation ---
+
+Tensor empty(const Shape& sizes, DType dtype) {
+  for (std::int64_t s : sizes) check(s >= 0, "empty: negative dimension in shape ", str(sizes));
+  const std::size_t nbytes = static_cast<std::size_t>(numel_of(sizes)) * element_size(dtype);
+  return Tensor(std::make_shared<Storage>(nbytes, Device::CPU), sizes, contiguous_strides(sizes), 0, dtype);
+}
+
+namespace {
+
+void fill(const Tensor& t, Scalar value) {
+  kernel::dispatch(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* data = t.data_ptr<T>();
+    std::fill(data, data + t.numel(), value.to<T>());
+  });
+}
+
+DType dtype_of_fill_value(const Scalar& value) {
+  return value.is_floating_point() ? default_dtype() : value.natural_dtype();
+}
+
+}  // namespace
+
+Tensor full(const Shape& sizes, Scalar value, std::optional<DType> dtype) {
+  Tensor out = empty(sizes, dtype.value_or(dtype_of_fill_value(value)));
+  fill(out, value);
+  return out;
+}
+
+Tensor zeros(const Shape& sizes, DType dtype) { return full(sizes, 0, dtype); }
+Tensor ones(const Shape& sizes, DType dtype) { return full(sizes, 1, dtype); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) { return zeros(t.sizes(), dtype.value_or(t.dtype())); }
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype) { return ones(t.sizes(), dtype.value_or(t.dtype())); }
+Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype) {
+  return full(t.sizes(), value, dtype.value_or(t.dtype()));
+}
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) {
+  return full({}, value, dtype.value_or(dtype_of_fill_value(value)));
+}
+
+Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
+
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+  const bool all_integral = !start.is_floating_point() && !end.is_floating_point() && !step.is_floating_point();
+  const DType out_dtype = dtype.value_or(all_integral ? DType::Int64 : default_dtype());
+  const double begin = start.to_double(), stop = end.to_double(), increment = step.to_double();
+  check(increment != 0, "arange: step must be nonzero");
+  check(std::isfinite(begin) && std::isfinite(stop), "arange: unsupported range: ", start.repr(), " -> ",
+        end.repr());
+  check((increment > 0 && stop >= begin) || (increment < 0 && stop <= begin),
+        "arange: upper bound and larger bound inconsistent with step sign");
+  const auto n = static_cast<std::int64_t>(std::ceil((stop - begin) / increment));
+  Tensor out = empty({n}, out_dtype);
+  kernel::dispatch(out_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* data = out.data_ptr<T>();
+    if constexpr (std::is_same_v<T, std::int64_t>) {
+      if (all_integral) {  // exact integer arithmetic, no rounding through double
+        for (std::int64_t i = 0; i < n; ++i) data[i] = start.to_int64() + i * step.to_int64();
+        return;
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) data[i] = convert<T>(begin + static_cast<double>(i) * increment);
+  });
+  return out;
+}
+
+namespace {
+
+void collect_nested(const NestedValues& values, std::size_t depth, Shape& shape, std::vector<Scalar>& leaves) {
+  if (!values.is_list()) {
+    check(depth == shape.size(), "tensor: ragged nested list (a number at depth ", depth, ", expected depth ",
+          shape.size(), ")");
+    leaves.push_back(values.leaf());
+    return;
+  }
+  const auto n = static_cast<std::int64_t>(values.children().size());
+  check(depth < shape.size(), "tensor: ragged nested list (a list at depth ", depth, " where numbers were)");
+  check(shape[depth] == n, "tensor: ragged nested list: expected sequence of length ", shape[depth],
+        " at dim ", depth, " (got ", n, ")");
+  for (const NestedValues& child : values.children()) collect_nested(child, depth + 1, shape, leaves);
+}
+
+Shape nested_shape(const NestedValues& values) {
+  // The shape follows the first element at each depth; collect_nested checks the rest.
+  Shape shape;
+  const NestedValues* node = &values;
+  while (node->is_list()) {
+    shape.push_back(static_cast<std::int64_t>(node->children().size()));
+    if (node->children().empty()) break;
+    node = &node->children().front();
+  }
+  return shape;
+}
+
+}  // namespace
+
+Tensor tensor(const NestedValues& values, std::optional<DType> dtype) {
+  Shape shape = nested_shape(values);
+  std::vector<Scalar> leaves;
+  collect_nested(values, 0, shape, leaves);
+  DType inferred = leaves.empty() ? default_dtype() : DType::Bool;
+  for (const Scalar& leaf : leaves) {
+    if (leaf.is_floating_point()) inferred = default_dtype();
+    else if (leaf.is_integral() && inferred == DType::Bool) inferred = DType::Int64;
+  }
+  Tensor out = empty(shape, dtype.value_or(inferred));
+  kernel::dispatch(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* data = out.data_ptr<T>();
+    for (const Scalar& leaf : leaves) *data++ = leaf.to<T>();
+  });
+  return out;
+}
+
+Tensor from_buffer(const void* data, const Shape& sizes, DType dtype) {
+  Tensor out = empty(sizes, dtype);
+  const std::size_t nbytes = static_cast<std::size_t>(out.numel()) * element_size(dtype);
+  if (nbytes) {
+    check(data != nullptr, "from_buffer: null data pointer for shape ", str(sizes));
+    std::memcpy(out.raw_data(), data, nbytes);
+  }
+  return out;
+}
+
+Tensor from_blob(std::shared_ptr<void> owner, void* data, const Shape& sizes, const Shape& strides, DType dtype) {
+  check(sizes.size() == strides.size(), "from_blob: sizes ", str(sizes), " and strides ", str(strides),
+        " differ in length");
+  const std::size_t nbytes = kernel::span_of(sizes, strides) * element_size(dtype);
+  auto storage = std::make_shared<Storage>(std::move(owner), data, nbytes, Device::CPU);
+  return Tensor(storage, sizes, strides, 0, dtype);
+}
+
+// ------------------------------------------------------------------ random ---
+
+double Generator::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+double Generator::normal() {
+  // Box-Muller; 1 - u keeps log's argument in (0, 1].
+  const double u1 = 1.0 - uniform();
+  const double u2 = uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+namespace {
+
+template <class Draw>
+Tensor random_tensor(const Shape& sizes, DType dtype, const char* op, Draw draw) {
+  Tensor out = empty(sizes, dtype);
+  kernel::dispatch_floating(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* data = out.data_ptr<T>();
+    for (std::int64_t i = 0; i < out.numel(); ++i) data[i] = static_cast<T>(draw());
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor rand(const Shape& sizes, Generator& generator, DType dtype) {
+  return random_tensor(sizes, dtype, "rand", [&] { return generator.uniform(); });
+}
+
+Tensor randn(const Shape& sizes, Generator& generator, DType dtype) {
+  return random_tensor(sizes, dtype, "randn", [&] { return generator.normal(); });
+}
+
+Tensor bernoulli(const Shape& sizes, double p, Generator& generator, DType dtype) {
+  check(p >= 0 && p <= 1, "bernoulli: expected 0 <= p <= 1, but got p=", p);
+  return random_tensor(sizes, dtype, "bernoulli", [&] { return generator.uniform() < p ? 1.0 : 0.0; });
+}
+
+Tensor bernoulli(const Tensor& probabilities, Generator& generator) {
+  const std::vector<double> p = probabilities.to_vector<double>();
+  std::size_t i = 0;
+  for (double pi : p) check(pi >= 0 && pi <= 1, "bernoulli: expected all probabilities in [0, 1], got ", pi);
+  return random_tensor(probabilities.sizes(), probabilities.dtype(), "bernoulli",
+                       [&] { return generator.uniform() < p[i++] ? 1.0 : 0.0; });
+}
+
+// ------------------------------------------------------------- promotion ---
+
+DType promote_types(DType a, DType b) {
+  // For bool < int64 < float32 < float64 the lattice is a total order.
+  return static_cast<DType>(std::max(static_cast<int>(a), static_cast<int>(b)));
+}
+
+namespace {
+
+// c10's combine_categories: a lower tier only matters when it is of a higher
+// category (bool < integral < floating) than the tier above it.
+std::optional<DType> combine_categories(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (is_floating_point(*higher)) return higher;
+  if (*higher == DType::Bool || is_floating_point(*lower)) return promote_types(*higher, *lower);
+  return higher;
+}
+
+std::optional<DType> promote_optional(std::optional<DType> a, DType b) {
+  return a ? promote_types(*a, b) : b;
+}
+
+}  // namespace
+
+DType result_type(const std::vector<Operand>& operands) {
+  std::optional<DType> dim_result, zero_dim_result, wrapped_result;
+  for (const Operand& operand : operands) {
+    if (const auto* t = std::get_if<Tensor>(&operand)) {
+      check(t->defined(), "result_type: undefined tensor operand");
+      if (t->dim() > 0) dim_result = promote_optional(dim_result, t->dtype());
+      else zero_dim_result = promote_optional(zero_dim_result, t->dtype());
+    } else {
+      // A wrapped Python float takes the default dtype, not float64.
+      const Scalar& s = std::get<Scalar>(operand);
+      wrapped_result = promote_optional(wrapped_result, s.is_floating_point() ? default_dtype() : s.natural_dtype());
+    }
+  }
+  const auto result = combine_categories(dim_result, combine_categories(zero_dim_result, wrapped_result));
+  check(result.has_value(), "result_type: no operands");
+  return *result;
+}
+
+DType result_type(const Tensor& a, const Tensor& b) { return result_type(std::vector<Operand>{a, b}); }
+DType result_type(const Tensor& a, const Scalar& b) { return result_type(std::vector<Operand>{a, b}); }
+
+}  // namespace refgrad

@@ -1,0 +1,188 @@
+// Tensor itself: storage, views, creation, random, item/at/to_vector, casts.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "expect.hpp"
+#include "refgrad/ops.hpp"
+#include "torch_oracle.hpp"
+
+using namespace refgrad;
+using refgrad::testing::torch_eval1;
+using refgrad::testing::torch_text;
+
+TEST_SUITE("tensor") {
+
+TEST_CASE("tensor from nested lists infers dtype and shape like torch.tensor") {
+  Tensor floats = tensor({{1.0, 2.0}, {3.0, 4.0}});
+  CHECK(floats.dtype() == DType::Float32);
+  CHECK(floats.sizes() == Shape{2, 2});
+  CHECK(floats.strides() == Shape{2, 1});
+  CHECK(floats.at<double>({1, 0}) == 3.0);
+  CHECK(floats.at<double>({-1, -1}) == 4.0);
+
+  CHECK(tensor({1, 2, 3}).dtype() == DType::Int64);
+  CHECK(tensor({true, false}).dtype() == DType::Bool);
+  CHECK(tensor({1, 2.5}).dtype() == DType::Float32);  // any float makes it float
+  CHECK(tensor({true, 2}).dtype() == DType::Int64);
+
+  Tensor zero_dim = tensor(7.5);
+  CHECK(zero_dim.dim() == 0);
+  CHECK(zero_dim.numel() == 1);
+  CHECK(zero_dim.item<double>() == 7.5);
+
+  Tensor empty_list = tensor(NestedValues{});
+  CHECK(empty_list.sizes() == Shape{0});
+  CHECK(empty_list.dtype() == DType::Float32);
+
+  CHECK(tensor({1.0, 2.0}, DType::Float64).dtype() == DType::Float64);
+}
+
+TEST_CASE("tensor rejects ragged nested lists") {
+  CHECK_THROWS_WITH_AS(tensor({{1.0, 2.0}, {3.0}}), doctest::Contains("ragged"), Error);
+  CHECK_THROWS_WITH_AS(tensor({{1.0, 2.0}, 3.0}), doctest::Contains("ragged"), Error);
+  CHECK_THROWS_WITH_AS(tensor({1.0, {2.0}}), doctest::Contains("ragged"), Error);
+}
+
+TEST_CASE("creation: zeros ones full arange empty") {
+  CHECK(zeros({2, 3}).to_vector<double>() == std::vector<double>(6, 0.0));
+  CHECK(ones({2}, DType::Int64).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 1});
+  CHECK(full({2}, 2.5).dtype() == DType::Float32);
+  CHECK(full({2}, 3).dtype() == DType::Int64);
+  CHECK(full({2}, true).dtype() == DType::Bool);
+  CHECK(full({0, 4}, 1.0).numel() == 0);
+  CHECK(zeros({}).dim() == 0);
+  CHECK(zeros({}).numel() == 1);
+
+  CHECK(arange(5).to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+  CHECK(arange(5).dtype() == DType::Int64);
+  CHECK(arange(0.0, 1.0, 0.25).dtype() == DType::Float32);
+  CHECK(arange(0.0, 1.0, 0.25).to_vector<double>() == std::vector<double>{0, 0.25, 0.5, 0.75});
+  CHECK(arange(5, 0, -2).to_vector<std::int64_t>() == std::vector<std::int64_t>{5, 3, 1});
+  CHECK_THROWS_WITH_AS(arange(0, 5, 0), "arange: step must be nonzero", Error);
+  CHECK_THROWS_WITH_AS(arange(5, 0, 1), doctest::Contains("inconsistent with step sign"), Error);
+  CHECK_THROWS_WITH_AS(empty({2, -1}), "empty: negative dimension in shape [2,-1]", Error);
+
+  Tensor like = full_like(tensor({{1, 2}}), 9);
+  CHECK(like.sizes() == Shape{1, 2});
+  CHECK(like.dtype() == DType::Int64);
+}
+
+TEST_CASE("arange agrees with torch, including float steps") {
+  CHECK_TENSOR(arange(0.0, 1.0, 0.1), torch_eval1("torch.arange(0.0, 1.0, 0.1)"));
+  CHECK_TENSOR(arange(-3, 10, 4), torch_eval1("torch.arange(-3, 10, 4)"));
+  CHECK_TENSOR(arange(1.5, -2.0, -0.5, DType::Float64), torch_eval1("torch.arange(1.5, -2.0, -0.5, dtype=torch.float64)"));
+}
+
+TEST_CASE("from_buffer copies, from_blob borrows") {
+  std::vector<double> data = {1, 2, 3, 4, 5, 6};
+  Tensor copied = from_buffer(data.data(), {2, 3}, DType::Float64);
+  data[0] = 100;
+  CHECK(copied.at<double>({0, 0}) == 1.0);
+
+  auto owner = std::make_shared<std::vector<double>>(std::vector<double>{1, 2, 3, 4, 5, 6});
+  Tensor borrowed = from_blob(owner, owner->data(), {3, 2}, {1, 3}, DType::Float64);  // a transposed view
+  (*owner)[1] = 20;
+  CHECK(borrowed.at<double>({1, 0}) == 20.0);
+  CHECK(borrowed.to_vector<double>() == std::vector<double>{1, 4, 20, 5, 3, 6});
+  CHECK_FALSE(borrowed.is_contiguous());
+
+  CHECK(from_vector<bool>({true, false, true}, {3}).to_vector<bool>() == std::vector<bool>{true, false, true});
+  CHECK_THROWS_WITH_AS(from_vector<double>({1, 2, 3}, {2, 2}), "from_vector: 3 values do not fill shape [2,2]",
+                       Error);
+}
+
+TEST_CASE("views share storage and check their bounds") {
+  Tensor base = arange(12, DType::Float32);
+  Tensor view(base.storage(), {3, 2}, {4, 2}, 1, DType::Float32);
+  CHECK(view.to_vector<double>() == std::vector<double>{1, 3, 5, 7, 9, 11});
+  CHECK_FALSE(view.is_contiguous());
+  base.data_ptr<float>()[5] = -1;
+  CHECK(view.at<double>({1, 0}) == -1.0);
+  CHECK_THROWS_WITH_AS(Tensor(base.storage(), {4, 4}, {4, 1}, 0, DType::Float32),
+                       doctest::Contains("needs 64 bytes but the storage has 48"), Error);
+  CHECK_THROWS_WITH_AS(Tensor(base.storage(), {2}, {1, 1}, 0, DType::Float32), doctest::Contains("differ in length"),
+                       Error);
+
+  Tensor copy = view.contiguous();
+  CHECK(copy.is_contiguous());
+  CHECK_FALSE(copy.storage() == base.storage());
+  CHECK(base.contiguous().is_same(base));  // already contiguous: no copy
+  CHECK_FALSE(base.clone().storage() == base.storage());
+}
+
+TEST_CASE("item, at and data_ptr check their input") {
+  CHECK_THROWS_WITH_AS(zeros({2}).item<double>(), "item: a Tensor with 2 elements cannot be converted to Scalar",
+                       Error);
+  CHECK_THROWS_WITH_AS(zeros({2}).at<double>({2}), "at: index 2 is out of bounds for dimension 0 with size 2", Error);
+  CHECK_THROWS_WITH_AS(zeros({2}).at<double>({0, 0}), "at: index [0,0] for a tensor of shape [2]", Error);
+  CHECK_THROWS_WITH_AS(zeros({2}).data_ptr<double>(), "data_ptr: tensor has dtype float32, asked for float64", Error);
+  CHECK_THROWS_WITH_AS(Tensor().numel() == 1 && Tensor().item<double>() == 0, "item: tensor is undefined", Error);
+  CHECK_FALSE(Tensor().defined());
+  CHECK(zeros({2, 3}).size(-1) == 3);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).size(2), "size: dimension out of range (expected to be in range of [-2, 1], but got 2)",
+                       Error);
+}
+
+TEST_CASE("casts convert like torch, NaN to int included") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = tensor({-2.7, -0.5, 0.0, 0.5, 2.7, 1e30}, DType::Float64);
+  CHECK_TENSOR(x.to(DType::Int64), torch_eval1("a.to(torch.int64)", {x}));
+  CHECK_TENSOR(x.to(DType::Bool), torch_eval1("a.to(torch.bool)", {x}));
+  CHECK_TENSOR(x.to(DType::Float32), torch_eval1("a.to(torch.float32)", {x}));
+  CHECK_TENSOR(tensor({true, false}).to(DType::Float32), tensor({1.0, 0.0}));
+  Tensor with_nan = tensor({nan, 1.0}, DType::Float64);
+  CHECK(with_nan.to(DType::Bool).to_vector<bool>() == std::vector<bool>{true, true});
+  CHECK(to(x, DType::Float64).is_same(x));  // same dtype: no copy
+}
+
+TEST_CASE("random: seeded, reproducible, with the right moments") {
+  Generator g1(42), g2(42), g3(43);
+  Tensor a = randn({1000}, g1), b = randn({1000}, g2), c = randn({1000}, g3);
+  CHECK(a.to_vector<float>() == b.to_vector<float>());
+  CHECK(a.to_vector<float>() != c.to_vector<float>());
+
+  Generator g(7);
+  const auto normal = randn({20000}, g, DType::Float64).to_vector<double>();
+  double mean = 0, square = 0;
+  for (double v : normal) mean += v / normal.size(), square += v * v / normal.size();
+  CHECK(std::abs(mean) < 0.03);               // 4 sigma of the sample mean
+  CHECK(std::abs(square - mean * mean - 1) < 0.05);
+
+  const auto uniform = rand({20000}, g, DType::Float64).to_vector<double>();
+  double umean = 0;
+  for (double v : uniform) {
+    CHECK(v >= 0.0);
+    CHECK(v < 1.0);
+    umean += v / uniform.size();
+  }
+  CHECK(std::abs(umean - 0.5) < 0.01);
+
+  const auto coin = bernoulli({20000}, 0.3, g).to_vector<double>();
+  double ones_fraction = 0;
+  for (double v : coin) {
+    CHECK((v == 0.0 || v == 1.0));
+    ones_fraction += v / coin.size();
+  }
+  CHECK(std::abs(ones_fraction - 0.3) < 0.015);
+  CHECK(bernoulli(tensor({0.0, 1.0, 1.0}), g).to_vector<double>() == std::vector<double>{0, 1, 1});
+  CHECK_THROWS_WITH_AS(bernoulli({2}, 1.5, g), "bernoulli: expected 0 <= p <= 1, but got p=1.5", Error);
+  CHECK_THROWS_WITH_AS(randn({2}, g, DType::Int64), "randn: expected a floating point tensor, got int64", Error);
+}
+
+TEST_CASE("torch oracle round-trips values exactly") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  Tensor x = tensor({nan, inf, -inf, 1e-310, 0.1}, DType::Float64);
+  const auto back = torch_eval1("a", {x}).to_vector<double>();
+  CHECK(std::isnan(back[0]));
+  CHECK(back[1] == inf);
+  CHECK(back[2] == -inf);
+  CHECK(back[3] == 1e-310);
+  CHECK(back[4] == 0.1);
+  CHECK(torch_text("a.dtype", {x}) == "torch.float64");
+  CHECK_THROWS_WITH_AS(refgrad::testing::torch_eval("a + b", {zeros({2}), zeros({3})}),
+                       doctest::Contains("torch raised for `a + b`: RuntimeError: The size of tensor a (2)"), Error);
+}
+
+}  // TEST_SUITE

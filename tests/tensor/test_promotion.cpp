@@ -1,0 +1,2 @@
+// Placeholder: filled in with its ops.
+#include <doctest/doctest.h>
