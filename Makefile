@@ -1,0 +1,59 @@
+# refgrad: `make demo` and `make test` on a fresh machine; see README.md.
+SHELL := /bin/bash
+VENV := .venv
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+PYTHON := $(VENV)/bin/python
+BUILD := build
+STAGE := $(CURDIR)/$(BUILD)/stage
+# The editable install of the Python package configures and builds $(BUILD)
+# once; after that ninja keeps it up to date (and so does `import refgrad`).
+EDITABLE_STAMP := $(BUILD)/.editable-installed
+
+.PHONY: all bootstrap build test test-cpp test-python test-embed demo bench clean
+
+all: build
+
+bootstrap:
+	@tools/bootstrap.sh
+
+$(VENV)/.refgrad-requirements: bootstrap
+
+$(EDITABLE_STAMP): pyproject.toml requirements.txt $(VENV)/.refgrad-requirements
+	$(PYTHON) -m pip install --no-build-isolation --disable-pip-version-check -q -e . -Cbuild-dir=$(BUILD)
+	@touch $@
+
+build: bootstrap $(EDITABLE_STAMP)
+	@ninja -C $(BUILD)
+
+test: build
+	@$(MAKE) --no-print-directory test-cpp test-python test-embed
+	@echo "make test: all suites passed"
+
+test-cpp:
+	meson test -C $(BUILD) --print-errorlogs
+	@grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt
+
+test-python:
+	$(PYTHON) -m pytest -q tests/python
+
+# Install under build/stage (never into the system) and build examples/embed against it.
+test-embed:
+	@rm -rf $(STAGE) $(BUILD)/embed
+	meson install -C $(BUILD) --destdir $(STAGE) --tags devel --quiet
+	PKG_CONFIG_PATH=$$(find $(STAGE) -name refgrad.pc -printf '%h') \
+	  meson setup --reconfigure $(BUILD)/embed examples/embed > $(BUILD)/embed-setup.log || { cat $(BUILD)/embed-setup.log; exit 1; }
+	ninja -C $(BUILD)/embed
+	$(BUILD)/embed/embed
+	PKG_CONFIG_PATH=$$(find $(STAGE) -name refgrad.pc -printf '%h') \
+	  cmake -S examples/embed -B $(BUILD)/embed-cmake -G Ninja > $(BUILD)/embed-cmake.log || { cat $(BUILD)/embed-cmake.log; exit 1; }
+	cmake --build $(BUILD)/embed-cmake
+	$(BUILD)/embed-cmake/embed
+
+demo: build
+	@$(PYTHON) tools/demo.py
+
+bench: build
+	$(BUILD)/bench/bench_tensor
+
+clean:
+	rm -rf $(BUILD)
