@@ -16,13 +16,15 @@ all: build
 bootstrap:
 	@tools/bootstrap.sh
 
-$(VENV)/.refgrad-requirements: bootstrap
-
-$(EDITABLE_STAMP): pyproject.toml requirements.txt $(VENV)/.refgrad-requirements
-	$(PYTHON) -m pip install --no-build-isolation --disable-pip-version-check -q -e . -Cbuild-dir=$(BUILD)
-	@touch $@
-
-build: bootstrap $(EDITABLE_STAMP)
+# The first build (or one after pyproject.toml or the venv changed) is the
+# editable install, which configures $(BUILD) and builds everything once.
+build: bootstrap
+	@if [ ! -f $(EDITABLE_STAMP) ] || [ pyproject.toml -nt $(EDITABLE_STAMP) ] \
+	    || [ $(VENV)/.refgrad-requirements -nt $(EDITABLE_STAMP) ]; then \
+	  echo "build: configuring $(BUILD) and installing refgrad into $(VENV) (editable)"; \
+	  $(PYTHON) -m pip install --no-build-isolation --disable-pip-version-check -q -e . -Cbuild-dir=$(BUILD) \
+	    && touch $(EDITABLE_STAMP); \
+	fi
 	@ninja -C $(BUILD)
 
 test: build
