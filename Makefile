@@ -52,7 +52,7 @@ test-embed:
 	$(BUILD)/embed-cmake/embed
 
 demo: build
-	@$(PYTHON) tools/demo.py
+	@$(BUILD)/examples/tensor_tour
 
 bench: build
 	$(BUILD)/bench/bench_tensor
