@@ -182,7 +182,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
 Tensor one_hot(const Tensor& self, std::int64_t num_classes = -1);
 
 // ----------------------------------------------------------------- linalg ---
-// Through xtensor-blas / OpenBLAS, with one BLAS thread (deterministic).
+// Through OpenBLAS (cblas), with one BLAS thread (deterministic).
 
 Tensor matmul(const Tensor& self, const Tensor& other);  // batch dims broadcast
 Tensor mm(const Tensor& self, const Tensor& mat2);
