@@ -106,7 +106,8 @@ Shape only_dim(std::size_t ndim, std::int64_t dim, std::int64_t stride) {
 void check_gather_scatter_shapes(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor* src,
                                  const char* op) {
   const Tensor self1 = as_nonempty(self), index1 = as_nonempty(index);
-  check(index1.dim() == self1.dim(), op, ": index tensor must have the same number of dimensions as self tensor (index ",
+  check(index1.dim() == self1.dim(), op,
+        ": index tensor must have the same number of dimensions as self tensor (index ",
         str(index.sizes()), ", self ", str(self.sizes()), ")");
   for (std::int64_t d = 0; d < self1.dim(); ++d) {
     check(d == dim || index1.size(d) <= self1.size(d), op, ": index ", str(index.sizes()),
@@ -342,7 +343,8 @@ Tensor index_select(const Tensor& self, std::int64_t dim, const Tensor& index) {
     const T* src = self.data_ptr<T>();
     T* dst = out.data_ptr<T>();
     // out[..., k, ...] = self[..., idx[k], ...]; o[2] walks idx along dim d.
-    for_each_offsets<3>(out1.sizes(), {out1.strides(), without_dim(self1.strides(), d), only_dim(out1.sizes().size(), d, 1)},
+    for_each_offsets<3>(out1.sizes(),
+                        {out1.strides(), without_dim(self1.strides(), d), only_dim(out1.sizes().size(), d, 1)},
                         [&](const auto& o) { dst[o[0]] = src[o[1] + idx[o[2]] * stride]; });
   });
   return out;

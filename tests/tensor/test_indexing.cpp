@@ -51,9 +51,11 @@ TEST_CASE("index_select") {
     CHECK_TENSOR(index_select(xt, 1, tensor({2, 0})), torch_eval1("torch.index_select(a, 1, b)", {xt, tensor({2, 0})}));
     CHECK_TENSOR(index_select(xt, 0, tensor({3})), torch_eval1("torch.index_select(a, 0, b)", {xt, tensor({3})}));
     const Tensor ints = tensor({{1, 2}, {3, 4}});
-    CHECK_TENSOR(index_select(ints, 1, tensor({1, 1})), torch_eval1("torch.index_select(a, 1, b)", {ints, tensor({1, 1})}));
+    CHECK_TENSOR(index_select(ints, 1, tensor({1, 1})),
+                 torch_eval1("torch.index_select(a, 1, b)", {ints, tensor({1, 1})}));
     const Tensor flags = tensor({true, false});
-    CHECK_TENSOR(index_select(flags, 0, tensor({1, 0})), torch_eval1("torch.index_select(a, 0, b)", {flags, tensor({1, 0})}));
+    CHECK_TENSOR(index_select(flags, 0, tensor({1, 0})),
+                 torch_eval1("torch.index_select(a, 0, b)", {flags, tensor({1, 0})}));
   }
   SUBCASE("0-d and size-0") {
     const Tensor s = tensor(5.0);
@@ -65,16 +67,26 @@ TEST_CASE("index_select") {
     CHECK_TENSOR(index_select(e, 1, tensor({2})), torch_eval1("torch.index_select(a, 1, b)", {e, tensor({2})}));
   }
   SUBCASE("errors") {
-    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({3})), "index_select: index 3 is out of bounds for dimension 1 with size 3", Error);
-    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({-1})), "index_select: index -1 is out of bounds for dimension 1 with size 3", Error);
-    CHECK_THROWS_WITH_AS(index_select(zeros({0, 3}), 0, tensor({0})), "index_select: index 0 is out of bounds for dimension 0 with size 0", Error);
-    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({0.0})), "index_select: expected an int64 index tensor, got float32", Error);
-    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({true})), "index_select: expected an int64 index tensor, got bool", Error);
-    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({{0, 1}})), "index_select: index must be 0-d or 1-d, got shape [1,2]", Error);
-    CHECK_THROWS_WITH_AS(index_select(a, 2, tensor({0})), "index_select: dimension out of range (expected to be in range of [-2, 1], but got 2)", Error);
-    CHECK_THROWS_WITH_AS(index_select(tensor(5.0), 0, tensor({0, 0})), "index_select: an index into a 0-d tensor must have one value, got 2", Error);
-    CHECK_THROWS_WITH_AS(index_select(tensor(5.0), 0, tensor({1})), "index_select: index 1 is out of bounds for dimension 0 with size 1", Error);
-    CHECK(testing::torch_run("torch.index_select(a, 1, b)", {a, tensor({-1})}).ok == false);  // torch rejects negatives too
+    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({3})),
+                         "index_select: index 3 is out of bounds for dimension 1 with size 3", Error);
+    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({-1})),
+                         "index_select: index -1 is out of bounds for dimension 1 with size 3", Error);
+    CHECK_THROWS_WITH_AS(index_select(zeros({0, 3}), 0, tensor({0})),
+                         "index_select: index 0 is out of bounds for dimension 0 with size 0", Error);
+    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({0.0})),
+                         "index_select: expected an int64 index tensor, got float32", Error);
+    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({true})), "index_select: expected an int64 index tensor, got bool",
+                         Error);
+    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({{0, 1}})),
+                         "index_select: index must be 0-d or 1-d, got shape [1,2]", Error);
+    CHECK_THROWS_WITH_AS(index_select(a, 2, tensor({0})),
+                         "index_select: dimension out of range (expected to be in range of [-2, 1], but got 2)", Error);
+    CHECK_THROWS_WITH_AS(index_select(tensor(5.0), 0, tensor({0, 0})),
+                         "index_select: an index into a 0-d tensor must have one value, got 2", Error);
+    CHECK_THROWS_WITH_AS(index_select(tensor(5.0), 0, tensor({1})),
+                         "index_select: index 1 is out of bounds for dimension 0 with size 1", Error);
+    // torch rejects negative indices here too.
+    CHECK(testing::torch_run("torch.index_select(a, 1, b)", {a, tensor({-1})}).ok == false);
   }
 }
 
@@ -113,15 +125,21 @@ TEST_CASE("gather") {
   }
   SUBCASE("errors") {
     const Tensor x = zeros({2, 3});
-    CHECK_THROWS_WITH_AS(gather(x, 1, tensor({{3}})), "gather: index 3 is out of bounds for dimension 1 with size 3", Error);
-    CHECK_THROWS_WITH_AS(gather(x, 1, tensor({{-1}})), "gather: index -1 is out of bounds for dimension 1 with size 3", Error);
-    CHECK_THROWS_WITH_AS(gather(tensor(5.0), 0, tensor({1})), "gather: index 1 is out of bounds for dimension 0 with size 1", Error);
+    CHECK_THROWS_WITH_AS(gather(x, 1, tensor({{3}})), "gather: index 3 is out of bounds for dimension 1 with size 3",
+                         Error);
+    CHECK_THROWS_WITH_AS(gather(x, 1, tensor({{-1}})), "gather: index -1 is out of bounds for dimension 1 with size 3",
+                         Error);
+    CHECK_THROWS_WITH_AS(gather(tensor(5.0), 0, tensor({1})),
+                         "gather: index 1 is out of bounds for dimension 0 with size 1", Error);
     CHECK_THROWS_WITH_AS(gather(x, 1, tensor({{0.0}})), "gather: expected an int64 index tensor, got float32", Error);
     CHECK_THROWS_WITH_AS(gather(x, 1, tensor({0})),
-                         "gather: index tensor must have the same number of dimensions as self tensor (index [1], self [2,3])", Error);
+                         "gather: index tensor must have the same number of dimensions as self tensor (index [1], self [2,3])",
+                         Error);
     CHECK_THROWS_WITH_AS(gather(x, 1, zeros({3, 1}, DType::Int64)),
-                         "gather: index [3,1] must be no larger than self [2,3] apart from dimension 1 (dimension 0)", Error);
-    CHECK_THROWS_WITH_AS(gather(x, 2, tensor({{0}})), "gather: dimension out of range (expected to be in range of [-2, 1], but got 2)", Error);
+                         "gather: index [3,1] must be no larger than self [2,3] apart from dimension 1 (dimension 0)",
+                         Error);
+    CHECK_THROWS_WITH_AS(gather(x, 2, tensor({{0}})),
+                         "gather: dimension out of range (expected to be in range of [-2, 1], but got 2)", Error);
   }
 }
 
@@ -145,42 +163,56 @@ TEST_CASE("scatter") {
     const Tensor st = transposed(randn({4, 2}, gen));   // [2,4]
     CHECK_TENSOR(scatter(xt, 0, i0, st), torch_eval1("torch.scatter(a, 0, b, c)", {xt, i0, st}));
     const Tensor ints = tensor({{1, 2, 3}});
-    CHECK_TENSOR(scatter(ints, 1, tensor({{2}}), tensor({{9}})), torch_eval1("torch.scatter(a, 1, b, c)", {ints, tensor({{2}}), tensor({{9}})}));
+    CHECK_TENSOR(scatter(ints, 1, tensor({{2}}), tensor({{9}})),
+                 torch_eval1("torch.scatter(a, 1, b, c)", {ints, tensor({{2}}), tensor({{9}})}));
   }
   SUBCASE("torch, scalar value") {
     const Tensor x = randn({3, 4}, gen, DType::Float64);
     const Tensor i = longs({0, 3, 1, 2}, {2, 2});
     CHECK_TENSOR(scatter(x, 1, i, 2.5), torch_eval1("torch.scatter(a, 1, b, 2.5)", {x, i}));
     const Tensor ints = tensor({{1, 2, 3, 4}});
-    CHECK_TENSOR(scatter(ints, 1, tensor({{3, 0}}), 7.5), torch_eval1("torch.scatter(a, 1, b, 7.5)", {ints, tensor({{3, 0}})}));
+    CHECK_TENSOR(scatter(ints, 1, tensor({{3, 0}}), 7.5),
+                 torch_eval1("torch.scatter(a, 1, b, 7.5)", {ints, tensor({{3, 0}})}));
     const Tensor flags = tensor({false, false, false});
-    CHECK_TENSOR(scatter(flags, 0, tensor({1}), true), torch_eval1("torch.scatter(a, 0, b, True)", {flags, tensor({1})}));
+    CHECK_TENSOR(scatter(flags, 0, tensor({1}), true),
+                 torch_eval1("torch.scatter(a, 0, b, True)", {flags, tensor({1})}));
   }
   SUBCASE("0-d and size-0") {
     const Tensor s = tensor(5.0);
-    CHECK_TENSOR(scatter(s, 0, tensor({0}), tensor({1.0})), torch_eval1("torch.scatter(a, 0, b, c)", {s, tensor({0}), tensor({1.0})}));
-    CHECK_TENSOR(scatter(s, 0, tensor(0), tensor(2.0)), torch_eval1("torch.scatter(a, 0, b, c)", {s, tensor(0), tensor(2.0)}));
+    CHECK_TENSOR(scatter(s, 0, tensor({0}), tensor({1.0})),
+                 torch_eval1("torch.scatter(a, 0, b, c)", {s, tensor({0}), tensor({1.0})}));
+    CHECK_TENSOR(scatter(s, 0, tensor(0), tensor(2.0)),
+                 torch_eval1("torch.scatter(a, 0, b, c)", {s, tensor(0), tensor(2.0)}));
     const Tensor x = randn({2, 3}, gen);
     const Tensor none = longs({}, {0, 5});
-    CHECK_TENSOR(scatter(x, 1, none, tensor({{1.0}})), torch_eval1("torch.scatter(a, 1, b, c)", {x, none, tensor({{1.0}})}));
+    CHECK_TENSOR(scatter(x, 1, none, tensor({{1.0}})),
+                 torch_eval1("torch.scatter(a, 1, b, c)", {x, none, tensor({{1.0}})}));
     CHECK_TENSOR(scatter(x, 1, longs({}, {0}), 1.0), x);
   }
   SUBCASE("errors") {
     const Tensor x = zeros({2, 3});
     const Tensor src = ones({1, 3});
-    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{3}}), src), "scatter: index 3 is out of bounds for dimension 1 with size 3", Error);
-    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{-1}}), 1.0), "scatter: index -1 is out of bounds for dimension 1 with size 3", Error);
+    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{3}}), src),
+                         "scatter: index 3 is out of bounds for dimension 1 with size 3", Error);
+    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{-1}}), 1.0),
+                         "scatter: index -1 is out of bounds for dimension 1 with size 3", Error);
     CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0}}), ones({1, 3}, DType::Float64)),
                          "scatter: expected self and src to have the same dtype, got float32 and float64", Error);
-    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0.0}}), src), "scatter: expected an int64 index tensor, got float32", Error);
+    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0.0}}), src), "scatter: expected an int64 index tensor, got float32",
+                         Error);
     CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({0}), src),
-                         "scatter: index tensor must have the same number of dimensions as self tensor (index [1], self [2,3])", Error);
+                         "scatter: index tensor must have the same number of dimensions as self tensor (index [1], self [2,3])",
+                         Error);
     CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0}}), tensor(1.0)),
-                         "scatter: index tensor must have the same number of dimensions as src tensor (index [1,1], src [])", Error);
-    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0, 1, 2, 0}}), src), "scatter: index [1,4] must be no larger than src [1,3] (dimension 1)", Error);
+                         "scatter: index tensor must have the same number of dimensions as src tensor (index [1,1], src [])",
+                         Error);
+    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0, 1, 2, 0}}), src),
+                         "scatter: index [1,4] must be no larger than src [1,3] (dimension 1)", Error);
     CHECK_THROWS_WITH_AS(scatter(x, 1, zeros({3, 1}, DType::Int64), 0.0),
-                         "scatter: index [3,1] must be no larger than self [2,3] apart from dimension 1 (dimension 0)", Error);
-    CHECK_THROWS_WITH_AS(scatter(x, -3, tensor({{0}}), src), "scatter: dimension out of range (expected to be in range of [-2, 1], but got -3)", Error);
+                         "scatter: index [3,1] must be no larger than self [2,3] apart from dimension 1 (dimension 0)",
+                         Error);
+    CHECK_THROWS_WITH_AS(scatter(x, -3, tensor({{0}}), src),
+                         "scatter: dimension out of range (expected to be in range of [-2, 1], but got -3)", Error);
   }
 }
 
@@ -202,7 +234,8 @@ TEST_CASE("scatter_add") {
     CHECK_TENSOR(scatter_add(xt, 1, i1, src), torch_eval1("torch.scatter_add(a, 1, b, c)", {xt, i1, src}));
     const Tensor flags = tensor({{false, false}});
     const Tensor fsrc = tensor({{true, false}});
-    CHECK_TENSOR(scatter_add(flags, 1, tensor({{1, 1}}), fsrc), torch_eval1("torch.scatter_add(a, 1, b, c)", {flags, tensor({{1, 1}}), fsrc}));
+    CHECK_TENSOR(scatter_add(flags, 1, tensor({{1, 1}}), fsrc),
+                 torch_eval1("torch.scatter_add(a, 1, b, c)", {flags, tensor({{1, 1}}), fsrc}));
     const Tensor s = tensor(1.0);
     CHECK_TENSOR(scatter_add(s, 0, tensor({0, 0}), tensor({2.0, 3.0})),
                  torch_eval1("torch.scatter_add(a, 0, b, c)", {s, tensor({0, 0}), tensor({2.0, 3.0})}));
@@ -210,11 +243,14 @@ TEST_CASE("scatter_add") {
   }
   SUBCASE("errors") {
     const Tensor x = zeros({2, 3});
-    CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{2}}), ones({1, 1})), "scatter_add: index 2 is out of bounds for dimension 0 with size 2", Error);
+    CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{2}}), ones({1, 1})),
+                         "scatter_add: index 2 is out of bounds for dimension 0 with size 2", Error);
     CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{0}}), ones({1, 1}, DType::Int64)),
                          "scatter_add: expected self and src to have the same dtype, got float32 and int64", Error);
-    CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{true}}), ones({1, 1})), "scatter_add: expected an int64 index tensor, got bool", Error);
-    CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{0, 0}}), ones({1, 1})), "scatter_add: index [1,2] must be no larger than src [1,1] (dimension 1)", Error);
+    CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{true}}), ones({1, 1})),
+                         "scatter_add: expected an int64 index tensor, got bool", Error);
+    CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{0, 0}}), ones({1, 1})),
+                         "scatter_add: index [1,2] must be no larger than src [1,1] (dimension 1)", Error);
   }
 }
 
@@ -223,7 +259,8 @@ TEST_CASE("index_add") {
   const Tensor a = tensor({{0.0, 1.0, 2.0}, {3.0, 4.0, 5.0}});
   SUBCASE("hand values: duplicates accumulate, alpha scales") {
     CHECK_TENSOR(index_add(a, 1, tensor({0, 0}), ones({2, 2})), tensor({{2.0, 1.0, 2.0}, {5.0, 4.0, 5.0}}));
-    CHECK_TENSOR(index_add(a, 0, tensor({1}), tensor({{1.0, 1.0, 1.0}}), 2), tensor({{0.0, 1.0, 2.0}, {5.0, 6.0, 7.0}}));
+    CHECK_TENSOR(index_add(a, 0, tensor({1}), tensor({{1.0, 1.0, 1.0}}), 2),
+                 tensor({{0.0, 1.0, 2.0}, {5.0, 6.0, 7.0}}));
     CHECK(a.at<double>({0, 0}) == 0.0);  // out of place
   }
   SUBCASE("torch") {
@@ -233,7 +270,8 @@ TEST_CASE("index_add") {
     CHECK_TENSOR(index_add(x, 0, i, src), torch_eval1("torch.index_add(a, 0, b, c)", {x, i, src}));
     CHECK_TENSOR(index_add(x, 0, i, src, 2.5), torch_eval1("torch.index_add(a, 0, b, c, alpha=2.5)", {x, i, src}));
     const Tensor src1 = randn({4, 2}, gen, DType::Float64);
-    CHECK_TENSOR(index_add(x, -1, tensor({2, 2}), src1), torch_eval1("torch.index_add(a, -1, b, c)", {x, tensor({2, 2}), src1}));
+    CHECK_TENSOR(index_add(x, -1, tensor({2, 2}), src1),
+                 torch_eval1("torch.index_add(a, -1, b, c)", {x, tensor({2, 2}), src1}));
     const Tensor xt = transposed(randn({3, 4}, gen, DType::Float64));        // [4,3]
     const Tensor st = transposed(randn({3, 5}, gen, DType::Float64));        // [5,3]
     CHECK_TENSOR(index_add(xt, 0, i, st, -1), torch_eval1("torch.index_add(a, 0, b, c, alpha=-1)", {xt, i, st}));
@@ -243,27 +281,37 @@ TEST_CASE("index_add") {
     CHECK_TENSOR(index_add(ints, 1, tensor({1, 1}), isrc, 2.5),
                  torch_eval1("torch.index_add(a, 1, b, c, alpha=2.5)", {ints, tensor({1, 1}), isrc}));
     const Tensor flags = tensor({false, false});
-    CHECK_TENSOR(index_add(flags, 0, tensor({1}), tensor({true})), torch_eval1("torch.index_add(a, 0, b, c)", {flags, tensor({1}), tensor({true})}));
+    CHECK_TENSOR(index_add(flags, 0, tensor({1}), tensor({true})),
+                 torch_eval1("torch.index_add(a, 0, b, c)", {flags, tensor({1}), tensor({true})}));
   }
   SUBCASE("0-d and size-0") {
     const Tensor s = tensor(1.0);
-    CHECK_TENSOR(index_add(s, 0, tensor({0}), tensor(2.0)), torch_eval1("torch.index_add(a, 0, b, c)", {s, tensor({0}), tensor(2.0)}));
+    CHECK_TENSOR(index_add(s, 0, tensor({0}), tensor(2.0)),
+                 torch_eval1("torch.index_add(a, 0, b, c)", {s, tensor({0}), tensor(2.0)}));
     const Tensor rows = zeros({3, 2});
     CHECK_TENSOR(index_add(rows, 0, tensor(2), tensor({{2.0, 1.0}})),
                  torch_eval1("torch.index_add(a, 0, b, c)", {rows, tensor(2), tensor({{2.0, 1.0}})}));
     CHECK_TENSOR(index_add(a, 1, longs({}, {0}), zeros({2, 0})), a);
   }
   SUBCASE("errors") {
-    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({3}), ones({2, 1})), "index_add: index 3 is out of bounds for dimension 1 with size 3", Error);
-    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({-1}), ones({2, 1})), "index_add: index -1 is out of bounds for dimension 1 with size 3", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({3}), ones({2, 1})),
+                         "index_add: index 3 is out of bounds for dimension 1 with size 3", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({-1}), ones({2, 1})),
+                         "index_add: index -1 is out of bounds for dimension 1 with size 3", Error);
     CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({2, 1}, DType::Float64)),
                          "index_add: expected self and source to have the same dtype, got float32 and float64", Error);
-    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0.0}), ones({2, 1})), "index_add: expected an int64 index tensor, got float32", Error);
-    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({{0}}), ones({2, 1})), "index_add: index must be 0-d or 1-d, got shape [1,1]", Error);
-    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({3, 1})), "index_add: source shape [3,1] must match self shape [2,3] except at dimension 1", Error);
-    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({2})), "index_add: source shape [2] must match self shape [2,3] except at dimension 1", Error);
-    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({2, 2})), "index_add: the number of indices (1) must equal source.size(1) (2)", Error);
-    CHECK_THROWS_WITH_AS(index_add(tensor(1.0), 0, tensor({0}), tensor({2.0})), "index_add: source shape [1] must match self shape [] except at dimension 0", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0.0}), ones({2, 1})),
+                         "index_add: expected an int64 index tensor, got float32", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({{0}}), ones({2, 1})),
+                         "index_add: index must be 0-d or 1-d, got shape [1,1]", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({3, 1})),
+                         "index_add: source shape [3,1] must match self shape [2,3] except at dimension 1", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({2})),
+                         "index_add: source shape [2] must match self shape [2,3] except at dimension 1", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({2, 2})),
+                         "index_add: the number of indices (1) must equal source.size(1) (2)", Error);
+    CHECK_THROWS_WITH_AS(index_add(tensor(1.0), 0, tensor({0}), tensor({2.0})),
+                         "index_add: source shape [1] must match self shape [] except at dimension 0", Error);
   }
 }
 
@@ -284,6 +332,7 @@ TEST_CASE("index") {
     const Tensor i = tensor({1, 0, 1});
     const Tensor j = tensor({{3}, {0}});
     CHECK_TENSOR(index(x, {i}), torch_eval1("a[b]", {x, i}));
+    CHECK_TENSOR(index(x, {tensor(1)}), torch_eval1("torch.ops.aten.index(a, [b])", {x, tensor(1)}));
     CHECK_TENSOR(index(x, {std::nullopt, tensor({2, 2})}), torch_eval1("a[:, b]", {x, tensor({2, 2})}));
     CHECK_TENSOR(index(x, {std::nullopt, tensor({2, 0, 1}), j}), torch_eval1("a[:, b, c]", {x, tensor({2, 0, 1}), j}));
     // Separated by a slice: the broadcast index dims go first.
@@ -291,11 +340,13 @@ TEST_CASE("index") {
     // A 0-d index tensor is an advanced index that broadcasts (Python's a[t, :, c] would select instead).
     CHECK_TENSOR(index(x, {tensor(1), std::nullopt, tensor({0, 3})}),
                  torch_eval1("torch.ops.aten.index(a, [b, None, c])", {x, tensor(1), tensor({0, 3})}));
-    CHECK_TENSOR(index(x, {std::nullopt, std::nullopt, tensor({-1, -4})}), torch_eval1("a[:, :, b]", {x, tensor({-1, -4})}));
+    CHECK_TENSOR(index(x, {std::nullopt, std::nullopt, tensor({-1, -4})}),
+                 torch_eval1("a[:, :, b]", {x, tensor({-1, -4})}));
     const Tensor y = randn({3, 2, 4, 2}, gen, DType::Float64);
     CHECK_TENSOR(index(y, {tensor({2, 0}), std::nullopt, std::nullopt, tensor({{1}, {0}})}),
                  torch_eval1("a[b, :, :, c]", {y, tensor({2, 0}), tensor({{1}, {0}})}));
-    CHECK_TENSOR(index(y, {std::nullopt, tensor({1}), tensor({{3, 2}})}), torch_eval1("a[:, b, c]", {y, tensor({1}), tensor({{3, 2}})}));
+    CHECK_TENSOR(index(y, {std::nullopt, tensor({1}), tensor({{3, 2}})}),
+                 torch_eval1("a[:, b, c]", {y, tensor({1}), tensor({{3, 2}})}));
   }
   SUBCASE("torch: bool masks") {
     const Tensor m0 = tensor({true, false});
@@ -312,7 +363,8 @@ TEST_CASE("index") {
   }
   SUBCASE("torch: non-contiguous self, dtypes") {
     const Tensor t = transposed(from_vector<std::int64_t>({0, 1, 2, 3, 4, 5}, {2, 3}));  // [3,2]
-    CHECK_TENSOR(index(t, {tensor({{2}, {0}}), tensor({1, 0})}), torch_eval1("a[b, c]", {t, tensor({{2}, {0}}), tensor({1, 0})}));
+    CHECK_TENSOR(index(t, {tensor({{2}, {0}}), tensor({1, 0})}),
+                 torch_eval1("a[b, c]", {t, tensor({{2}, {0}}), tensor({1, 0})}));
     CHECK_TENSOR(index(t, {std::nullopt, tensor({1})}), torch_eval1("a[:, b]", {t, tensor({1})}));
     const Tensor flags = tensor({true, false, true});
     CHECK_TENSOR(index(flags, {tensor({2, 1})}), torch_eval1("a[b]", {flags, tensor({2, 1})}));
@@ -320,7 +372,8 @@ TEST_CASE("index") {
   SUBCASE("size-0") {
     const Tensor none = longs({}, {0});
     CHECK_TENSOR(index(x, {none}), torch_eval1("a[b]", {x, none}));
-    CHECK_TENSOR(index(x, {none, std::nullopt, tensor({{1}, {2}})}), torch_eval1("a[b, :, c]", {x, none, tensor({{1}, {2}})}));
+    CHECK_TENSOR(index(x, {none, std::nullopt, tensor({{1}, {2}})}),
+                 torch_eval1("a[b, :, c]", {x, none, tensor({{1}, {2}})}));
     // Nothing is read, so an out-of-range index that broadcasts away is not an error.
     CHECK_TENSOR(index(x, {none, std::nullopt, tensor({9})}), torch_eval1("a[b, :, c]", {x, none, tensor({9})}));
     const Tensor e = zeros({2, 0});
@@ -330,27 +383,37 @@ TEST_CASE("index") {
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(index(x, {tensor({2})}), "index: index 2 is out of bounds for dimension 0 with size 2", Error);
-    CHECK_THROWS_WITH_AS(index(x, {tensor({-3})}), "index: index -3 is out of bounds for dimension 0 with size 2", Error);
-    CHECK_THROWS_WITH_AS(index(x, {std::nullopt, std::nullopt, tensor({4})}), "index: index 4 is out of bounds for dimension 2 with size 4", Error);
-    CHECK_THROWS_WITH_AS(index(zeros({2, 0}), {std::nullopt, tensor({0})}), "index: index 0 is out of bounds for dimension 1 with size 0", Error);
+    CHECK_THROWS_WITH_AS(index(x, {tensor({-3})}), "index: index -3 is out of bounds for dimension 0 with size 2",
+                         Error);
+    CHECK_THROWS_WITH_AS(index(x, {std::nullopt, std::nullopt, tensor({4})}),
+                         "index: index 4 is out of bounds for dimension 2 with size 4", Error);
+    CHECK_THROWS_WITH_AS(index(zeros({2, 0}), {std::nullopt, tensor({0})}),
+                         "index: index 0 is out of bounds for dimension 1 with size 0", Error);
     // An empty result reads nothing, but a non-empty index into a size-0 dim is still an error.
-    CHECK_THROWS_WITH_AS(index(zeros({0, 0}), {std::nullopt, tensor({0})}), "index: index is out of bounds for dimension 1 with size 0", Error);
+    CHECK_THROWS_WITH_AS(index(zeros({0, 0}), {std::nullopt, tensor({0})}),
+                         "index: index is out of bounds for dimension 1 with size 0", Error);
     CHECK(testing::torch_run("torch.ops.aten.index(a, [None, b])", {zeros({0, 0}), tensor({0})}).ok == false);
-    CHECK_THROWS_WITH_AS(index(x, {tensor({0.0})}), "index: tensors used as indices must be int64 or bool tensors, got float32", Error);
+    CHECK_THROWS_WITH_AS(index(x, {tensor({0.0})}),
+                         "index: tensors used as indices must be int64 or bool tensors, got float32", Error);
     CHECK_THROWS_WITH_AS(index(x, {std::nullopt, std::nullopt, std::nullopt, tensor({0})}),
                          "index: too many indices for tensor of dimension 3 (got 4)", Error);
-    CHECK_THROWS_WITH_AS(index(tensor(5.0), {tensor(0)}), "index: too many indices for tensor of dimension 0 (got 1)", Error);
+    CHECK_THROWS_WITH_AS(index(tensor(5.0), {tensor(0)}), "index: too many indices for tensor of dimension 0 (got 1)",
+                         Error);
     CHECK_THROWS_WITH_AS(index(x, {std::nullopt, std::nullopt, zeros({4, 1}, DType::Bool)}),
                          "index: too many indices for tensor of dimension 3", Error);
     CHECK_THROWS_WITH_AS(index(x, {tensor({0, 1}), tensor({0, 1, 2})}),
-                         "index: shape mismatch: indexing tensors could not be broadcast together with shapes [2], [3]", Error);
+                         "index: shape mismatch: indexing tensors could not be broadcast together with shapes [2], [3]",
+                         Error);
     CHECK_THROWS_WITH_AS(index(x, {tensor({true, false, true})}),
-                         "index: the shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2,3,4] at index 0", Error);
+                         "index: the shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2,3,4] at index 0",
+                         Error);
     CHECK_THROWS_WITH_AS(index(x, {std::nullopt, zeros({3, 3}, DType::Bool)}),
-                         "index: the shape of the mask [3,3] at index 1 does not match the shape of the indexed tensor [2,3,4] at index 2", Error);
+                         "index: the shape of the mask [3,3] at index 1 does not match the shape of the indexed tensor [2,3,4] at index 2",
+                         Error);
     CHECK_THROWS_WITH_AS(index(x, {tensor(true)}), "index: a 0-d bool mask is not supported as an index", Error);
     CHECK_THROWS_WITH_AS(index(x, {}), "index: at least one index must be provided", Error);
-    CHECK_THROWS_WITH_AS(index(x, {std::nullopt}), "index: at least one index must be a tensor (all were full slices)", Error);
+    CHECK_THROWS_WITH_AS(index(x, {std::nullopt}), "index: at least one index must be a tensor (all were full slices)",
+                         Error);
   }
 }
 
@@ -371,7 +434,8 @@ TEST_CASE("index_put") {
     const Tensor i = tensor({2, 0, 2, 2});
     const Tensor j = tensor({{1}, {3}});
     const Tensor v = randn({4, 2}, gen, DType::Float64);  // broadcast to the result shape [2,4,2]
-    CHECK_TENSOR(index_put(x, {i, j}, v, true), torch_eval1("torch.index_put(a, (b, c), d, accumulate=True)", {x, i, j, v}));
+    CHECK_TENSOR(index_put(x, {i, j}, v, true),
+                 torch_eval1("torch.index_put(a, (b, c), d, accumulate=True)", {x, i, j, v}));
     const Tensor row = randn({2}, gen, DType::Float64);
     CHECK_TENSOR(index_put(x, {i, tensor({0, 1, 2, 3})}, row, true),
                  torch_eval1("torch.index_put(a, (b, c), d, accumulate=True)", {x, i, tensor({0, 1, 2, 3}), row}));
@@ -383,22 +447,28 @@ TEST_CASE("index_put") {
                  torch_eval1("torch.ops.aten.index_put(a, [None, b], c, True)", {x, tensor({0, 0, 3}), vals}));
     const Tensor sep = randn({2, 4}, gen, DType::Float64);
     CHECK_TENSOR(index_put(x, {tensor({0, 0}), std::nullopt, tensor({1, 1})}, sep, true),
-                 torch_eval1("torch.ops.aten.index_put(a, [b, None, c], d, True)", {x, tensor({0, 0}), tensor({1, 1}), sep}));
+                 torch_eval1("torch.ops.aten.index_put(a, [b, None, c], d, True)",
+                             {x, tensor({0, 0}), tensor({1, 1}), sep}));
     // Non-contiguous self.
     const Tensor xt = transposed(randn({4, 3}, gen));
     CHECK_TENSOR(index_put(xt, {tensor({2, 2, 0})}, tensor({1.0f, 2.0f, 3.0f, 4.0f}), true),
-                 torch_eval1("torch.index_put(a, (b,), c, accumulate=True)", {xt, tensor({2, 2, 0}), tensor({1.0f, 2.0f, 3.0f, 4.0f})}));
+                 torch_eval1("torch.index_put(a, (b,), c, accumulate=True)",
+                             {xt, tensor({2, 2, 0}), tensor({1.0f, 2.0f, 3.0f, 4.0f})}));
     const Tensor ints = tensor({1, 2, 3});
     CHECK_TENSOR(index_put(ints, {tensor({0, 0, 2})}, tensor({5, 6, 7}), true),
-                 torch_eval1("torch.index_put(a, (b,), c, accumulate=True)", {ints, tensor({0, 0, 2}), tensor({5, 6, 7})}));
+                 torch_eval1("torch.index_put(a, (b,), c, accumulate=True)",
+                             {ints, tensor({0, 0, 2}), tensor({5, 6, 7})}));
   }
   SUBCASE("torch: bool masks") {
     const Tensor m = bools({true, false, true, false, false, true}, {2, 3});
-    CHECK_TENSOR(index_put(a, {m}, tensor({5.0f, 6.0f, 7.0f})), torch_eval1("torch.index_put(a, (b,), c)", {a, m, tensor({5.0f, 6.0f, 7.0f})}));
-    CHECK_TENSOR(index_put(a, {m}, tensor(1.0f), true), torch_eval1("torch.index_put(a, (b,), c, accumulate=True)", {a, m, tensor(1.0f)}));
+    CHECK_TENSOR(index_put(a, {m}, tensor({5.0f, 6.0f, 7.0f})),
+                 torch_eval1("torch.index_put(a, (b,), c)", {a, m, tensor({5.0f, 6.0f, 7.0f})}));
+    CHECK_TENSOR(index_put(a, {m}, tensor(1.0f), true),
+                 torch_eval1("torch.index_put(a, (b,), c, accumulate=True)", {a, m, tensor(1.0f)}));
     const Tensor cols = tensor({true, false, true});
     const Tensor v = tensor({{1.0f}, {2.0f}});
-    CHECK_TENSOR(index_put(a, {std::nullopt, cols}, v, true), torch_eval1("torch.ops.aten.index_put(a, [None, b], c, True)", {a, cols, v}));
+    CHECK_TENSOR(index_put(a, {std::nullopt, cols}, v, true),
+                 torch_eval1("torch.ops.aten.index_put(a, [None, b], c, True)", {a, cols, v}));
   }
   SUBCASE("size-0") {
     const Tensor none = longs({}, {0});
@@ -406,19 +476,27 @@ TEST_CASE("index_put") {
     CHECK_TENSOR(index_put(a, {tensor({false, false})}, zeros({0, 3}), true), a);
   }
   SUBCASE("errors") {
-    CHECK_THROWS_WITH_AS(index_put(a, {tensor({2})}, tensor(1.0f)), "index_put: index 2 is out of bounds for dimension 0 with size 2", Error);
-    CHECK_THROWS_WITH_AS(index_put(a, {tensor({-3})}, tensor(1.0f), true), "index_put: index -3 is out of bounds for dimension 0 with size 2", Error);
-    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0})}, tensor(1.0, DType::Float64)), "index_put: expected self and values to have the same dtype, got float32 and float64",
+    CHECK_THROWS_WITH_AS(index_put(a, {tensor({2})}, tensor(1.0f)),
+                         "index_put: index 2 is out of bounds for dimension 0 with size 2", Error);
+    CHECK_THROWS_WITH_AS(index_put(a, {tensor({-3})}, tensor(1.0f), true),
+                         "index_put: index -3 is out of bounds for dimension 0 with size 2", Error);
+    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0})}, tensor(1.0, DType::Float64)),
+                         "index_put: expected self and values to have the same dtype, got float32 and float64",
                          Error);
-    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0})}, tensor(1)), "index_put: expected self and values to have the same dtype, got float32 and int64",
+    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0})}, tensor(1)),
+                         "index_put: expected self and values to have the same dtype, got float32 and int64",
                          Error);
     CHECK_THROWS_WITH_AS(index_put(a, {tensor({0, 0}), tensor({1, 1})}, tensor({5.0f, 6.0f, 7.0f})),
-                         "index_put: shape mismatch: value tensor of shape [3] cannot be broadcast to indexing result of shape [2]", Error);
-    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0, 0})}, zeros({1, 1, 3})),
-                         "index_put: shape mismatch: value tensor of shape [1,1,3] cannot be broadcast to indexing result of shape [2,3]", Error);
-    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0.0})}, tensor(1.0f)), "index_put: tensors used as indices must be int64 or bool tensors, got float32",
+                         "index_put: shape mismatch: value tensor of shape [3] cannot be broadcast to indexing result of shape [2]",
                          Error);
-    CHECK_THROWS_WITH_AS(index_put(tensor(1.0f), {tensor(0)}, tensor(3.0f)), "index_put: too many indices for tensor of dimension 0 (got 1)", Error);
+    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0, 0})}, zeros({1, 1, 3})),
+                         "index_put: shape mismatch: value tensor of shape [1,1,3] cannot be broadcast to indexing result of shape [2,3]",
+                         Error);
+    CHECK_THROWS_WITH_AS(index_put(a, {tensor({0.0})}, tensor(1.0f)),
+                         "index_put: tensors used as indices must be int64 or bool tensors, got float32",
+                         Error);
+    CHECK_THROWS_WITH_AS(index_put(tensor(1.0f), {tensor(0)}, tensor(3.0f)),
+                         "index_put: too many indices for tensor of dimension 0 (got 1)", Error);
     CHECK_THROWS_WITH_AS(index_put(a, {}, tensor(3.0f)), "index_put: at least one index must be provided", Error);
   }
 }
@@ -446,7 +524,8 @@ TEST_CASE("masked_select") {
     CHECK_TENSOR(masked_select(s, tensor(true)), torch_eval1("torch.masked_select(a, b)", {s, tensor(true)}));
     CHECK_TENSOR(masked_select(s, tensor(false)), torch_eval1("torch.masked_select(a, b)", {s, tensor(false)}));
     const Tensor e = zeros({0, 3});
-    CHECK_TENSOR(masked_select(e, tensor({true, false, true})), torch_eval1("torch.masked_select(a, b)", {e, tensor({true, false, true})}));
+    CHECK_TENSOR(masked_select(e, tensor({true, false, true})),
+                 torch_eval1("torch.masked_select(a, b)", {e, tensor({true, false, true})}));
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(masked_select(a, tensor({1, 0, 1})), "masked_select: expected a bool mask, got int64", Error);
@@ -459,7 +538,8 @@ TEST_CASE("masked_scatter") {
   const Tensor a = tensor({{0.0, 1.0, 2.0}, {3.0, 4.0, 5.0}});
   const Tensor source = tensor({10.0, 11.0, 12.0, 13.0, 14.0});
   SUBCASE("hand values") {
-    CHECK_TENSOR(masked_scatter(a, tensor({true, false, true}), source), tensor({{10.0, 1.0, 11.0}, {12.0, 4.0, 13.0}}));
+    CHECK_TENSOR(masked_scatter(a, tensor({true, false, true}), source),
+                 tensor({{10.0, 1.0, 11.0}, {12.0, 4.0, 13.0}}));
     CHECK(a.at<double>({0, 0}) == 0.0);  // out of place
   }
   SUBCASE("torch") {
@@ -478,18 +558,24 @@ TEST_CASE("masked_scatter") {
     const Tensor m2 = bools({true, false, true, true}, {2, 2});
     CHECK_TENSOR(masked_scatter(v, m2, source), torch_eval1("torch.masked_scatter(a, b, c)", {v, m2, source}));
     const Tensor s = tensor(1.0);
-    CHECK_TENSOR(masked_scatter(s, tensor(true), tensor(4.0)), torch_eval1("torch.masked_scatter(a, b, c)", {s, tensor(true), tensor(4.0)}));
+    CHECK_TENSOR(masked_scatter(s, tensor(true), tensor(4.0)),
+                 torch_eval1("torch.masked_scatter(a, b, c)", {s, tensor(true), tensor(4.0)}));
     CHECK_TENSOR(masked_scatter(a, tensor(false), zeros({0}, DType::Float32)), a);
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({true, false, true}), tensor({1.0, 2.0, 3.0})),
-                         "masked_scatter: source has 3 elements but the mask has 4 true elements (mask [3], self [2,3])", Error);
+                         "masked_scatter: source has 3 elements but the mask has 4 true elements (mask [3], self [2,3])",
+                         Error);
     CHECK_THROWS_WITH_AS(masked_scatter(a, tensor(true), zeros({0})),
-                         "masked_scatter: source has 0 elements but the mask has 6 true elements (mask [], self [2,3])", Error);
-    CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({1, 0, 1}), source), "masked_scatter: expected a bool mask, got int64", Error);
+                         "masked_scatter: source has 0 elements but the mask has 6 true elements (mask [], self [2,3])",
+                         Error);
+    CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({1, 0, 1}), source),
+                         "masked_scatter: expected a bool mask, got int64", Error);
     CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({true, false, true}), source.to(DType::Float64)),
-                         "masked_scatter: expected self and source to have the same dtype, got float32 and float64", Error);
-    CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({true, false}), source), doctest::Contains("not broadcastable"), Error);
+                         "masked_scatter: expected self and source to have the same dtype, got float32 and float64",
+                         Error);
+    CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({true, false}), source), doctest::Contains("not broadcastable"),
+                         Error);
   }
 }
 
@@ -499,7 +585,8 @@ TEST_CASE("embedding") {
   SUBCASE("hand values") {
     CHECK_TENSOR(embedding(w, tensor({3, 0})), tensor({{9.0, 10.0, 11.0}, {0.0, 1.0, 2.0}}, DType::Float64));
     CHECK_TENSOR(embedding(w, tensor(2)), tensor({6.0, 7.0, 8.0}, DType::Float64));  // 0-d indices
-    CHECK_TENSOR(embedding(w, tensor({1}), 1), tensor({{3.0, 4.0, 5.0}}, DType::Float64));  // padding_idx: forward unchanged
+    CHECK_TENSOR(embedding(w, tensor({1}), 1),
+                 tensor({{3.0, 4.0, 5.0}}, DType::Float64));  // padding_idx: forward unchanged
   }
   SUBCASE("torch") {
     const Tensor weight = randn({5, 4}, gen);
@@ -515,16 +602,21 @@ TEST_CASE("embedding") {
     CHECK_TENSOR(embedding(weight, none), torch_eval1("torch.embedding(a, b)", {weight, none}));
   }
   SUBCASE("errors") {
-    CHECK_THROWS_WITH_AS(embedding(w, tensor({4})), "embedding: index 4 is out of bounds for dimension 0 with size 4", Error);
-    CHECK_THROWS_WITH_AS(embedding(w, tensor({-1})), "embedding: index -1 is out of bounds for dimension 0 with size 4", Error);
+    CHECK_THROWS_WITH_AS(embedding(w, tensor({4})), "embedding: index 4 is out of bounds for dimension 0 with size 4",
+                         Error);
+    CHECK_THROWS_WITH_AS(embedding(w, tensor({-1})),
+                         "embedding: index -1 is out of bounds for dimension 0 with size 4", Error);
     CHECK_THROWS_WITH_AS(embedding(w, tensor({0.0})), "embedding: expected int64 indices, got float32", Error);
     CHECK_THROWS_WITH_AS(embedding(w, tensor({true})), "embedding: expected int64 indices, got bool", Error);
     CHECK_THROWS_WITH_AS(embedding(zeros({3}), tensor({0})), "embedding: weight must be 2-D, got shape [3]", Error);
-    CHECK_THROWS_WITH_AS(embedding(zeros({2, 3, 4}), tensor({0})), "embedding: weight must be 2-D, got shape [2,3,4]", Error);
+    CHECK_THROWS_WITH_AS(embedding(zeros({2, 3, 4}), tensor({0})), "embedding: weight must be 2-D, got shape [2,3,4]",
+                         Error);
     CHECK_THROWS_WITH_AS(embedding(w, tensor({0}), 4),
-                         "embedding: padding_idx 4 must be -1 (none) or within [0, 4) for weight of shape [4,3]", Error);
+                         "embedding: padding_idx 4 must be -1 (none) or within [0, 4) for weight of shape [4,3]",
+                         Error);
     CHECK_THROWS_WITH_AS(embedding(w, tensor({0}), -2),
-                         "embedding: padding_idx -2 must be -1 (none) or within [0, 4) for weight of shape [4,3]", Error);
+                         "embedding: padding_idx -2 must be -1 (none) or within [0, 4) for weight of shape [4,3]",
+                         Error);
   }
 }
 
@@ -545,15 +637,19 @@ TEST_CASE("one_hot") {
     CHECK_TENSOR(one_hot(none, 3), torch_eval1("F.one_hot(a, 3)", {none}));
   }
   SUBCASE("errors") {
-    CHECK_THROWS_WITH_AS(one_hot(tensor({0, 2}), 2), "one_hot: class values must be smaller than num_classes (2), got 2", Error);
-    CHECK_THROWS_WITH_AS(one_hot(tensor({0}), 0), "one_hot: class values must be smaller than num_classes (0), got 0", Error);
+    CHECK_THROWS_WITH_AS(one_hot(tensor({0, 2}), 2),
+                         "one_hot: class values must be smaller than num_classes (2), got 2", Error);
+    CHECK_THROWS_WITH_AS(one_hot(tensor({0}), 0), "one_hot: class values must be smaller than num_classes (0), got 0",
+                         Error);
     CHECK_THROWS_WITH_AS(one_hot(tensor({0, -1}), 4), "one_hot: class values must be non-negative, got -1", Error);
     CHECK_THROWS_WITH_AS(one_hot(tensor({0, -1})), "one_hot: class values must be non-negative, got -1", Error);
     CHECK_THROWS_WITH_AS(one_hot(tensor({0.0, 1.0})), "one_hot: expected an int64 tensor, got float32", Error);
     CHECK_THROWS_WITH_AS(one_hot(tensor({true})), "one_hot: expected an int64 tensor, got bool", Error);
     CHECK_THROWS_WITH_AS(one_hot(longs({}, {0})),
-                         "one_hot: cannot infer the number of classes from an empty tensor of shape [0] (num_classes -1)", Error);
-    CHECK_THROWS_WITH_AS(one_hot(tensor({0}), -2), "one_hot: num_classes must be -1 (infer) or non-negative, got -2", Error);
+                         "one_hot: cannot infer the number of classes from an empty tensor of shape [0] (num_classes -1)",
+                         Error);
+    CHECK_THROWS_WITH_AS(one_hot(tensor({0}), -2), "one_hot: num_classes must be -1 (infer) or non-negative, got -2",
+                         Error);
   }
 }
 
