@@ -345,6 +345,10 @@ TEST_CASE("index") {
     const Tensor y = randn({3, 2, 4, 2}, gen, DType::Float64);
     CHECK_TENSOR(index(y, {tensor({2, 0}), std::nullopt, std::nullopt, tensor({{1}, {0}})}),
                  torch_eval1("a[b, :, :, c]", {y, tensor({2, 0}), tensor({{1}, {0}})}));
+    // Separated, with a leading slice: the index dims still go first, before every slice dim.
+    CHECK_TENSOR(index(y, {std::nullopt, tensor({1, 0, 1}), std::nullopt, tensor({1})}),
+                 torch_eval1("a[:, b, :, c]", {y, tensor({1, 0, 1}), tensor({1})}));
+    CHECK(index(y, {std::nullopt, tensor({1, 0, 1}), std::nullopt, tensor({1})}).sizes() == Shape{3, 3, 4});
     CHECK_TENSOR(index(y, {std::nullopt, tensor({1}), tensor({{3, 2}})}),
                  torch_eval1("a[:, b, c]", {y, tensor({1}), tensor({{3, 2}})}));
   }
@@ -449,6 +453,11 @@ TEST_CASE("index_put") {
     CHECK_TENSOR(index_put(x, {tensor({0, 0}), std::nullopt, tensor({1, 1})}, sep, true),
                  torch_eval1("torch.ops.aten.index_put(a, [b, None, c], d, True)",
                              {x, tensor({0, 0}), tensor({1, 1}), sep}));
+    const Tensor y = randn({2, 3, 2, 2}, gen, DType::Float64);
+    const Tensor yv = randn({2, 2, 2}, gen, DType::Float64);  // result shape [2 (index), 2, 2]
+    CHECK_TENSOR(index_put(y, {std::nullopt, tensor({2, 2}), std::nullopt, tensor({1, 1})}, yv, true),
+                 torch_eval1("torch.ops.aten.index_put(a, [None, b, None, c], d, True)",
+                             {y, tensor({2, 2}), tensor({1, 1}), yv}));
     // Non-contiguous self.
     const Tensor xt = transposed(randn({4, 3}, gen));
     CHECK_TENSOR(index_put(xt, {tensor({2, 2, 0})}, tensor({1.0f, 2.0f, 3.0f, 4.0f}), true),
