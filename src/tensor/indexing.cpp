@@ -1,4 +1,600 @@
-// Placeholder: filled in by the indexing work.
+// Indexing: index_select, gather, scatter, scatter_add, index_add, advanced
+// indexing (index, index_put), masked_select, masked_scatter, embedding and
+// one_hot, with ATen's semantics.
+//
+// Every index is checked before it is used: an index out of range raises
+// refgrad::Error naming the op, the index, the dim and its size; nothing reads
+// or writes outside a tensor. Only `index` and `index_put` wrap negative
+// indices (as Python's x[-1] does); the other ops reject them, as ATen does.
+//
+// All kernels are plain strided loops: for_each_offsets below walks one shape
+// and yields, for every element, its offset in several strided views at once.
+// Gather-like ops set the stride of the indexed dim to 0 in the view of the
+// indexed tensor and add `index * stride` by hand.
+#include <algorithm>
+#include <array>
+#include <limits>
+
 #include "kernel.hpp"
 
-namespace refgrad {}  // namespace refgrad
+namespace refgrad {
+
+namespace {
+
+// Visits every element of `sizes` in row-major order and calls f(offsets),
+// where offsets[k] is the element's offset in a view with strides[k] (each of
+// strides[k] has one stride per dim of `sizes`; 0 repeats along that dim).
+template <std::size_t N, class F>
+void for_each_offsets(const Shape& sizes, const std::array<Shape, N>& strides, F&& f) {
+  for (std::int64_t s : sizes)
+    if (s == 0) return;
+  const std::size_t ndim = sizes.size();
+  std::vector<std::int64_t> index(ndim, 0);
+  std::array<std::int64_t, N> offsets{};
+  while (true) {
+    f(offsets);
+    // Advance the odometer, last dim fastest.
+    std::size_t d = ndim;
+    while (true) {
+      if (d == 0) return;
+      --d;
+      ++index[d];
+      for (std::size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
+      if (index[d] < sizes[d]) break;
+      for (std::size_t k = 0; k < N; ++k) offsets[k] -= index[d] * strides[k][d];
+      index[d] = 0;
+    }
+  }
+}
+
+// ATen's gather/scatter/index_add treat a 0-d tensor as a 1-d tensor of one
+// element (ensure_nonempty_dim / ensure_nonempty_size). This is that view.
+Tensor as_nonempty(const Tensor& t) {
+  if (t.dim() > 0) return t;
+  return Tensor(t.storage(), {1}, {1}, t.storage_offset(), t.dtype());
+}
+
+void check_defined(const Tensor& t, const char* op, const char* name) {
+  check(t.defined(), op, ": ", name, " is an undefined tensor");
+}
+
+void check_index_dtype(const Tensor& index, const char* op) {
+  check(index.dtype() == DType::Int64, op, ": expected an int64 index tensor, got ", dtype_name(index.dtype()));
+}
+
+void check_same_dtype(const Tensor& self, const Tensor& other, const char* op, const char* other_name) {
+  check(self.dtype() == other.dtype(), op, ": expected self and ", other_name, " to have the same dtype, got ",
+        dtype_name(self.dtype()), " and ", dtype_name(other.dtype()));
+}
+
+// Checks one index against the size of the dim it indexes and returns it in
+// [0, size). Negative indices count from the end only when `wrap` is true.
+std::int64_t checked_index(std::int64_t i, std::int64_t size, std::int64_t dim, const char* op, bool wrap) {
+  const std::int64_t lowest = wrap ? -size : 0;
+  check(i >= lowest && i < size, op, ": index ", i, " is out of bounds for dimension ", dim, " with size ", size);
+  return i < 0 ? i + size : i;
+}
+
+// The values of an int64 index tensor, each checked against `size`.
+std::vector<std::int64_t> checked_indices(const Tensor& index, std::int64_t size, std::int64_t dim, const char* op,
+                                          bool wrap) {
+  std::vector<std::int64_t> values = index.to_vector<std::int64_t>();
+  for (std::int64_t& i : values) i = checked_index(i, size, dim, op, wrap);
+  return values;
+}
+
+// strides with the entry at `dim` set to 0: the view of an indexed tensor in
+// which the indexed dim does not move (its offset is added from the index).
+Shape without_dim(Shape strides, std::int64_t dim) {
+  strides[static_cast<std::size_t>(dim)] = 0;
+  return strides;
+}
+
+// Strides that are 0 everywhere except `stride` at `dim`: a 1-d index tensor
+// seen as running along `dim` of an n-d shape.
+Shape only_dim(std::size_t ndim, std::int64_t dim, std::int64_t stride) {
+  Shape strides(ndim, 0);
+  strides[static_cast<std::size_t>(dim)] = stride;
+  return strides;
+}
+
+// ---------------------------------------------------- gather and scatter ---
+
+// ATen's shape rules for gather and scatter, on the 0-d-as-1-d views:
+// index has as many dims as self (and src); index.size(d) <= src.size(d) for
+// every d, and index.size(d) <= self.size(d) for every d but `dim`.
+void check_gather_scatter_shapes(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor* src,
+                                 const char* op) {
+  const Tensor self1 = as_nonempty(self), index1 = as_nonempty(index);
+  check(index1.dim() == self1.dim(), op,
+        ": index tensor must have the same number of dimensions as self tensor (index ",
+        str(index.sizes()), ", self ", str(self.sizes()), ")");
+  for (std::int64_t d = 0; d < self1.dim(); ++d) {
+    check(d == dim || index1.size(d) <= self1.size(d), op, ": index ", str(index.sizes()),
+          " must be no larger than self ", str(self.sizes()), " apart from dimension ", dim, " (dimension ", d, ")");
+  }
+  if (src == nullptr) return;
+  const Tensor src1 = as_nonempty(*src);
+  check(index1.dim() == src1.dim(), op, ": index tensor must have the same number of dimensions as src tensor (index ",
+        str(index.sizes()), ", src ", str(src->sizes()), ")");
+  for (std::int64_t d = 0; d < src1.dim(); ++d) {
+    check(index1.size(d) <= src1.size(d), op, ": index ", str(index.sizes()), " must be no larger than src ",
+          str(src->sizes()), " (dimension ", d, ")");
+  }
+}
+
+enum class ScatterMode { Assign, Add };
+
+// out = self.clone(); then for every position p of index, with q = p but
+// q[dim] = index[p]: out[q] = src[p] (Assign) or out[q] += src[p] (Add).
+// `src` undefined means every src[p] is `value`.
+Tensor scatter_impl(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src, Scalar value,
+                    ScatterMode mode, const char* op) {
+  check_defined(self, op, "self");
+  check_defined(index, op, "index");
+  if (src.defined()) check_same_dtype(self, src, op, "src");
+  check_index_dtype(index, op);
+  const std::int64_t d = wrap_dim(dim, self.dim(), op);
+  Tensor out = self.clone();
+  if (index.numel() == 0) return out;  // ATen skips the shape checks too
+  check_gather_scatter_shapes(self, d, index, src.defined() ? &src : nullptr, op);
+
+  const Tensor out1 = as_nonempty(out), index1 = as_nonempty(index);
+  const std::int64_t size = out1.size(d), stride = out1.stride(d);
+  const std::int64_t* idx = index.data_ptr<std::int64_t>();
+  // Validate every index before writing anything.
+  for_each_offsets<1>(index1.sizes(), {index1.strides()},
+                      [&](const auto& o) { checked_index(idx[o[0]], size, d, op, /*wrap=*/false); });
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = out.data_ptr<T>();
+    const T constant = value.to<T>();
+    const T* source = src.defined() ? src.data_ptr<T>() : nullptr;
+    const Shape src_strides = src.defined() ? as_nonempty(src).strides() : Shape(index1.sizes().size(), 0);
+    for_each_offsets<3>(index1.sizes(), {index1.strides(), without_dim(out1.strides(), d), src_strides},
+                        [&](const auto& o) {
+                          T& target = dst[o[1] + idx[o[0]] * stride];
+                          const T v = source ? source[o[2]] : constant;
+                          if (mode == ScatterMode::Add) target = static_cast<T>(target + v);
+                          else target = v;
+                        });
+  });
+  return out;
+}
+
+// --------------------------------------------------- advanced indexing ---
+
+// Where each element of self[indices] lives in a tensor with self's sizes and
+// the given strides: for result element r, the offset is
+//   sum over r's dims of r[i] * slice_strides[i]  +  table[sum of r[i] * table_strides[i]]
+// The slice dims (`:`) move with their own stride; the dims of the broadcast
+// index shape look up `table`, the precomputed offset of each index tuple.
+struct IndexPlan {
+  Shape result_sizes;
+  Shape slice_strides;
+  Shape table_strides;
+  std::vector<std::int64_t> table;
+};
+
+// Replaces each bool mask by the int64 indices of its true elements, one
+// tensor per mask dim (as nonzero() would), so only int64 tensors remain.
+std::vector<OptionalTensor> expand_masks(const Tensor& self, const std::vector<OptionalTensor>& indices,
+                                         const char* op) {
+  std::vector<OptionalTensor> out;
+  for (const OptionalTensor& index : indices) {
+    if (!index || !index->defined()) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    const Tensor& t = *index;
+    if (t.dtype() == DType::Int64) {
+      out.push_back(t);
+      continue;
+    }
+    check(t.dtype() == DType::Bool, op, ": tensors used as indices must be int64 or bool tensors, got ",
+          dtype_name(t.dtype()));
+    // x[True] in Python adds a dim, which aten::index cannot express.
+    check(t.dim() > 0, op, ": a 0-d bool mask is not supported as an index");
+    const std::int64_t first = static_cast<std::int64_t>(out.size());
+    check(first + t.dim() <= self.dim(), op, ": too many indices for tensor of dimension ", self.dim());
+    for (std::int64_t j = 0; j < t.dim(); ++j) {
+      check(t.size(j) == self.size(first + j), op, ": the shape of the mask ", str(t.sizes()), " at index ", j,
+            " does not match the shape of the indexed tensor ", str(self.sizes()), " at index ", first + j);
+    }
+    // Row-major coordinates of the true elements, one column per mask dim.
+    const std::vector<bool> mask = t.to_vector<bool>();
+    const std::int64_t count = std::count(mask.begin(), mask.end(), true);
+    const Shape mask_strides = contiguous_strides(t.sizes());
+    std::vector<Tensor> coordinates;
+    for (std::int64_t j = 0; j < t.dim(); ++j) coordinates.push_back(empty({count}, DType::Int64));
+    std::int64_t n = 0;
+    for (std::size_t flat = 0; flat < mask.size(); ++flat) {
+      if (!mask[flat]) continue;
+      std::int64_t rest = static_cast<std::int64_t>(flat);
+      for (std::int64_t j = 0; j < t.dim(); ++j) {
+        coordinates[j].data_ptr<std::int64_t>()[n] = rest / mask_strides[j];
+        rest %= mask_strides[j];
+      }
+      ++n;
+    }
+    for (Tensor& c : coordinates) out.push_back(c);
+  }
+  check(static_cast<std::int64_t>(out.size()) <= self.dim(), op, ": too many indices for tensor of dimension ",
+        self.dim(), " (got ", indices.size(), ")");
+  return out;
+}
+
+// The broadcast shape of the index tensors, with an error listing them all.
+Shape broadcast_index_shapes(const std::vector<OptionalTensor>& indices, const char* op) {
+  Shape result;
+  std::string shapes;
+  bool ok = true;
+  for (const OptionalTensor& index : indices) {
+    if (!index) continue;
+    shapes += (shapes.empty() ? "" : ", ") + str(index->sizes());
+    const Shape& s = index->sizes();
+    const std::size_t ndim = std::max(result.size(), s.size());
+    Shape merged(ndim);
+    for (std::size_t i = 0; i < ndim; ++i) {
+      const std::int64_t a = i < ndim - result.size() ? 1 : result[i - (ndim - result.size())];
+      const std::int64_t b = i < ndim - s.size() ? 1 : s[i - (ndim - s.size())];
+      ok = ok && (a == b || a == 1 || b == 1);
+      merged[i] = a == 1 ? b : a;
+    }
+    result = merged;
+  }
+  check(ok, op, ": shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes);
+  return result;
+}
+
+// Plans self[indices] for a tensor with `sizes` and `strides` (those of self
+// for index, those of the output buffer for index_put).
+IndexPlan plan_index(const Tensor& self, const Shape& strides, const std::vector<OptionalTensor>& given,
+                     const char* op) {
+  check_defined(self, op, "self");
+  check(!given.empty(), op, ": at least one index must be provided");
+  const std::int64_t ndim = self.dim();
+  check(static_cast<std::int64_t>(given.size()) <= ndim, op, ": too many indices for tensor of dimension ", ndim,
+        " (got ", given.size(), ")");
+  std::vector<OptionalTensor> indices = expand_masks(self, given, op);
+  indices.resize(static_cast<std::size_t>(ndim));  // trailing dims are full slices
+
+  std::vector<std::int64_t> advanced;  // the dims indexed by a tensor
+  for (std::int64_t d = 0; d < ndim; ++d)
+    if (indices[d]) advanced.push_back(d);
+  check(!advanced.empty(), op, ": at least one index must be a tensor (all were full slices)");
+  const Shape index_shape = broadcast_index_shapes(indices, op);
+  const auto index_ndim = static_cast<std::int64_t>(index_shape.size());
+
+  // NumPy's rule: when the indexed dims are adjacent, the broadcast index dims
+  // replace them in place; when a slice separates them, they go first.
+  const bool adjacent = advanced.back() - advanced.front() + 1 == static_cast<std::int64_t>(advanced.size());
+  const std::int64_t insert_at = adjacent ? advanced.front() : 0;
+
+  IndexPlan plan;
+  const Shape table_contiguous = contiguous_strides(index_shape);
+  auto add_slice_dim = [&](std::int64_t d) {
+    plan.result_sizes.push_back(self.size(d));
+    plan.slice_strides.push_back(strides[d]);
+    plan.table_strides.push_back(0);
+  };
+  for (std::int64_t d = 0; d < insert_at; ++d)
+    if (!indices[d]) add_slice_dim(d);
+  for (std::int64_t i = 0; i < index_ndim; ++i) {
+    plan.result_sizes.push_back(index_shape[i]);
+    plan.slice_strides.push_back(0);
+    plan.table_strides.push_back(table_contiguous[i]);
+  }
+  for (std::int64_t d = insert_at; d < ndim; ++d)
+    if (!indices[d]) add_slice_dim(d);
+
+  if (numel_of(plan.result_sizes) == 0) {
+    // Nothing is read, so ATen checks no index values, except that a
+    // non-empty index into a dim of size 0 can never be valid.
+    for (std::int64_t d : advanced) {
+      check(self.size(d) > 0 || indices[d]->numel() == 0, op, ": index is out of bounds for dimension ", d,
+            " with size 0");
+    }
+    return plan;
+  }
+  // The offset of each index tuple, over the broadcast index shape.
+  plan.table.assign(static_cast<std::size_t>(numel_of(index_shape)), 0);
+  for (std::int64_t d : advanced) {
+    const Tensor expanded = broadcast_to(*indices[d], index_shape);
+    const std::vector<std::int64_t> values = checked_indices(expanded, self.size(d), d, op, /*wrap=*/true);
+    for (std::size_t k = 0; k < values.size(); ++k) plan.table[k] += values[k] * strides[d];
+  }
+  return plan;
+}
+
+// True when `values` broadcasts to `sizes` without adding dims to `sizes`.
+bool broadcasts_to(const Shape& values, const Shape& sizes) {
+  if (values.size() > sizes.size()) return false;
+  const std::size_t extra = sizes.size() - values.size();
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (values[i] != 1 && values[i] != sizes[extra + i]) return false;
+  return true;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------- index_select ---
+
+Tensor index_select(const Tensor& self, std::int64_t dim, const Tensor& index) {
+  const char* op = "index_select";
+  check_defined(self, op, "self");
+  check_defined(index, op, "index");
+  check_index_dtype(index, op);
+  check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", str(index.sizes()));
+  const std::int64_t d = wrap_dim(dim, self.dim(), op);
+  if (self.dim() == 0) {
+    check(index.numel() == 1, op, ": an index into a 0-d tensor must have one value, got ", index.numel());
+  }
+  const Tensor self1 = as_nonempty(self);
+  const std::vector<std::int64_t> idx = checked_indices(index, self1.size(d), d, op, /*wrap=*/false);
+
+  Shape out_sizes = self.sizes();
+  if (self.dim() > 0) out_sizes[d] = index.numel();
+  Tensor out = empty(out_sizes, self.dtype());
+  const Tensor out1 = as_nonempty(out);
+  const std::int64_t stride = self1.stride(d);
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = self.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    // out[..., k, ...] = self[..., idx[k], ...]; o[2] walks idx along dim d.
+    for_each_offsets<3>(out1.sizes(),
+                        {out1.strides(), without_dim(self1.strides(), d), only_dim(out1.sizes().size(), d, 1)},
+                        [&](const auto& o) { dst[o[0]] = src[o[1] + idx[o[2]] * stride]; });
+  });
+  return out;
+}
+
+// ----------------------------------------------------------------- gather ---
+
+// out[p] = self[p with p[dim] replaced by index[p]]; out has index's shape.
+Tensor gather(const Tensor& self, std::int64_t dim, const Tensor& index) {
+  const char* op = "gather";
+  check_defined(self, op, "self");
+  check_defined(index, op, "index");
+  check_index_dtype(index, op);
+  const std::int64_t d = wrap_dim(dim, self.dim(), op);
+  Tensor out = empty(index.sizes(), self.dtype());
+  if (index.numel() == 0) return out;
+  check_gather_scatter_shapes(self, d, index, nullptr, op);
+
+  const Tensor self1 = as_nonempty(self), index1 = as_nonempty(index), out1 = as_nonempty(out);
+  const std::int64_t size = self1.size(d), stride = self1.stride(d);
+  const std::int64_t* idx = index.data_ptr<std::int64_t>();
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = self.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for_each_offsets<3>(index1.sizes(), {index1.strides(), out1.strides(), without_dim(self1.strides(), d)},
+                        [&](const auto& o) {
+                          const std::int64_t i = checked_index(idx[o[0]], size, d, op, /*wrap=*/false);
+                          dst[o[1]] = src[o[2] + i * stride];
+                        });
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- scatter ---
+
+Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  check_defined(src, "scatter", "src");
+  return scatter_impl(self, dim, index, src, 0, ScatterMode::Assign, "scatter");
+}
+
+Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, Scalar value) {
+  return scatter_impl(self, dim, index, Tensor(), value, ScatterMode::Assign, "scatter");
+}
+
+Tensor scatter_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  check_defined(src, "scatter_add", "src");
+  return scatter_impl(self, dim, index, src, 0, ScatterMode::Add, "scatter_add");
+}
+
+// -------------------------------------------------------------- index_add ---
+
+// out = self.clone(); out[..., index[k], ...] += alpha * source[..., k, ...].
+// Duplicate indices accumulate.
+Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  const char* op = "index_add";
+  check_defined(self, op, "self");
+  check_defined(index, op, "index");
+  check_defined(source, op, "source");
+  check_same_dtype(self, source, op, "source");
+  check_index_dtype(index, op);
+  check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", str(index.sizes()));
+  const std::int64_t d = wrap_dim(dim, self.dim(), op);
+  const Tensor self1 = as_nonempty(self), source1 = as_nonempty(source);
+  bool shapes_match = source.dim() == self.dim();
+  for (std::int64_t i = 0; shapes_match && i < self1.dim(); ++i)
+    shapes_match = i == d || source1.size(i) == self1.size(i);
+  check(shapes_match, op, ": source shape ", str(source.sizes()), " must match self shape ", str(self.sizes()),
+        " except at dimension ", d);
+  check(source1.size(d) == index.numel(), op, ": the number of indices (", index.numel(),
+        ") must equal source.size(", d, ") (", source1.size(d), ")");
+  const std::vector<std::int64_t> idx = checked_indices(index, self1.size(d), d, op, /*wrap=*/false);
+
+  Tensor out = self.clone();
+  const Tensor out1 = as_nonempty(out);
+  const std::int64_t stride = out1.stride(d);
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T a = alpha.to<T>();  // torch truncates a float alpha for integer tensors
+    const T* src = source.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for_each_offsets<3>(source1.sizes(), {source1.strides(), without_dim(out1.strides(), d),
+                                          only_dim(source1.sizes().size(), d, 1)},
+                        [&](const auto& o) {
+                          T& target = dst[o[1] + idx[o[2]] * stride];
+                          target = static_cast<T>(target + a * src[o[0]]);
+                        });
+  });
+  return out;
+}
+
+// ------------------------------------------------------------------ index ---
+
+Tensor index(const Tensor& self, const std::vector<OptionalTensor>& indices) {
+  const char* op = "index";
+  const IndexPlan plan = plan_index(self, self.strides(), indices, op);
+  Tensor out = empty(plan.result_sizes, self.dtype());
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = self.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for_each_offsets<3>(out.sizes(), {out.strides(), plan.slice_strides, plan.table_strides},
+                        [&](const auto& o) { dst[o[0]] = src[o[1] + plan.table[o[2]]]; });
+  });
+  return out;
+}
+
+// Out of place: out = self.clone(); out[indices] = values (or += values),
+// with values broadcast to the shape of self[indices]. Elements are written in
+// row-major order of that shape, so with duplicate indices the last value
+// wins (accumulate=false) or all values add up (accumulate=true).
+Tensor index_put(const Tensor& self, const std::vector<OptionalTensor>& indices, const Tensor& values,
+                 bool accumulate) {
+  const char* op = "index_put";
+  check_defined(self, op, "self");
+  check_defined(values, op, "values");
+  check_same_dtype(self, values, op, "values");
+  Tensor out = self.clone();
+  const IndexPlan plan = plan_index(out, out.strides(), indices, op);
+  check(broadcasts_to(values.sizes(), plan.result_sizes), op, ": shape mismatch: value tensor of shape ",
+        str(values.sizes()), " cannot be broadcast to indexing result of shape ", str(plan.result_sizes));
+  const Tensor expanded = broadcast_to(values, plan.result_sizes);
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = expanded.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for_each_offsets<3>(plan.result_sizes, {expanded.strides(), plan.slice_strides, plan.table_strides},
+                        [&](const auto& o) {
+                          T& target = dst[o[1] + plan.table[o[2]]];
+                          target = accumulate ? static_cast<T>(target + src[o[0]]) : src[o[0]];
+                        });
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- masking ---
+
+// The elements of self where mask is true (both broadcast), as a 1-d tensor
+// in row-major order.
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  const char* op = "masked_select";
+  check_defined(self, op, "self");
+  check_defined(mask, op, "mask");
+  check(mask.dtype() == DType::Bool, op, ": expected a bool mask, got ", dtype_name(mask.dtype()));
+  const Shape sizes = broadcast_shapes(self.sizes(), mask.sizes());
+  const Tensor self_b = broadcast_to(self, sizes), mask_b = broadcast_to(mask, sizes);
+  const bool* m = mask_b.data_ptr<bool>();
+  std::int64_t count = 0;
+  for_each_offsets<1>(sizes, {mask_b.strides()}, [&](const auto& o) { count += m[o[0]] ? 1 : 0; });
+  Tensor out = empty({count}, self.dtype());
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = self_b.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for_each_offsets<2>(sizes, {self_b.strides(), mask_b.strides()}, [&](const auto& o) {
+      if (m[o[1]]) *dst++ = src[o[0]];
+    });
+  });
+  return out;
+}
+
+// self (broadcast with mask) with the elements where mask is true replaced,
+// in row-major order, by consecutive elements of source (read row-major).
+Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source) {
+  const char* op = "masked_scatter";
+  check_defined(self, op, "self");
+  check_defined(mask, op, "mask");
+  check_defined(source, op, "source");
+  check(mask.dtype() == DType::Bool, op, ": expected a bool mask, got ", dtype_name(mask.dtype()));
+  check_same_dtype(self, source, op, "source");
+  // The out-of-place op broadcasts self and mask together, as torch does.
+  const Shape sizes = broadcast_shapes(self.sizes(), mask.sizes());
+  Tensor out = broadcast_to(self, sizes).clone();
+  const Tensor mask_b = broadcast_to(mask, sizes);
+  const bool* m = mask_b.data_ptr<bool>();
+  std::int64_t count = 0;
+  for_each_offsets<1>(sizes, {mask_b.strides()}, [&](const auto& o) { count += m[o[0]] ? 1 : 0; });
+  check(count <= source.numel(), op, ": source has ", source.numel(), " elements but the mask has ", count,
+        " true elements (mask ", str(mask.sizes()), ", self ", str(self.sizes()), ")");
+  const Tensor flat_source = source.contiguous();
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = flat_source.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for_each_offsets<2>(sizes, {out.strides(), mask_b.strides()}, [&](const auto& o) {
+      if (m[o[1]]) dst[o[0]] = *src++;
+    });
+  });
+  return out;
+}
+
+// -------------------------------------------------------------- embedding ---
+
+// out[p, :] = weight[indices[p], :]; out has shape indices.shape + [D].
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx) {
+  const char* op = "embedding";
+  check_defined(weight, op, "weight");
+  check_defined(indices, op, "indices");
+  check(weight.dim() == 2, op, ": weight must be 2-D, got shape ", str(weight.sizes()));
+  check(indices.dtype() == DType::Int64, op, ": expected int64 indices, got ", dtype_name(indices.dtype()));
+  const std::int64_t rows = weight.size(0), width = weight.size(1);
+  // At the aten level -1 means "no padding row" (F.embedding wraps other
+  // negative values before calling it); padding_idx matters only for the
+  // backward, which leaves that row's gradient zero.
+  check(padding_idx == -1 || (padding_idx >= 0 && padding_idx < rows), op, ": padding_idx ", padding_idx,
+        " must be -1 (none) or within [0, ", rows, ") for weight of shape ", str(weight.sizes()));
+  const std::vector<std::int64_t> idx = checked_indices(indices, rows, 0, op, /*wrap=*/false);
+
+  Shape out_sizes = indices.sizes();
+  out_sizes.push_back(width);
+  Tensor out = empty(out_sizes, weight.dtype());
+  kernel::dispatch(weight.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = weight.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for (std::size_t k = 0; k < idx.size(); ++k)
+      for (std::int64_t j = 0; j < width; ++j)
+        *dst++ = src[idx[k] * weight.stride(0) + j * weight.stride(1)];
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- one_hot ---
+
+// out[p, c] = 1 if self[p] == c else 0, an int64 tensor of shape
+// self.shape + [num_classes]; num_classes = -1 means max(self) + 1.
+Tensor one_hot(const Tensor& self, std::int64_t num_classes) {
+  const char* op = "one_hot";
+  check_defined(self, op, "self");
+  check(self.dtype() == DType::Int64, op, ": expected an int64 tensor, got ", dtype_name(self.dtype()));
+  const std::vector<std::int64_t> classes = self.to_vector<std::int64_t>();
+  if (classes.empty()) {
+    // torch infers nothing from an empty tensor (it treats num_classes <= 0 as "infer").
+    check(num_classes > 0, op, ": cannot infer the number of classes from an empty tensor of shape ",
+          str(self.sizes()), " (num_classes ", num_classes, ")");
+  } else {
+    check(num_classes >= -1, op, ": num_classes must be -1 (infer) or non-negative, got ", num_classes);
+    const std::int64_t lowest = *std::min_element(classes.begin(), classes.end());
+    const std::int64_t highest = *std::max_element(classes.begin(), classes.end());
+    check(lowest >= 0, op, ": class values must be non-negative, got ", lowest);
+    if (num_classes == -1) num_classes = highest + 1;
+    check(highest < num_classes, op, ": class values must be smaller than num_classes (", num_classes, "), got ",
+          highest);
+  }
+  Shape out_sizes = self.sizes();
+  out_sizes.push_back(num_classes);
+  Tensor out = zeros(out_sizes, DType::Int64);
+  std::int64_t* dst = out.data_ptr<std::int64_t>();
+  for (std::size_t k = 0; k < classes.size(); ++k) dst[static_cast<std::int64_t>(k) * num_classes + classes[k]] = 1;
+  return out;
+}
+
+}  // namespace refgrad
