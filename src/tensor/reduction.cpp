@@ -1,4 +1,607 @@
-// Placeholder: filled in by the reduction work.
+// Reductions (sum, mean, prod, amax/amin, max/min, argmax/argmin, var, norms,
+// logsumexp), the scans and normalisations along one dim (cumsum, softmax,
+// log_softmax), and sum_to, which undoes broadcasting.
+//
+// Two ways in:
+//  - sum, mean, prod and amax/amin are xtensor reducers (xt::sum, xt::mean,
+//    xt::prod, xt::reduce) over the reduced axes of a kernel::adapt view of the
+//    input's buffer, strided views included. This file is C++17, where xtensor
+//    0.24.3 is right; the tests check it against torch (DESIGN.md, "Tensors
+//    and xtensor").
+//  - The rest work on "rows": the reduced dims are moved last and copied
+//    contiguously, so that the inputs of output element i are the i-th row.
+//    Each op is then a small loop over a row, which is easy to read and to
+//    check against the formula.
+//
+// Precision: floating inputs are accumulated in double and the result is
+// rounded once to the output dtype; float32 outputs stay float32. We chose
+// double over a pairwise float sum because it is simpler and at least as
+// accurate as torch's CPU kernels (a cascade sum in float for sum/mean,
+// double for cumsum), so results agree with torch within rtol 1e-5. Only
+// adversarial cancellation tells them apart: the float32 sum of
+// [1e8, 1, -1e8] is 1 here (the exact value) and 0 in torch. int64 and bool
+// accumulate in uint64, whose arithmetic wraps modulo 2^64 without undefined
+// behaviour; read back as int64 it wraps on overflow exactly as torch does.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <xtensor/xarray.hpp>
+#include <xtensor/xreducer.hpp>
+
 #include "kernel.hpp"
 
-namespace refgrad {}  // namespace refgrad
+namespace refgrad {
+
+namespace {
+
+using kernel::Tag;
+
+template <class T>
+bool is_nan(T value) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(value);
+  else return false;
+}
+
+// Rounds an accumulator to the output's element type; bool means "nonzero".
+template <class To, class From>
+To cast_to(From value) {
+  if constexpr (std::is_same_v<To, bool>) return value != From(0);
+  else return static_cast<To>(value);
+}
+
+// The output dtype of sum, prod and cumsum without a dtype argument: integral
+// and bool inputs give int64, as in ATen.
+DType integral_to_int64(DType dtype) { return is_integral(dtype, /*include_bool=*/true) ? DType::Int64 : dtype; }
+
+Shape reduced_sizes(const Shape& sizes, const std::vector<bool>& mask, bool keepdim) {
+  Shape out;
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (!mask[d]) out.push_back(sizes[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+std::int64_t reduced_numel(const Shape& sizes, const std::vector<bool>& mask) {
+  std::int64_t n = 1;
+  for (std::size_t d = 0; d < sizes.size(); ++d)
+    if (mask[d]) n *= sizes[d];
+  return n;
+}
+
+// kernel::reduction_mask, plus ATen's duplicate check for a 0-d tensor, where
+// dims 0 and -1 are the same dim: sum(scalar, {0, -1}) is an error in torch.
+std::vector<bool> dim_mask(const IntList& dim, std::int64_t ndim, const char* op) {
+  std::vector<bool> mask = kernel::reduction_mask(dim, ndim, op);
+  if (ndim == 0) check(dim.size() <= 1, op, ": dim 0 appears multiple times in the list of dims");
+  return mask;
+}
+
+// The mask for an op along one dim (a 0-d tensor accepts dim 0 and -1).
+std::vector<bool> single_dim_mask(std::int64_t dim, std::int64_t ndim, const char* op) {
+  return kernel::reduction_mask({dim}, ndim, op);
+}
+
+// ------------------------------------------------------ xtensor reducers ---
+
+// Reduces the masked axes of `input` with an xtensor reducer applied to the
+// kernel::adapt view of its buffer (strided: transposed views are reduced in
+// place), accumulating in Acc and rounding to `out_dtype`. An empty input
+// reduces to `identity` (0 for sum, 1 for prod), without handing xtensor
+// zero-sized views.
+template <class Acc, class Reducer>
+Tensor reduce_with_xtensor(const Tensor& input, const std::vector<bool>& mask, bool keepdim, DType out_dtype,
+                           Acc identity, Reducer reducer) {
+  Tensor out = empty(reduced_sizes(input.sizes(), mask, keepdim), out_dtype);
+  if (out.numel() == 0) return out;
+  std::vector<std::size_t> axes;
+  for (std::size_t d = 0; d < mask.size(); ++d)
+    if (mask[d]) axes.push_back(d);
+
+  xt::xarray<Acc> result;
+  if (input.numel() == 0) {
+    result = xt::xarray<Acc>::from_shape({static_cast<std::size_t>(out.numel())});
+    result.fill(identity);
+  } else {
+    kernel::dispatch(input.dtype(), [&](auto tag) {
+      using In = typename decltype(tag)::type;
+      if (axes.empty()) result = xt::cast<Acc>(kernel::adapt<In>(input));  // a 0-d input: nothing to reduce
+      else result = reducer.template apply<Acc>(kernel::adapt<In>(input), axes);
+    });
+  }
+  // The reducer's result is row-major over the kept dims, which is also the
+  // order of `out` with or without keepdim.
+  kernel::dispatch(out_dtype, [&](auto tag) {
+    using Out = typename decltype(tag)::type;
+    std::transform(result.begin(), result.end(), out.data_ptr<Out>(), [](Acc v) { return cast_to<Out>(v); });
+  });
+  return out;
+}
+
+// xt::sum<Acc> starts from an Acc zero and adds each element to it, so the
+// accumulation happens in Acc (double for float32 inputs). Each reducer is
+// evaluated into a container before the view it reads goes away.
+struct SumReducer {
+  template <class Acc, class E, class Axes>
+  xt::xarray<Acc> apply(const E& e, const Axes& axes) const {
+    return xt::sum<Acc>(e, axes);
+  }
+};
+
+struct MeanReducer {
+  template <class Acc, class E, class Axes>
+  xt::xarray<Acc> apply(const E& e, const Axes& axes) const {
+    return xt::mean<Acc>(e, axes);
+  }
+};
+
+struct ProdReducer {
+  template <class Acc, class E, class Axes>
+  xt::xarray<Acc> apply(const E& e, const Axes& axes) const {
+    return xt::prod<Acc>(e, axes);
+  }
+};
+
+// max/min that propagate NaN, as ATen's amax/amin do. xt::amax compares with
+// `>` only and so drops NaN, and starts from lowest() instead of -inf; hence
+// xt::reduce with our own functor and initial value.
+template <class T>
+struct Extreme {
+  bool largest;
+  T operator()(T acc, T value) const {
+    if (is_nan(acc)) return acc;
+    if (is_nan(value)) return value;
+    return (largest ? value > acc : value < acc) ? value : acc;
+  }
+};
+
+template <class T>
+T worst_value(bool largest) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return largest ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  } else {
+    return largest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  }
+}
+
+struct ExtremeReducer {
+  bool largest;
+  template <class T, class E, class Axes>
+  xt::xarray<T> apply(const E& e, const Axes& axes) const {
+    auto functor = xt::make_xreducer_functor(Extreme<T>{largest}, xt::const_value<T>(worst_value<T>(largest)));
+    return xt::reduce(functor, e, axes);
+  }
+};
+
+// ATen's checks before a reduction without an identity (max, min, amax, ...).
+void check_reduction_has_values(const Tensor& self, const IntList& dim, const std::vector<bool>& mask,
+                                const char* op) {
+  check(!(dim.empty() && self.numel() == 0), op, ": Expected reduction dim to be specified for input.numel() == 0. ",
+        "Specify the reduction dim with the 'dim' argument. (shape ", str(self.sizes()), ")");
+  for (std::size_t d = 0; d < mask.size(); ++d)
+    check(!mask[d] || self.sizes()[d] != 0, op, ": Expected reduction dim ", d, " to have non-zero size. (shape ",
+          str(self.sizes()), ")");
+}
+
+Tensor extreme_values(const Tensor& self, const IntList& dim, bool keepdim, bool largest, const char* op) {
+  check(self.defined(), op, ": tensor is undefined");
+  const std::vector<bool> mask = dim_mask(dim, self.dim(), op);
+  check_reduction_has_values(self, dim, mask, op);
+  return kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return reduce_with_xtensor<T>(self, mask, keepdim, self.dtype(), worst_value<T>(largest),
+                                  ExtremeReducer{largest});
+  });
+}
+
+// ----------------------------------------------------------------- rows ---
+
+// A view of `t` with the masked dims moved last (each group keeps its order).
+Tensor move_masked_dims_last(const Tensor& t, const std::vector<bool>& mask) {
+  Shape sizes, strides;
+  for (bool reduced : {false, true}) {
+    for (std::size_t d = 0; d < mask.size(); ++d) {
+      if (mask[d] != reduced) continue;
+      sizes.push_back(t.sizes()[d]);
+      strides.push_back(t.strides()[d]);
+    }
+  }
+  return Tensor(t.storage(), sizes, strides, t.storage_offset(), t.dtype());
+}
+
+// The elements of `self` converted to T, grouped so that row i holds (in
+// row-major order of the masked dims) every element that reduces into
+// output element i; the output elements are in row-major order of the kept dims.
+template <class T>
+struct Rows {
+  Tensor buffer;  // contiguous, dtype_of<T>(); keeps data alive
+  const T* data = nullptr;
+  std::int64_t count = 0;   // number of rows (output elements)
+  std::int64_t length = 0;  // elements per row
+  const T* row(std::int64_t i) const { return data + i * length; }
+};
+
+template <class T>
+Rows<T> rows_of(const Tensor& self, const std::vector<bool>& mask) {
+  Rows<T> rows;
+  rows.length = reduced_numel(self.sizes(), mask);
+  rows.count = numel_of(reduced_sizes(self.sizes(), mask, false));
+  rows.buffer = kernel::contiguous_as(move_masked_dims_last(self, mask), dtype_of<T>());
+  if (rows.buffer.numel() > 0) rows.data = rows.buffer.template data_ptr<T>();
+  return rows;
+}
+
+// A new tensor of `sizes` and `dtype` whose masked dims, moved last, hold
+// `values` in row-major order: the inverse of rows_of for ops that keep the
+// shape (cumsum, softmax).
+template <class T>
+Tensor from_rows(const std::vector<T>& values, const Shape& sizes, const std::vector<bool>& mask, DType dtype) {
+  Tensor out = empty(sizes, dtype);
+  kernel::dispatch(dtype, [&](auto tag) {
+    using Out = typename decltype(tag)::type;
+    Tensor moved = move_masked_dims_last(out, mask);
+    Out* base = out.data_ptr<Out>();
+    std::size_t i = 0;
+    kernel::for_each_offset(moved.sizes(), moved.strides(),
+                            [&](std::int64_t offset) { base[offset] = cast_to<Out>(values[i++]); });
+  });
+  return out;
+}
+
+// Position of the first largest (or smallest) element of a non-empty row. A
+// NaN counts as the extreme and its first position is taken, as in ATen.
+template <class T>
+std::int64_t index_of_extreme(const T* row, std::int64_t length, bool largest) {
+  std::int64_t best = 0;
+  for (std::int64_t i = 1; i < length && !is_nan(row[best]); ++i) {
+    const T value = row[i];
+    if (is_nan(value) || (largest ? value > row[best] : value < row[best])) best = i;
+  }
+  return best;
+}
+
+std::pair<Tensor, Tensor> extreme_along(const Tensor& self, std::int64_t dim, bool keepdim, bool largest,
+                                        bool want_values, const char* op) {
+  check(self.defined(), op, ": tensor is undefined");
+  const std::vector<bool> mask = single_dim_mask(dim, self.dim(), op);
+  check_reduction_has_values(self, {dim}, mask, op);
+  const Shape out_sizes = reduced_sizes(self.sizes(), mask, keepdim);
+  Tensor values = want_values ? empty(out_sizes, self.dtype()) : Tensor();
+  Tensor indices = empty(out_sizes, DType::Int64);
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Rows<T> rows = rows_of<T>(self, mask);
+    std::int64_t* index_out = indices.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < rows.count; ++i) {
+      index_out[i] = index_of_extreme(rows.row(i), rows.length, largest);
+      if (want_values) values.data_ptr<T>()[i] = rows.row(i)[index_out[i]];
+    }
+  });
+  return {values, indices};
+}
+
+Tensor arg_extreme(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim, bool largest,
+                   const char* op) {
+  check(self.defined(), op, ": tensor is undefined");
+  check(self.dtype() != DType::Bool, op, ": does not support bool input (shape ", str(self.sizes()), ")");
+  if (dim) return extreme_along(self, *dim, keepdim, largest, /*want_values=*/false, op).second;
+  // No dim: the index into the flattened tensor; keepdim keeps every dim as 1.
+  check(self.numel() > 0, op, ": Expected reduction dim to be specified for input.numel() == 0. (shape ",
+        str(self.sizes()), ")");
+  const std::vector<bool> all(static_cast<std::size_t>(self.dim()), true);
+  Tensor index = empty(reduced_sizes(self.sizes(), all, keepdim), DType::Int64);
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Rows<T> rows = rows_of<T>(self, all);
+    *index.data_ptr<std::int64_t>() = index_of_extreme(rows.row(0), rows.length, largest);
+  });
+  return index;
+}
+
+// ---------------------------------------------------------------- norms ---
+
+Tensor vector_norm(const Tensor& self, double ord, const IntList& dim, bool keepdim, std::optional<DType> dtype,
+                   const char* op) {
+  check(self.defined(), op, ": tensor is undefined");
+  check(self.is_floating_point(), op, ": expected a floating point tensor as input, got ", dtype_name(self.dtype()));
+  if (dtype) {
+    check(is_floating_point(*dtype), op, ": dtype should be floating point, but got ", dtype_name(*dtype));
+    check(promote_types(self.dtype(), *dtype) == *dtype, op, ": the dtype of the input (", dtype_name(self.dtype()),
+          ") should be convertible without narrowing to the specified dtype (", dtype_name(*dtype), ")");
+  }
+  const DType out_dtype = dtype.value_or(self.dtype());
+  const std::vector<bool> mask = dim_mask(dim, self.dim(), op);
+  // inf and negative orders have no value for an empty set (max of nothing,
+  // and sum(|x|^p)^(1/p) with p < 0 would be 0^(-) = inf, not an identity).
+  if (ord < 0 || ord == INFINITY) {
+    check(!(dim.empty() && self.numel() == 0), op, ": cannot compute the ", ord,
+          " norm on an empty tensor because the operation does not have an identity (shape ", str(self.sizes()), ")");
+    for (std::size_t d = 0; d < mask.size(); ++d)
+      check(!mask[d] || self.sizes()[d] != 0, op, ": cannot compute the ", ord, " norm on the dimension ", d,
+            " because this dimension is empty and the operation does not have an identity (shape ",
+            str(self.sizes()), ")");
+  }
+  const Rows<double> rows = rows_of<double>(self.to(out_dtype), mask);
+  std::vector<double> result(static_cast<std::size_t>(rows.count));
+  for (std::int64_t i = 0; i < rows.count; ++i) {
+    const double* row = rows.row(i);
+    double acc = 0;
+    if (ord == INFINITY || ord == -INFINITY) {
+      acc = std::abs(row[0]);
+      for (std::int64_t j = 1; j < rows.length; ++j)
+        acc = Extreme<double>{ord > 0}(acc, std::abs(row[j]));
+    } else if (ord == 0) {
+      for (std::int64_t j = 0; j < rows.length; ++j) acc += row[j] != 0 ? 1 : 0;  // NaN counts: NaN != 0
+    } else if (ord == 1) {
+      for (std::int64_t j = 0; j < rows.length; ++j) acc += std::abs(row[j]);
+    } else if (ord == 2) {
+      for (std::int64_t j = 0; j < rows.length; ++j) acc += row[j] * row[j];
+      acc = std::sqrt(acc);
+    } else {
+      for (std::int64_t j = 0; j < rows.length; ++j) acc += std::pow(std::abs(row[j]), ord);
+      acc = std::pow(acc, 1.0 / ord);
+    }
+    result[static_cast<std::size_t>(i)] = acc;
+  }
+  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), out_dtype);
+  kernel::dispatch_floating(out_dtype, op, [&](auto tag) {
+    using Out = typename decltype(tag)::type;
+    std::transform(result.begin(), result.end(), out.data_ptr<Out>(), [](double v) { return static_cast<Out>(v); });
+  });
+  return out;
+}
+
+// ------------------------------------------------------------- softmax ---
+
+// softmax and log_softmax along `dim`, stable by subtracting the row's max:
+//   softmax(x)_j = exp(x_j - m) / sum_k exp(x_k - m)
+//   log_softmax(x)_j = x_j - m - log(sum_k exp(x_k - m)),   m = max_k x_k.
+// A row of -inf (or with +inf) gives NaN, as in ATen: -inf - (-inf) is NaN.
+Tensor softmax_impl(const Tensor& self, std::int64_t dim, std::optional<DType> dtype, bool log, const char* op) {
+  check(self.defined(), op, ": tensor is undefined");
+  const DType out_dtype = dtype.value_or(self.dtype());
+  check(is_floating_point(out_dtype), op, ": not implemented for ", dtype_name(out_dtype),
+        "; expected a floating point tensor or a floating point dtype argument (shape ", str(self.sizes()), ")");
+  const std::vector<bool> mask = single_dim_mask(dim, self.dim(), op);
+  const Rows<double> rows = rows_of<double>(self.to(out_dtype), mask);
+  std::vector<double> result(static_cast<std::size_t>(rows.count * rows.length));
+  for (std::int64_t i = 0; i < rows.count; ++i) {
+    const double* row = rows.row(i);
+    double* out = result.data() + i * rows.length;
+    double max = -INFINITY;
+    for (std::int64_t j = 0; j < rows.length; ++j) max = Extreme<double>{true}(max, row[j]);
+    double total = 0;
+    for (std::int64_t j = 0; j < rows.length; ++j) total += std::exp(row[j] - max);
+    for (std::int64_t j = 0; j < rows.length; ++j)
+      out[j] = log ? row[j] - max - std::log(total) : std::exp(row[j] - max) / total;
+  }
+  return from_rows(result, self.sizes(), mask, out_dtype);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------- sum ---
+
+Tensor sum(const Tensor& self, std::optional<DType> dtype) { return sum(self, IntList{}, false, dtype); }
+
+Tensor sum(const Tensor& self, const IntList& dim, bool keepdim, std::optional<DType> dtype) {
+  check(self.defined(), "sum: tensor is undefined");
+  const std::vector<bool> mask = dim_mask(dim, self.dim(), "sum");
+  const DType out_dtype = dtype.value_or(integral_to_int64(self.dtype()));
+  // As in ATen, the input is converted to the requested dtype first: a sum
+  // with dtype=int64 of floats adds the truncated values.
+  const Tensor input = self.to(out_dtype);
+  if (is_floating_point(out_dtype)) return reduce_with_xtensor<double>(input, mask, keepdim, out_dtype, 0.0, SumReducer{});
+  return reduce_with_xtensor<std::uint64_t>(input, mask, keepdim, out_dtype, 0, SumReducer{});
+}
+
+// ------------------------------------------------------------------ mean ---
+
+Tensor mean(const Tensor& self, std::optional<DType> dtype) { return mean(self, IntList{}, false, dtype); }
+
+Tensor mean(const Tensor& self, const IntList& dim, bool keepdim, std::optional<DType> dtype) {
+  check(self.defined(), "mean: tensor is undefined");
+  if (dtype) {
+    check(is_floating_point(*dtype), "mean: could not infer output dtype. Optional dtype must be a floating point dtype, got ",
+          dtype_name(*dtype));
+  } else {
+    check(self.is_floating_point(), "mean: could not infer output dtype. Input dtype must be a floating point dtype, got ",
+          dtype_name(self.dtype()));
+  }
+  const std::vector<bool> mask = dim_mask(dim, self.dim(), "mean");
+  const DType out_dtype = dtype.value_or(self.dtype());
+  // The mean of nothing is 0/0 = NaN.
+  return reduce_with_xtensor<double>(self.to(out_dtype), mask, keepdim, out_dtype, NAN, MeanReducer{});
+}
+
+// ------------------------------------------------------------------ prod ---
+
+namespace {
+
+Tensor prod_over(const Tensor& self, const std::vector<bool>& mask, bool keepdim, std::optional<DType> dtype) {
+  const DType out_dtype = dtype.value_or(integral_to_int64(self.dtype()));
+  const Tensor input = self.to(out_dtype);
+  if (is_floating_point(out_dtype)) return reduce_with_xtensor<double>(input, mask, keepdim, out_dtype, 1.0, ProdReducer{});
+  return reduce_with_xtensor<std::uint64_t>(input, mask, keepdim, out_dtype, 1, ProdReducer{});
+}
+
+}  // namespace
+
+Tensor prod(const Tensor& self, std::optional<DType> dtype) {
+  check(self.defined(), "prod: tensor is undefined");
+  return prod_over(self, kernel::reduction_mask({}, self.dim(), "prod"), false, dtype);
+}
+
+Tensor prod(const Tensor& self, std::int64_t dim, bool keepdim, std::optional<DType> dtype) {
+  check(self.defined(), "prod: tensor is undefined");
+  return prod_over(self, single_dim_mask(dim, self.dim(), "prod"), keepdim, dtype);
+}
+
+// ----------------------------------------------------- amax, amin, max, min ---
+
+Tensor amax(const Tensor& self, const IntList& dim, bool keepdim) {
+  return extreme_values(self, dim, keepdim, true, "amax");
+}
+
+Tensor amin(const Tensor& self, const IntList& dim, bool keepdim) {
+  return extreme_values(self, dim, keepdim, false, "amin");
+}
+
+Tensor max(const Tensor& self) { return extreme_values(self, {}, false, true, "max"); }
+
+Tensor min(const Tensor& self) { return extreme_values(self, {}, false, false, "min"); }
+
+std::pair<Tensor, Tensor> max(const Tensor& self, std::int64_t dim, bool keepdim) {
+  return extreme_along(self, dim, keepdim, true, /*want_values=*/true, "max");
+}
+
+std::pair<Tensor, Tensor> min(const Tensor& self, std::int64_t dim, bool keepdim) {
+  return extreme_along(self, dim, keepdim, false, /*want_values=*/true, "min");
+}
+
+Tensor argmax(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim) {
+  return arg_extreme(self, dim, keepdim, true, "argmax");
+}
+
+Tensor argmin(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim) {
+  return arg_extreme(self, dim, keepdim, false, "argmin");
+}
+
+// ------------------------------------------------------------------- var ---
+
+// var = sum((x - mean)^2) / max(0, N - correction), two passes in double.
+// N - correction <= 0 divides by zero: inf, or NaN when the sum is 0 (ATen
+// clamps the divisor at 0 in the same way).
+Tensor var(const Tensor& self, const IntList& dim, double correction, bool keepdim) {
+  check(self.defined(), "var: tensor is undefined");
+  check(self.is_floating_point(), "var: std and var only support floating point dtypes, got ",
+        dtype_name(self.dtype()));
+  const std::vector<bool> mask = dim_mask(dim, self.dim(), "var");
+  const Rows<double> rows = rows_of<double>(self, mask);
+  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), self.dtype());
+  const double divisor = std::max(0.0, static_cast<double>(rows.length) - correction);
+  kernel::dispatch_floating(self.dtype(), "var", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = out.data_ptr<T>();
+    for (std::int64_t i = 0; i < rows.count; ++i) {
+      const double* row = rows.row(i);
+      double total = 0;
+      for (std::int64_t j = 0; j < rows.length; ++j) total += row[j];
+      const double row_mean = total / static_cast<double>(rows.length);
+      double squares = 0;
+      for (std::int64_t j = 0; j < rows.length; ++j) squares += (row[j] - row_mean) * (row[j] - row_mean);
+      dst[i] = static_cast<T>(squares / divisor);
+    }
+  });
+  return out;
+}
+
+// ----------------------------------------------------------------- norms ---
+
+Tensor linalg_vector_norm(const Tensor& self, double ord, const IntList& dim, bool keepdim,
+                          std::optional<DType> dtype) {
+  return vector_norm(self, ord, dim, keepdim, dtype, "linalg_vector_norm");
+}
+
+Tensor norm(const Tensor& self, double p, const IntList& dim, bool keepdim) {
+  return vector_norm(self, p, dim, keepdim, std::nullopt, "norm");
+}
+
+// ---------------------------------------------------------------- cumsum ---
+
+Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) {
+  check(self.defined(), "cumsum: tensor is undefined");
+  const DType out_dtype = dtype.value_or(integral_to_int64(self.dtype()));
+  check(out_dtype != DType::Bool, "cumsum: not implemented for output dtype bool");
+  const std::vector<bool> mask = single_dim_mask(dim, self.dim(), "cumsum");
+  const Tensor input = self.to(out_dtype);  // converted first, as ATen
+  // Value: the rows' element type; Acc: the running sum (uint64 wraps like torch's int64).
+  auto scan = [&](auto value_tag, auto acc_tag) {
+    using Value = typename decltype(value_tag)::type;
+    using Acc = typename decltype(acc_tag)::type;
+    const Rows<Value> rows = rows_of<Value>(input, mask);
+    std::vector<Value> result(static_cast<std::size_t>(rows.count * rows.length));
+    for (std::int64_t i = 0; i < rows.count; ++i) {
+      Acc running = 0;
+      for (std::int64_t j = 0; j < rows.length; ++j) {
+        running += static_cast<Acc>(rows.row(i)[j]);
+        result[static_cast<std::size_t>(i * rows.length + j)] = static_cast<Value>(running);
+      }
+    }
+    return from_rows(result, self.sizes(), mask, out_dtype);
+  };
+  if (is_floating_point(out_dtype)) return scan(Tag<double>{}, Tag<double>{});
+  return scan(Tag<std::int64_t>{}, Tag<std::uint64_t>{});
+}
+
+// ------------------------------------------------------------- logsumexp ---
+
+// logsumexp(x) = m + log(sum exp(x - m)) with m = max x, for stability. When m
+// is +-inf it is replaced by 0 (as ATen does): a row of -inf gives log(0) =
+// -inf, a row with +inf gives inf, and an empty row gives -inf.
+Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim) {
+  check(self.defined(), "logsumexp: tensor is undefined");
+  // Integral inputs give the default float dtype, as for other float-valued ops.
+  const DType out_dtype = self.is_floating_point() ? self.dtype() : default_dtype();
+  const std::vector<bool> mask = dim_mask(dim, self.dim(), "logsumexp");
+  const Rows<double> rows = rows_of<double>(self, mask);
+  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), out_dtype);
+  kernel::dispatch_floating(out_dtype, "logsumexp", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = out.data_ptr<T>();
+    for (std::int64_t i = 0; i < rows.count; ++i) {
+      const double* row = rows.row(i);
+      double max = -INFINITY;
+      for (std::int64_t j = 0; j < rows.length; ++j) max = Extreme<double>{true}(max, row[j]);
+      if (std::isinf(max)) max = 0;
+      double total = 0;
+      for (std::int64_t j = 0; j < rows.length; ++j) total += std::exp(row[j] - max);
+      dst[i] = static_cast<T>(std::log(total) + max);
+    }
+  });
+  return out;
+}
+
+// ------------------------------------------------------ softmax, log_softmax ---
+
+Tensor softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl(self, dim, dtype, /*log=*/false, "softmax");
+}
+
+Tensor log_softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl(self, dim, dtype, /*log=*/true, "log_softmax");
+}
+
+// ---------------------------------------------------------------- sum_to ---
+
+// True when a tensor of `shape` broadcasts to `desired`: aligned from the
+// trailing dim, each size equals the desired one or is 1.
+bool is_expandable_to(const Shape& shape, const Shape& desired) {
+  if (shape.size() > desired.size()) return false;
+  const std::size_t extra = desired.size() - shape.size();
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != desired[extra + i] && shape[i] != 1) return false;
+  return true;
+}
+
+// at::sum_to: the gradient of broadcasting self's `shape` up to self's sizes.
+// Leading dims are summed away; dims where `shape` has size 1 are summed with
+// keepdim. Nothing to sum returns self itself, as ATen.
+Tensor sum_to(const Tensor& self, const Shape& shape) {
+  check(self.defined(), "sum_to: tensor is undefined");
+  check(is_expandable_to(shape, self.sizes()), "sum_to: size ", str(shape), " is not expandable to size ",
+        str(self.sizes()));
+  if (shape.empty()) return sum(self);
+  const std::size_t leading = self.sizes().size() - shape.size();
+  IntList reduce_dims;
+  for (std::size_t d = 0; d < self.sizes().size(); ++d)
+    if (d < leading || (shape[d - leading] == 1 && self.sizes()[d] != 1))
+      reduce_dims.push_back(static_cast<std::int64_t>(d));
+  if (reduce_dims.empty()) return self;
+  Tensor summed = sum(self, reduce_dims, /*keepdim=*/true);
+  // Dropping the leading size-1 dims of a contiguous result is a view.
+  return Tensor(summed.storage(), shape, contiguous_strides(shape), summed.storage_offset(), summed.dtype());
+}
+
+}  // namespace refgrad
