@@ -1,4 +1,716 @@
-// Placeholder: filled in by the nn work.
+// nn: convolution (direct and transposed, 1-d and 2-d), max/avg/adaptive
+// pooling and nearest/bilinear upsampling, with ATen's semantics on CPU.
+//
+// Every kernel works on contiguous [planes, H, W] buffers. A 1-d convolution
+// is run as a 2-d one of height 1; a 3-d pooling input [C, H, W] is C planes.
+// Convolution is im2col + GEMM; its transpose is GEMM + col2im, the adjoint.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
 #include "kernel.hpp"
 
-namespace refgrad {}  // namespace refgrad
+namespace refgrad {
+namespace {
+
+// ------------------------------------------------------------------ GEMM ---
+
+// c[m,n] = op(a) * op(b), all row-major and contiguous; op(a) is [m,k] and
+// op(b) is [k,n]. float and double go to OpenBLAS, int64 to plain loops.
+template <class T>
+void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
+          const T* b, T* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(c, c + m * n, T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    // One BLAS thread: results must not depend on the machine's core count.
+    static const bool single_threaded = (openblas_set_num_threads(1), true);
+    (void)single_threaded;
+    const auto op_a = transpose_a ? CblasTrans : CblasNoTrans;
+    const auto op_b = transpose_b ? CblasTrans : CblasNoTrans;
+    const blasint lda = static_cast<blasint>(transpose_a ? m : k);
+    const blasint ldb = static_cast<blasint>(transpose_b ? k : n);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+    else
+      cblas_dgemm(CblasRowMajor, op_a, op_b, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
+  } else {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        T sum = 0;
+        for (std::int64_t p = 0; p < k; ++p)
+          sum += (transpose_a ? a[p * m + i] : a[i * k + p]) * (transpose_b ? b[j * k + p] : b[p * n + j]);
+        c[i * n + j] = sum;
+      }
+  }
+}
+
+// --------------------------------------------------------- im2col/col2im ---
+
+// A sliding window over an image [channels, image_h, image_w]; it visits
+// cols_h x cols_w positions. For a convolution, the image is its input and
+// the positions are its output pixels.
+struct Window2d {
+  std::int64_t channels, image_h, image_w, cols_h, cols_w;
+  std::int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+};
+
+// columns[(c*kernel_h + i)*kernel_w + j][y*cols_w + x] =
+//   image[c][y*stride_h - pad_h + i*dilation_h][x*stride_w - pad_w + j*dilation_w], 0 in the padding.
+template <class T>
+void im2col(const Window2d& w, const T* image, T* columns) {
+  for (std::int64_t c = 0; c < w.channels; ++c)
+    for (std::int64_t i = 0; i < w.kernel_h; ++i)
+      for (std::int64_t j = 0; j < w.kernel_w; ++j) {
+        T* row = columns + ((c * w.kernel_h + i) * w.kernel_w + j) * w.cols_h * w.cols_w;
+        for (std::int64_t y = 0; y < w.cols_h; ++y) {
+          const std::int64_t h = y * w.stride_h - w.pad_h + i * w.dilation_h;
+          for (std::int64_t x = 0; x < w.cols_w; ++x) {
+            const std::int64_t col = x * w.stride_w - w.pad_w + j * w.dilation_w;
+            const bool inside = h >= 0 && h < w.image_h && col >= 0 && col < w.image_w;
+            row[y * w.cols_w + x] = inside ? image[(c * w.image_h + h) * w.image_w + col] : T(0);
+          }
+        }
+      }
+}
+
+// The adjoint of im2col: every column entry is added back into the image
+// pixel it was read from (padding entries are dropped). `image` is zeroed first.
+template <class T>
+void col2im(const Window2d& w, const T* columns, T* image) {
+  std::fill(image, image + w.channels * w.image_h * w.image_w, T(0));
+  for (std::int64_t c = 0; c < w.channels; ++c)
+    for (std::int64_t i = 0; i < w.kernel_h; ++i)
+      for (std::int64_t j = 0; j < w.kernel_w; ++j) {
+        const T* row = columns + ((c * w.kernel_h + i) * w.kernel_w + j) * w.cols_h * w.cols_w;
+        for (std::int64_t y = 0; y < w.cols_h; ++y) {
+          const std::int64_t h = y * w.stride_h - w.pad_h + i * w.dilation_h;
+          if (h < 0 || h >= w.image_h) continue;
+          for (std::int64_t x = 0; x < w.cols_w; ++x) {
+            const std::int64_t col = x * w.stride_w - w.pad_w + j * w.dilation_w;
+            if (col >= 0 && col < w.image_w) image[(c * w.image_h + h) * w.image_w + col] += row[y * w.cols_w + x];
+          }
+        }
+      }
+}
+
+// ------------------------------------------------------------ convolution ---
+
+// ATen's expand_param_if_needed: one value stands for every spatial dim.
+IntList expand_param(const char* op, const char* name, const IntList& values, std::size_t spatial_dims) {
+  if (values.size() == 1) return IntList(spatial_dims, values[0]);
+  check(values.size() == spatial_dims, op, ": expected ", name, " to be a single integer value or a list of ",
+        spatial_dims, " values to match the convolution dimensions, but got ", name, "=", str(values));
+  return values;
+}
+
+// Spatial params of a 1-d convolution, as the 2-d ones of a height-1 image.
+std::int64_t height_part(const IntList& values, std::int64_t value_if_1d) {
+  return values.size() == 2 ? values[0] : value_if_1d;
+}
+
+// A view of `t` with a size-1 dim inserted at `dim` (no copy).
+Tensor with_unit_dim(const Tensor& t, std::size_t dim) {
+  Shape sizes = t.sizes(), strides = t.strides();
+  const std::int64_t stride = dim < sizes.size() ? sizes[dim] * strides[dim] : 1;
+  sizes.insert(sizes.begin() + dim, 1);
+  strides.insert(strides.begin() + dim, stride);
+  return Tensor(t.storage(), sizes, strides, t.storage_offset(), t.dtype());
+}
+
+// A view of `t` without its size-1 dim `dim` (no copy).
+Tensor without_unit_dim(const Tensor& t, std::size_t dim) {
+  Shape sizes = t.sizes(), strides = t.strides();
+  sizes.erase(sizes.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return Tensor(t.storage(), sizes, strides, t.storage_offset(), t.dtype());
+}
+
+template <class T>
+void convolution_kernel(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, Tensor& output,
+                        bool transposed, std::int64_t groups, Window2d window) {
+  const std::int64_t batch = input.size(0);
+  const std::int64_t in_channels = input.size(1), out_channels = output.size(1);
+  const std::int64_t group_in = in_channels / groups, group_out = out_channels / groups;
+  const std::int64_t in_plane = input.size(2) * input.size(3), out_plane = output.size(2) * output.size(3);
+  const std::int64_t patch = window.kernel_h * window.kernel_w;
+  const T* in = input.data_ptr<T>();
+  const T* w = weight.data_ptr<T>();
+  T* out = output.data_ptr<T>();
+  // One image's columns: [channels * kernel_h * kernel_w, positions].
+  std::vector<T> columns(static_cast<std::size_t>(window.channels * patch * window.cols_h * window.cols_w));
+
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const T* in_g = in + (n * in_channels + g * group_in) * in_plane;
+      T* out_g = out + (n * out_channels + g * group_out) * out_plane;
+      if (!transposed) {
+        // out_g [group_out, positions] = weight_g [group_out, group_in*patch] @ columns.
+        const T* weight_g = w + g * group_out * group_in * patch;
+        im2col(window, in_g, columns.data());
+        gemm(false, false, group_out, out_plane, group_in * patch, weight_g, columns.data(), out_g);
+      } else {
+        // The adjoint: columns = weight_g^T @ in_g, with weight_g [group_in, group_out*patch],
+        // then col2im scatters the columns into the (larger) output image.
+        const T* weight_g = w + g * group_in * group_out * patch;
+        gemm(true, false, group_out * patch, in_plane, group_in, weight_g, in_g, columns.data());
+        col2im(window, columns.data(), out_g);
+      }
+    }
+
+  if (bias) {
+    const T* b = bias->data_ptr<T>();
+    for (std::int64_t n = 0; n < batch; ++n)
+      for (std::int64_t c = 0; c < out_channels; ++c) {
+        T* plane = out + (n * out_channels + c) * out_plane;
+        for (std::int64_t p = 0; p < out_plane; ++p) plane[p] += b[c];
+      }
+  }
+}
+
+// aten::convolution for 1-d and 2-d; `op` names the public entry point in errors.
+Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weight, const OptionalTensor& bias,
+                        const IntList& stride_arg, const IntList& padding_arg, const IntList& dilation_arg,
+                        bool transposed, const IntList& output_padding_arg, std::int64_t groups) {
+  check(input.defined() && weight.defined(), op, ": input and weight must be defined");
+  check(weight.dim() >= 3, op, ": weight should have at least three dimensions, got weight of shape ",
+        str(weight.sizes()));
+  check(weight.dim() <= 4, op, ": only 1-d and 2-d convolutions are implemented, got weight of shape ",
+        str(weight.sizes()));
+  const std::size_t k = static_cast<std::size_t>(weight.dim() - 2);
+  const IntList stride = expand_param(op, "stride", stride_arg, k);
+  const IntList padding = expand_param(op, "padding", padding_arg, k);
+  const IntList dilation = expand_param(op, "dilation", dilation_arg, k);
+  const IntList output_padding = expand_param(op, "output_padding", output_padding_arg, k);
+  const auto all = [](const IntList& values, auto predicate) {
+    return std::all_of(values.begin(), values.end(), predicate);
+  };
+  check(all(stride, [](std::int64_t s) { return s > 0; }), op, ": non-positive stride is not supported, got stride=",
+        str(stride));
+  check(all(padding, [](std::int64_t p) { return p >= 0; }), op,
+        ": negative padding is not supported, got padding=", str(padding));
+  check(all(output_padding, [](std::int64_t p) { return p >= 0; }), op,
+        ": negative output_padding is not supported, got output_padding=", str(output_padding));
+  check(all(dilation, [](std::int64_t d) { return d > 0; }), op, ": dilation should be greater than zero, but got ",
+        str(dilation));
+  check(groups > 0, op, ": non-positive groups is not supported, got groups=", groups);
+
+  check(input.dim() == weight.dim(), op, ": expected ", weight.dim(), "-dimensional input for ", weight.dim(),
+        "-dimensional weight ", str(weight.sizes()), ", but got ", input.dim(), "-dimensional input of size ",
+        str(input.sizes()), " instead");
+  check(weight.dtype() == input.dtype(), op, ": input (", dtype_name(input.dtype()), ") and weight (",
+        dtype_name(weight.dtype()), ") must have the same dtype");
+  check(!bias || bias->dtype() == input.dtype(), op, ": input (", dtype_name(input.dtype()), ") and bias (",
+        bias ? dtype_name(bias->dtype()) : "", ") must have the same dtype");
+  check(input.dtype() != DType::Bool, op, ": not implemented for bool tensors (float32, float64 and int64 are)");
+
+  check(weight.size(0) >= groups, op, ": given groups=", groups, ", expected weight to be at least ", groups,
+        " at dimension 0, but got weight of size ", str(weight.sizes()), " instead");
+  check(weight.size(0) % groups == 0, op, ": given groups=", groups, ", expected weight to be divisible by ",
+        groups, " at dimension 0, but got weight of size ", str(weight.sizes()), " instead");
+  const std::int64_t in_channels = input.size(1);
+  const std::int64_t expected_in = transposed ? weight.size(0) : weight.size(1) * groups;
+  const std::string given = transposed ? std::string("transposed=1") : concat("groups=", groups);
+  check(in_channels == expected_in, op, ": given ", given, ", weight of size ", str(weight.sizes()),
+        ", expected input", str(input.sizes()), " to have ", expected_in, " channels, but got ", in_channels,
+        " channels instead");
+  const std::int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  check(!bias || (bias->dim() == 1 && bias->size(0) == out_channels), op, ": given ",
+        transposed ? "transposed=1, " : "", "weight of size ", str(weight.sizes()),
+        ", expected bias to be 1-dimensional with ", out_channels, " elements, but got bias of size ",
+        bias ? str(bias->sizes()) : "", " instead");
+
+  const IntList kernel(weight.sizes().begin() + 2, weight.sizes().end());
+  const IntList in_size(input.sizes().begin() + 2, input.sizes().end());
+  check(all(kernel, [](std::int64_t s) { return s > 0; }), op,
+        ": kernel size should be greater than zero, but got weight of shape ", str(weight.sizes()));
+  IntList out_size(k);
+  if (!transposed) {
+    IntList padded(k), dilated_kernel(k);
+    for (std::size_t d = 0; d < k; ++d) {
+      padded[d] = in_size[d] + 2 * padding[d];
+      dilated_kernel[d] = dilation[d] * (kernel[d] - 1) + 1;
+      out_size[d] = (padded[d] - dilated_kernel[d]) / stride[d] + 1;
+    }
+    for (std::size_t d = 0; d < k; ++d)
+      check(padded[d] >= dilated_kernel[d], op, ": calculated padded input size per channel: ", str(padded),
+            ". Kernel size: ", str(dilated_kernel), ". Kernel size can't be greater than actual input size");
+  } else {
+    for (std::size_t d = 0; d < k; ++d) {
+      check(output_padding[d] < stride[d] || output_padding[d] < dilation[d], op,
+            ": output padding must be smaller than either stride or dilation, but got output_padding=",
+            str(output_padding), ", stride=", str(stride), ", dilation=", str(dilation));
+      out_size[d] =
+          (in_size[d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel[d] - 1) + output_padding[d] + 1;
+    }
+    for (std::size_t d = 0; d < k; ++d)
+      check(out_size[d] > 0, op, ": given input size per channel ", str(in_size),
+            ", the calculated output size per channel ", str(out_size), " is too small");
+  }
+  const bool empty_image = std::any_of(in_size.begin(), in_size.end(), [](std::int64_t s) { return s == 0; });
+  check(!empty_image || input.size(0) == 0 || in_channels == 0, op,
+        ": only zero batch or zero channel inputs are supported, but got input shape ", str(input.sizes()));
+
+  Shape out_shape = {input.size(0), out_channels};
+  out_shape.insert(out_shape.end(), out_size.begin(), out_size.end());
+  // ATen's "Empty" backend: an input without channels gives an output without
+  // channels (not out_channels of zeros and bias), whatever the weight.
+  if (in_channels == 0) out_shape[1] = 0;
+  Tensor output = empty(out_shape, input.dtype());
+  if (output.numel() == 0) return output;
+
+  // Everything as 2-d: a 1-d convolution is one of height 1.
+  const Tensor input4 = kernel::contiguous_as(k == 1 ? with_unit_dim(input, 2) : input, input.dtype());
+  const Tensor weight4 = kernel::contiguous_as(k == 1 ? with_unit_dim(weight, 2) : weight, input.dtype());
+  const OptionalTensor bias1 = bias ? OptionalTensor(kernel::contiguous_as(*bias, input.dtype())) : std::nullopt;
+  Tensor output4 = k == 1 ? with_unit_dim(output, 2) : output;
+  // The image im2col reads (direct) or col2im writes (transposed), and the
+  // positions the window visits on it.
+  const Tensor& image = transposed ? output4 : input4;
+  const Tensor& positions = transposed ? input4 : output4;
+  const Window2d window{transposed ? out_channels / groups : in_channels / groups,
+                        image.size(2),
+                        image.size(3),
+                        positions.size(2),
+                        positions.size(3),
+                        weight4.size(2),
+                        weight4.size(3),
+                        height_part(stride, 1),
+                        stride.back(),
+                        height_part(padding, 0),
+                        padding.back(),
+                        height_part(dilation, 1),
+                        dilation.back()};
+  kernel::dispatch(input.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>)
+      convolution_kernel<T>(input4, weight4, bias1, output4, transposed, groups, window);
+  });
+  return output;
+}
+
+// conv1d/conv2d/conv_transpose*d accept an unbatched input (one dim fewer):
+// it gets a batch dim of 1 for the convolution, which the result loses again.
+Tensor with_optional_batch(const char* op, std::int64_t spatial_dims, const Tensor& input,
+                           const std::function<Tensor(const Tensor&)>& convolve) {
+  check(input.defined(), op, ": input is undefined");
+  const std::int64_t batched_dim = spatial_dims + 2;
+  check(input.dim() == batched_dim || input.dim() == batched_dim - 1, op, ": expected ", batched_dim - 1,
+        "-d (unbatched) or ", batched_dim, "-d (batched) input, but got input of size ", str(input.sizes()));
+  if (input.dim() == batched_dim) return convolve(input);
+  return without_unit_dim(convolve(with_unit_dim(input, 0)), 0);
+}
+
+// ---------------------------------------------------------------- pooling ---
+
+// Floor division, also for negative numerators (ATen's div_rtn).
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  std::int64_t q = a / b;
+  const std::int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) --q;
+  return q;
+}
+
+struct Pool2dParams {
+  std::int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+};
+
+// kernel_size, stride (empty: the kernel), padding and dilation, each one
+// value or two (H, W), as max_pool2d and avg_pool2d take them.
+Pool2dParams pool_params(const char* op, const IntList& kernel_size, const IntList& stride, const IntList& padding,
+                         const IntList& dilation) {
+  check(kernel_size.size() == 1 || kernel_size.size() == 2, op,
+        ": kernel_size must either be a single int, or a tuple of two ints, got ", str(kernel_size));
+  check(stride.empty() || stride.size() == 1 || stride.size() == 2, op,
+        ": stride must either be omitted, a single int, or a tuple of two ints, got ", str(stride));
+  check(padding.size() == 1 || padding.size() == 2, op,
+        ": padding must either be a single int, or a tuple of two ints, got ", str(padding));
+  check(dilation.size() == 1 || dilation.size() == 2, op,
+        ": dilation must be either a single int, or a tuple of two ints, got ", str(dilation));
+  const IntList& s = stride.empty() ? kernel_size : stride;
+  return {kernel_size.front(), kernel_size.back(), s.front(),        s.back(),
+          padding.front(),     padding.back(),     dilation.front(), dilation.back()};
+}
+
+// ATen's pooling_output_shape, with its checks on one spatial dim.
+std::int64_t pooling_output_size(const char* op, std::int64_t input_size, std::int64_t kernel, std::int64_t pad,
+                                 std::int64_t stride, std::int64_t dilation, bool ceil_mode) {
+  check(stride != 0, op, ": stride should not be zero");
+  check(pad >= 0, op, ": pad must be non-negative, but got pad: ", pad);
+  check(pad <= ((kernel - 1) * dilation + 1) / 2, op,
+        ": pad should be at most half of effective kernel size, but got pad=", pad, ", kernel_size=", kernel,
+        " and dilation=", dilation);
+  std::int64_t size =
+      floor_div(input_size + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
+  // In ceil mode the last window must still start inside the image or its left padding.
+  if (ceil_mode && (size - 1) * stride >= input_size + pad) --size;
+  return size;
+}
+
+// ATen's pool2d_shape_check, after the output size is known.
+void pool2d_shape_check(const char* op, const Tensor& input, const Pool2dParams& p, std::int64_t out_h,
+                        std::int64_t out_w) {
+  check(p.kernel_h > 0 && p.kernel_w > 0, op, ": kernel size should be greater than zero, but got kH: ", p.kernel_h,
+        " kW: ", p.kernel_w);
+  check(p.stride_h > 0 && p.stride_w > 0, op, ": stride should be greater than zero, but got dH: ", p.stride_h,
+        " dW: ", p.stride_w);
+  check(p.dilation_h > 0 && p.dilation_w > 0, op, ": dilation should be greater than zero, but got dilationH: ",
+        p.dilation_h, " dilationW: ", p.dilation_w);
+  const std::int64_t ndim = input.dim();
+  // Only the batch dim of a 4-d input may be empty.
+  bool non_empty = true;
+  for (std::int64_t d = ndim - 3; d < ndim; ++d) non_empty = non_empty && input.size(d) != 0;
+  check(non_empty, op, ": expected a 3-d or 4-d (batch mode) input with optional 0 dim batch size, but got ",
+        str(input.sizes()));
+  // Stricter than the effective-kernel bound of pooling_output_size when dilated.
+  check(p.pad_h <= p.kernel_h / 2 && p.pad_w <= p.kernel_w / 2, op,
+        ": pad should be smaller than or equal to half of kernel size, but got padW = ", p.pad_w, ", padH = ",
+        p.pad_h, ", kW = ", p.kernel_w, ", kH = ", p.kernel_h);
+  check(out_h >= 1 && out_w >= 1, op, ": given input size ", str(input.sizes()), ", the calculated output size [",
+        out_h, ",", out_w, "] is too small");
+}
+
+// The checked input of a pooling op: its dtype, 3-d or 4-d, and the planes.
+void check_pool_input(const char* op, const Tensor& self, bool allow_int64) {
+  check(self.defined(), op, ": input is undefined");
+  check(self.dim() == 3 || self.dim() == 4, op, ": expected a 3-d or 4-d (batch mode) input, but got input of size ",
+        str(self.sizes()));
+  const bool supported = self.is_floating_point() || (allow_int64 && self.dtype() == DType::Int64);
+  check(supported, op, ": not implemented for ", dtype_name(self.dtype()), " tensors (float32, float64",
+        allow_int64 ? " and int64 are)" : " are)");
+}
+
+// The output shape: the input's leading dims, then out_h, out_w.
+Shape pooled_shape(const Tensor& self, std::int64_t out_h, std::int64_t out_w) {
+  Shape shape(self.sizes().begin(), self.sizes().end() - 2);
+  shape.push_back(out_h);
+  shape.push_back(out_w);
+  return shape;
+}
+
+std::int64_t planes_of(const Tensor& self) { return numel_of(Shape(self.sizes().begin(), self.sizes().end() - 2)); }
+
+// ----------------------------------------------------------- upsampling ---
+
+// The source index scale ATen uses (area_pixel_compute_scale): with
+// align_corners the corner pixels of input and output line up; otherwise a
+// given positive scale factor wins over the size ratio.
+template <class T>
+T upsample_scale(std::int64_t input_size, std::int64_t output_size, bool align_corners,
+                 std::optional<double> scale) {
+  if (align_corners)
+    return output_size > 1 ? static_cast<T>(input_size - 1) / static_cast<T>(output_size - 1) : T(0);
+  if (scale && *scale > 0) return static_cast<T>(1.0 / *scale);
+  return static_cast<T>(input_size) / static_cast<T>(output_size);
+}
+
+void check_upsample(const char* op, const Tensor& self, const IntList& output_size) {
+  check(self.defined(), op, ": input is undefined");
+  check(output_size.size() == 2, op, ": expected output_size to have 2 elements, but got ", str(output_size));
+  check(self.dim() == 4, op, ": expected a 4-d input [N,C,H,W], but got input of size ", str(self.sizes()));
+  check(self.size(2) > 0 && self.size(3) > 0 && output_size[0] > 0 && output_size[1] > 0, op,
+        ": input and output sizes should be greater than 0, but got input of size ", str(self.sizes()),
+        " and output_size ", str(output_size));
+  check(self.size(1) > 0, op, ": expected a non-empty 4-d input, but got input of size ", str(self.sizes()));
+  check(self.is_floating_point(), op, ": not implemented for ", dtype_name(self.dtype()),
+        " tensors (float32 and float64 are)");
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ convolution ---
+
+Tensor convolution(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, const IntList& stride,
+                   const IntList& padding, const IntList& dilation, bool transposed,
+                   const IntList& output_padding, std::int64_t groups) {
+  return convolution_impl("convolution", input, weight, bias, stride, padding, dilation, transposed,
+                          output_padding, groups);
+}
+
+Tensor conv1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, const IntList& stride,
+              const IntList& padding, const IntList& dilation, std::int64_t groups) {
+  return with_optional_batch("conv1d", 1, input, [&](const Tensor& batched) {
+    return convolution_impl("conv1d", batched, weight, bias, stride, padding, dilation, false, {0}, groups);
+  });
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, const IntList& stride,
+              const IntList& padding, const IntList& dilation, std::int64_t groups) {
+  return with_optional_batch("conv2d", 2, input, [&](const Tensor& batched) {
+    return convolution_impl("conv2d", batched, weight, bias, stride, padding, dilation, false, {0}, groups);
+  });
+}
+
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias,
+                        const IntList& stride, const IntList& padding, const IntList& output_padding,
+                        std::int64_t groups, const IntList& dilation) {
+  return with_optional_batch("conv_transpose1d", 1, input, [&](const Tensor& batched) {
+    return convolution_impl("conv_transpose1d", batched, weight, bias, stride, padding, dilation, true,
+                            output_padding, groups);
+  });
+}
+
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias,
+                        const IntList& stride, const IntList& padding, const IntList& output_padding,
+                        std::int64_t groups, const IntList& dilation) {
+  return with_optional_batch("conv_transpose2d", 2, input, [&](const Tensor& batched) {
+    return convolution_impl("conv_transpose2d", batched, weight, bias, stride, padding, dilation, true,
+                            output_padding, groups);
+  });
+}
+
+// ---------------------------------------------------------------- pooling ---
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size,
+                                                  const IntList& stride, const IntList& padding,
+                                                  const IntList& dilation, bool ceil_mode) {
+  const char* op = "max_pool2d_with_indices";
+  const Pool2dParams p = pool_params(op, kernel_size, stride, padding, dilation);
+  check_pool_input(op, self, /*allow_int64=*/true);
+  const std::int64_t in_h = self.size(self.dim() - 2), in_w = self.size(self.dim() - 1);
+  const std::int64_t out_h = pooling_output_size(op, in_h, p.kernel_h, p.pad_h, p.stride_h, p.dilation_h, ceil_mode);
+  const std::int64_t out_w = pooling_output_size(op, in_w, p.kernel_w, p.pad_w, p.stride_w, p.dilation_w, ceil_mode);
+  pool2d_shape_check(op, self, p, out_h, out_w);
+
+  const Shape out_shape = pooled_shape(self, out_h, out_w);
+  Tensor output = empty(out_shape, self.dtype());
+  Tensor indices = empty(out_shape, DType::Int64);
+  const std::int64_t planes = planes_of(self);
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      const Tensor input = kernel::contiguous_as(self, self.dtype());
+      const T* in = input.data_ptr<T>();
+      T* out = output.data_ptr<T>();
+      std::int64_t* idx = indices.data_ptr<std::int64_t>();
+      const T lowest =
+          std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+      for (std::int64_t plane = 0; plane < planes; ++plane) {
+        const T* image = in + plane * in_h * in_w;
+        for (std::int64_t oh = 0; oh < out_h; ++oh)
+          for (std::int64_t ow = 0; ow < out_w; ++ow) {
+            // The window's taps, clipped to the image (padding is -inf: never the max).
+            std::int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+            const std::int64_t h1 = std::min(h0 + (p.kernel_h - 1) * p.dilation_h + 1, in_h);
+            const std::int64_t w1 = std::min(w0 + (p.kernel_w - 1) * p.dilation_w + 1, in_w);
+            while (h0 < 0) h0 += p.dilation_h;
+            while (w0 < 0) w0 += p.dilation_w;
+            std::int64_t best_index = h0 * in_w + w0;
+            T best = lowest;
+            for (std::int64_t h = h0; h < h1; h += p.dilation_h)
+              for (std::int64_t w = w0; w < w1; w += p.dilation_w) {
+                const T value = image[h * in_w + w];
+                // NaN propagates, as in ATen: every NaN tap takes over.
+                bool take = value > best;
+                if constexpr (std::is_floating_point_v<T>) take = take || std::isnan(value);
+                if (take) {
+                  best = value;
+                  best_index = h * in_w + w;
+                }
+              }
+            const std::int64_t o = (plane * out_h + oh) * out_w + ow;
+            out[o] = best;
+            idx[o] = best_index;
+          }
+      }
+    }
+  });
+  return {output, indices};
+}
+
+Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
+                  bool ceil_mode, bool count_include_pad, std::optional<std::int64_t> divisor_override) {
+  const char* op = "avg_pool2d";
+  const Pool2dParams p = pool_params(op, kernel_size, stride, padding, {1});
+  check(!divisor_override || *divisor_override != 0, op, ": divisor must be not zero");
+  check_pool_input(op, self, /*allow_int64=*/true);
+  const std::int64_t in_h = self.size(self.dim() - 2), in_w = self.size(self.dim() - 1);
+  const std::int64_t out_h = pooling_output_size(op, in_h, p.kernel_h, p.pad_h, p.stride_h, 1, ceil_mode);
+  const std::int64_t out_w = pooling_output_size(op, in_w, p.kernel_w, p.pad_w, p.stride_w, 1, ceil_mode);
+  pool2d_shape_check(op, self, p, out_h, out_w);
+
+  Tensor output = empty(pooled_shape(self, out_h, out_w), self.dtype());
+  const std::int64_t planes = planes_of(self);
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      const Tensor input = kernel::contiguous_as(self, self.dtype());
+      const T* in = input.data_ptr<T>();
+      T* out = output.data_ptr<T>();
+      for (std::int64_t plane = 0; plane < planes; ++plane) {
+        const T* image = in + plane * in_h * in_w;
+        for (std::int64_t oh = 0; oh < out_h; ++oh)
+          for (std::int64_t ow = 0; ow < out_w; ++ow) {
+            // The window, first clipped to the padded image (its size is the
+            // count_include_pad divisor), then to the image itself.
+            std::int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+            std::int64_t h1 = std::min(h0 + p.kernel_h, in_h + p.pad_h);
+            std::int64_t w1 = std::min(w0 + p.kernel_w, in_w + p.pad_w);
+            const std::int64_t padded_count = (h1 - h0) * (w1 - w0);
+            h0 = std::max<std::int64_t>(h0, 0);
+            w0 = std::max<std::int64_t>(w0, 0);
+            h1 = std::min(h1, in_h);
+            w1 = std::min(w1, in_w);
+            // Never empty: pad <= kernel/2 and the ceil-mode rule keep every
+            // window overlapping the image.
+            T sum = 0;
+            for (std::int64_t h = h0; h < h1; ++h)
+              for (std::int64_t w = w0; w < w1; ++w) sum += image[h * in_w + w];
+            const std::int64_t divisor =
+                divisor_override ? *divisor_override : count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
+            // int64 divides like C++ (truncation), as ATen does.
+            out[(plane * out_h + oh) * out_w + ow] = sum / static_cast<T>(divisor);
+          }
+      }
+    }
+  });
+  return output;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  check(output_size.size() == 2, op, ": output_size must be 2, got ", str(output_size));
+  check(output_size[0] >= 0 && output_size[1] >= 0, op,
+        ": elements of output_size must be greater than or equal to 0, but got ", str(output_size));
+  check(self.defined(), op, ": input is undefined");
+  check(self.dim() == 3 || self.dim() == 4, op, ": expected a 3-d or 4-d input, but got input of size ",
+        str(self.sizes()));
+  const std::int64_t in_h = self.size(self.dim() - 2), in_w = self.size(self.dim() - 1);
+  check(in_h > 0 && in_w > 0, op, ": expected input to have non-zero size for non-batch dimensions, but got input of size ",
+        str(self.sizes()));
+  check(self.is_floating_point(), op, ": not implemented for ", dtype_name(self.dtype()),
+        " tensors (float32 and float64 are)");
+  const std::int64_t out_h = output_size[0], out_w = output_size[1];
+  Tensor output = empty(pooled_shape(self, out_h, out_w), self.dtype());
+  const std::int64_t planes = planes_of(self);
+  // Output cell o of n covers input [floor(o*in/n), ceil((o+1)*in/n)),
+  // written without overflow-prone products as ATen's start/end_index.
+  const auto start_index = [](std::int64_t o, std::int64_t out, std::int64_t in) {
+    return (o / out) * in + ((o % out) * in) / out;
+  };
+  const auto end_index = [](std::int64_t o, std::int64_t out, std::int64_t in) {
+    return 1 + ((o + 1) * in - 1) / out;
+  };
+  kernel::dispatch_floating(self.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor input = kernel::contiguous_as(self, self.dtype());
+    const T* in = input.data_ptr<T>();
+    T* out = output.data_ptr<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const T* image = in + plane * in_h * in_w;
+      for (std::int64_t oh = 0; oh < out_h; ++oh) {
+        const std::int64_t h0 = start_index(oh, out_h, in_h), h1 = end_index(oh, out_h, in_h);
+        for (std::int64_t ow = 0; ow < out_w; ++ow) {
+          const std::int64_t w0 = start_index(ow, out_w, in_w), w1 = end_index(ow, out_w, in_w);
+          T sum = 0;
+          for (std::int64_t h = h0; h < h1; ++h)
+            for (std::int64_t w = w0; w < w1; ++w) sum += image[h * in_w + w];
+          out[(plane * out_h + oh) * out_w + ow] = sum / static_cast<T>(h1 - h0) / static_cast<T>(w1 - w0);
+        }
+      }
+    }
+  });
+  return output;
+}
+
+// ------------------------------------------------------------- upsampling ---
+
+Tensor upsample_nearest2d(const Tensor& self, const IntList& output_size, std::optional<double> scales_h,
+                          std::optional<double> scales_w) {
+  const char* op = "upsample_nearest2d";
+  check_upsample(op, self, output_size);
+  const std::int64_t in_h = self.size(2), in_w = self.size(3), out_h = output_size[0], out_w = output_size[1];
+  Tensor output = empty({self.size(0), self.size(1), out_h, out_w}, self.dtype());
+  const std::int64_t planes = self.size(0) * self.size(1);
+  kernel::dispatch_floating(self.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // ATen's nearest_idx: a copy for the same size, dst/2 for twice the size,
+    // else floor(dst * scale) clamped, computed in float32 for every dtype.
+    const auto source_indices = [](std::int64_t in, std::int64_t out, std::optional<double> scale) {
+      const float ratio = scale && *scale > 0 ? static_cast<float>(1.0 / *scale)
+                                              : static_cast<float>(in) / static_cast<float>(out);
+      std::vector<std::int64_t> index(static_cast<std::size_t>(out));
+      for (std::int64_t o = 0; o < out; ++o) {
+        if (out == in)
+          index[o] = o;
+        else if (out == 2 * in)
+          index[o] = o / 2;
+        else
+          index[o] = std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(o) * ratio)), in - 1);
+      }
+      return index;
+    };
+    const std::vector<std::int64_t> rows = source_indices(in_h, out_h, scales_h);
+    const std::vector<std::int64_t> cols = source_indices(in_w, out_w, scales_w);
+    const Tensor input = kernel::contiguous_as(self, self.dtype());
+    const T* in = input.data_ptr<T>();
+    T* out = output.data_ptr<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane)
+      for (std::int64_t oh = 0; oh < out_h; ++oh)
+        for (std::int64_t ow = 0; ow < out_w; ++ow)
+          out[(plane * out_h + oh) * out_w + ow] = in[(plane * in_h + rows[oh]) * in_w + cols[ow]];
+  });
+  return output;
+}
+
+Tensor upsample_bilinear2d(const Tensor& self, const IntList& output_size, bool align_corners,
+                           std::optional<double> scales_h, std::optional<double> scales_w) {
+  const char* op = "upsample_bilinear2d";
+  check_upsample(op, self, output_size);
+  const std::int64_t in_h = self.size(2), in_w = self.size(3), out_h = output_size[0], out_w = output_size[1];
+  Tensor output = empty({self.size(0), self.size(1), out_h, out_w}, self.dtype());
+  const std::int64_t planes = self.size(0) * self.size(1);
+  kernel::dispatch_floating(self.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Each output index reads input indices i0 <= i1 with weights l0 + l1 = 1
+    // (ATen's compute_source_index_and_lambda).
+    struct Taps {
+      std::int64_t i0, i1;
+      T l0, l1;
+    };
+    const auto taps_of = [align_corners](std::int64_t in, std::int64_t out, std::optional<double> scale) {
+      std::vector<Taps> taps(static_cast<std::size_t>(out));
+      const T ratio = upsample_scale<T>(in, out, align_corners, scale);
+      for (std::int64_t o = 0; o < out; ++o) {
+        if (in == out) {  // same size: a copy, whatever the scale
+          taps[o] = {o, o, T(1), T(0)};
+          continue;
+        }
+        // align_corners maps dst to dst*ratio; otherwise pixel centres line up,
+        // (dst + 0.5)*ratio - 0.5, clamped at 0 on the left.
+        const T real = align_corners ? ratio * static_cast<T>(o)
+                                     : std::max(ratio * (static_cast<T>(o) + T(0.5)) - T(0.5), T(0));
+        const std::int64_t i0 = std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(real))), in - 1);
+        const T l1 = std::min(std::max(real - static_cast<T>(i0), T(0)), T(1));
+        taps[o] = {i0, i0 < in - 1 ? i0 + 1 : i0, T(1) - l1, l1};
+      }
+      return taps;
+    };
+    const std::vector<Taps> rows = taps_of(in_h, out_h, scales_h);
+    const std::vector<Taps> cols = taps_of(in_w, out_w, scales_w);
+    const Tensor input = kernel::contiguous_as(self, self.dtype());
+    const T* in = input.data_ptr<T>();
+    T* out = output.data_ptr<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const T* image = in + plane * in_h * in_w;
+      for (std::int64_t oh = 0; oh < out_h; ++oh) {
+        const Taps& r = rows[oh];
+        for (std::int64_t ow = 0; ow < out_w; ++ow) {
+          const Taps& c = cols[ow];
+          const T top = c.l0 * image[r.i0 * in_w + c.i0] + c.l1 * image[r.i0 * in_w + c.i1];
+          const T bottom = c.l0 * image[r.i1 * in_w + c.i0] + c.l1 * image[r.i1 * in_w + c.i1];
+          out[(plane * out_h + oh) * out_w + ow] = r.l0 * top + r.l1 * bottom;
+        }
+      }
+    }
+  });
+  return output;
+}
+
+}  // namespace refgrad
