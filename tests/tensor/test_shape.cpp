@@ -131,6 +131,9 @@ TEST_CASE("view") {
   // A size-1 dim never breaks contiguity, whatever its stride.
   const Tensor row = iota({1, 3});
   check_view(view(transpose(row, 0, 1), {3}), row, "a.t().view(3)");
+  const Tensor z = iota({2, 3, 1});
+  check_view(view(permute(z, {0, 2, 1}), {6}), z, "a.permute(0, 2, 1).view(6)");
+  check_view(view(as_strided(z, {2, 1, 3}, {3, 100, 1}), {3, 2}), z, "a.as_strided((2, 1, 3), (3, 100, 1)).view(3, 2)");
   const Tensor s = scalar_tensor(2.0);
   check_view(view(s, {1, 1, 1}), s, "a.view(1, 1, 1)");
 
