@@ -23,7 +23,8 @@ TORCH_DTYPES = {torch.bool: "bool", torch.int64: "int64", torch.float32: "float3
 def decode(spec):
     raw = base64.b64decode(spec["data"])
     array = np.frombuffer(raw, dtype=NUMPY_DTYPES[spec["dtype"]]).reshape(spec["shape"])
-    return torch.from_numpy(array.copy())
+    # clone: NumPy gives empty arrays all-zero strides; torch.empty would not.
+    return torch.from_numpy(array.copy()).clone(memory_format=torch.contiguous_format)
 
 
 def encode(value):
