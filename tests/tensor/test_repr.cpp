@@ -174,7 +174,8 @@ TEST_CASE("repr") {
     check_like_torch(reshaped(arange(1008), {6, 168}));
     check_like_torch(randn({7, 200}, generator));
     check_like_torch(reshaped(bernoulli({1100}, 0.5, generator).to(DType::Bool), {11, 100}));
-    check_like_torch(reshaped(randn({1024}, generator, DType::Float64), {4, 4, 4, 4, 4}));
+    check_like_torch(reshaped(randn({1024}, generator, DType::Float64), {2, 8, 8, 8}));
+    check_like_torch(reshaped(arange(4096, DType::Float32), {4, 8, 2, 8, 4}));
 
     // Only the shown values choose the format: a hidden 1e10 does not switch
     // the tensor to scientific notation, a shown one does.
