@@ -1,6 +1,7 @@
 // Tensor::repr against hand-written text and against torch's repr(tensor).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -32,6 +33,9 @@ void check_like_torch(const Tensor& x) {
   const std::string expected = torch_text("repr(a)", {x});
   CHECK_EQ(x.repr(), expected);
 }
+
+// Enough random cases to meet most branches; each costs one oracle call.
+const int kSweepTrials = 300;
 
 const std::vector<DType> kAllDTypes = {DType::Bool, DType::Int64, DType::Float32, DType::Float64};
 
@@ -186,6 +190,37 @@ TEST_CASE("repr") {
     check_like_torch(floats(values, {1200}));
     values[1] = 2.5;
     check_like_torch(floats(values, {30, 40}));
+  }
+
+  SUBCASE("seeded random sweep of shapes, dtypes and magnitudes") {
+    Generator generator(2024);
+    auto pick = [&](std::int64_t n) { return static_cast<std::int64_t>(generator.uniform() * static_cast<double>(n)); };
+    for (int trial = 0; trial < kSweepTrials; ++trial) {
+      Shape sizes(static_cast<std::size_t>(pick(5)));
+      for (std::int64_t& size : sizes) size = pick(9);
+      if (pick(8) == 0) sizes = {pick(3) + 1, 300 + pick(300)};  // summarized
+      const std::int64_t n = numel_of(sizes);
+
+      // Magnitudes from 1e-7 to 1e11, sometimes integers, sometimes spread
+      // over a wide range, sometimes with nan and inf.
+      const double scale = std::pow(10.0, static_cast<double>(pick(19) - 7));
+      const bool integers = pick(3) == 0, spread = pick(4) == 0, non_finite = pick(5) == 0;
+      std::vector<double> values(static_cast<std::size_t>(n));
+      for (double& v : values) {
+        v = generator.normal() * scale * (spread ? std::pow(10.0, static_cast<double>(pick(9) - 4)) : 1.0);
+        if (integers) v = std::round(v);
+        if (non_finite && pick(6) == 0) v = std::vector<double>{kNaN, kInf, -kInf, 0.0}[pick(4)];
+      }
+      const DType dtype = kAllDTypes[pick(4)];
+      Tensor x = from_vector(values, sizes);
+      if (dtype == DType::Int64) {  // finite, in range
+        for (double& v : values) v = std::isfinite(v) ? std::round(std::clamp(v, -1e15, 1e15)) : 0.0;
+        x = from_vector(values, sizes);
+      }
+      x = x.to(dtype);
+      CAPTURE(trial);
+      check_like_torch(x);
+    }
   }
 
   SUBCASE("non-contiguous views") {
