@@ -330,9 +330,13 @@ Tensor add_or_sub(const char* op, const Operand& self, const Operand& other, con
 
 }  // namespace
 
-Tensor add(const Tensor& self, const Tensor& other, Scalar alpha) { return add_or_sub("add", self, other, alpha, false); }
+Tensor add(const Tensor& self, const Tensor& other, Scalar alpha) {
+  return add_or_sub("add", self, other, alpha, false);
+}
 Tensor add(const Tensor& self, Scalar other, Scalar alpha) { return add_or_sub("add", self, other, alpha, false); }
-Tensor sub(const Tensor& self, const Tensor& other, Scalar alpha) { return add_or_sub("sub", self, other, alpha, true); }
+Tensor sub(const Tensor& self, const Tensor& other, Scalar alpha) {
+  return add_or_sub("sub", self, other, alpha, true);
+}
 Tensor sub(const Tensor& self, Scalar other, Scalar alpha) { return add_or_sub("sub", self, other, alpha, true); }
 
 // ------------------------------------------------------------------ mul ---
@@ -621,7 +625,8 @@ namespace {
 Tensor where_operands(const Tensor& condition, const Operand& self, const Operand& other) {
   check_defined(condition, "where");
   check(condition.dtype() == DType::Bool,
-        "where: expected condition to be a boolean tensor, but got a tensor with dtype ", dtype_name(condition.dtype()));
+        "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
+        dtype_name(condition.dtype()));
   const DType dtype = common_dtype("where", {self, other});
   // A Scalar branch must fit the result dtype, as in ATen.
   const Tensor a = operand_as(self, dtype, "where", true), b = operand_as(other, dtype, "where", true);
@@ -637,8 +642,12 @@ Tensor where_operands(const Tensor& condition, const Operand& self, const Operan
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   return where_operands(condition, self, other);
 }
-Tensor where(const Tensor& condition, const Tensor& self, Scalar other) { return where_operands(condition, self, other); }
-Tensor where(const Tensor& condition, Scalar self, const Tensor& other) { return where_operands(condition, self, other); }
+Tensor where(const Tensor& condition, const Tensor& self, Scalar other) {
+  return where_operands(condition, self, other);
+}
+Tensor where(const Tensor& condition, Scalar self, const Tensor& other) {
+  return where_operands(condition, self, other);
+}
 
 // ---------------------------------------------------------------- clamp ---
 

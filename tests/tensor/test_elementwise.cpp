@@ -424,7 +424,8 @@ TEST_CASE("pow") {
   }
 
   CHECK_THROWS_WITH_AS(pow(tensor({2, 3}), -1),
-                       "pow: Integers to negative integer powers are not allowed (int64 tensor to the power -1)", Error);
+                       "pow: Integers to negative integer powers are not allowed (int64 tensor to the power -1)",
+                       Error);
   CHECK_THROWS_WITH_AS(pow(tensor({true}), -2), doctest::Contains("Integers to negative integer powers"), Error);
   CHECK_THROWS_WITH_AS(pow(tensor({true}), tensor({true})), "pow: not implemented for bool (base bool, exponent bool)",
                        Error);
@@ -527,7 +528,8 @@ TEST_CASE("where") {
   CHECK_TENSOR(where(cond, true, tensor({1, 2, 3})), tensor({1, 2, 1}));
   CHECK_TENSOR(where(tensor({{true}, {false}}), tensor({1, 2}), tensor(0)), tensor({{1, 2}, {0, 0}}));
 
-  const std::vector<Tensor> conditions = {tensor({{true, false, true}, {false, true, false}}), tensor({false, true, true}),
+  const std::vector<Tensor> conditions = {tensor({{true, false, true}, {false, true, false}}),
+                                          tensor({false, true, true}),
                                           tensor(true), zeros({0, 1}, DType::Bool)};
   for (const Tensor& c : conditions) {
     for (const auto& [a, b] : binary_inputs())
@@ -576,7 +578,8 @@ TEST_CASE("clamp") {
   Generator gen(4);
   const Tensor values = transposed(randn({4, 3}, gen));
   const std::vector<OptionalTensor> tensor_bounds = {
-      std::nullopt, tensor(-0.5), tensor({-1.0, kNaN, 0.0}), tensor({{0}, {1}, {-1}}), tensor({0.5, 0.5, 0.5}, DType::Float64),
+      std::nullopt, tensor(-0.5), tensor({-1.0, kNaN, 0.0}), tensor({{0}, {1}, {-1}}),
+      tensor({0.5, 0.5, 0.5}, DType::Float64),
       tensor(true)};
   for (const Tensor& t : {values, tensor({{-7, -1, 0}, {3, 5, 8}}), tensor({true, false, true})})
     for (const OptionalTensor& lo : tensor_bounds)
