@@ -7,7 +7,7 @@
 //      the default float dtype for float-valued ops on int64/bool inputs;
 //   2. the operands converted to it (a Scalar becomes a 0-dim tensor, which
 //      broadcasts with stride 0, as ATen's "wrapped numbers" do);
-//   3. one kernel::map over the broadcast shape (map_elements below, for now).
+//   3. one kernel::map over the broadcast shape.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,27 +27,6 @@ template <class T>
 constexpr bool is_int64_v = std::is_same_v<T, std::int64_t>;
 
 // ------------------------------------------------------------- helpers ---
-
-// kernel::map, with two workarounds, until kernel.hpp has them:
-//  - the functor is moved into xtensor: kernel::map passes it as an lvalue,
-//    which xtensor 0.24.3's make_lambda_xfunction cannot store (lambda_adapt<F&>
-//    moves from it into a reference member), so no kernel::map call compiles;
-//  - inputs that are not contiguous with the output's shape are copied to
-//    that shape first: kernel::adapt of a broadcast view (stride 0) or of a
-//    view with gaps (a step-2 slice) throws "xbuffer_storage not resizable",
-//    because an xtensor adaptor's buffer must hold exactly numel elements.
-// So every input reaches the flat path; a broadcast operand costs one copy.
-template <class Out, class... In, class F, class... Tensors>
-Tensor map_elements(const Shape& sizes, F f, const Tensors&... inputs) {
-  static_assert(sizeof...(In) == sizeof...(Tensors), "map_elements: one element type per input");
-  Tensor out = empty(sizes, dtype_of<Out>());
-  if (out.numel() == 0) return out;
-  auto result = kernel::adapt_flat<Out>(out);
-  // The copies made by contiguous() live until the end of this statement.
-  result = xt::make_lambda_xfunction(std::move(f),
-                                     kernel::adapt_flat<In>(broadcast_to(inputs, sizes).contiguous())...);
-  return out;
-}
 
 void check_defined(const Tensor& t, const char* op) { check(t.defined(), op, ": tensor is undefined"); }
 
@@ -168,9 +147,9 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   // by value, it lets the other operand keep map's flat path.
   if (b.dim() == 0 && a.sizes() == sizes) {
     const T value = *b.data_ptr<T>();
-    return map_elements<Out, T>(sizes, [f, value](T x) { return f(x, value); }, a);
+    return kernel::map<Out, T>(sizes, [f, value](T x) { return f(x, value); }, a);
   }
-  return map_elements<Out, T, T>(sizes, f, a, b);
+  return kernel::map<Out, T, T>(sizes, f, a, b);
 }
 
 // ---------------------------------------------------------------- unary ---
@@ -183,7 +162,7 @@ Tensor unary_float(const Tensor& self, const char* op, F f) {
   const Tensor input = self.to(dtype);
   return kernel::dispatch_floating(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return map_elements<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
+    return kernel::map<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
   });
 }
 
@@ -197,7 +176,7 @@ Tensor unary_same(const Tensor& self, const char* op, const char* bool_error, F 
     if constexpr (is_bool_v<T>) {
       return Tensor();  // rejected above
     } else {
-      return map_elements<T, T>(self.sizes(), [f](T x) { return static_cast<T>(f(x)); }, self);
+      return kernel::map<T, T>(self.sizes(), [f](T x) { return static_cast<T>(f(x)); }, self);
     }
   });
 }
@@ -224,10 +203,10 @@ Tensor sign(const Tensor& self) {
   return kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
-      return map_elements<bool, bool>(self.sizes(), [](bool x) { return x; }, self);
+      return kernel::map<bool, bool>(self.sizes(), [](bool x) { return x; }, self);
     } else {
       // (0 < x) - (x < 0): 0 for zeros and NaN, as ATen.
-      return map_elements<T, T>(self.sizes(), [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }, self);
+      return kernel::map<T, T>(self.sizes(), [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }, self);
     }
   });
 }
@@ -248,7 +227,7 @@ Tensor square(const Tensor& self) {
     if constexpr (is_bool_v<T>) {
       return Tensor();  // promoted to int64 above
     } else {
-      return map_elements<T, T>(input.sizes(), [](T x) { return times(x, x); }, input);
+      return kernel::map<T, T>(input.sizes(), [](T x) { return times(x, x); }, input);
     }
   });
 }
@@ -481,14 +460,14 @@ Tensor pow_tensors(const Tensor& base, const Tensor& exponent, DType dtype) {
 template <class T>
 Tensor pow_floating_scalar(const Tensor& base, double e) {
   const Shape& sizes = base.sizes();
-  if (e == 0.5) return map_elements<T, T>(sizes, [](T x) { return std::sqrt(x); }, base);
-  if (e == -0.5) return map_elements<T, T>(sizes, [](T x) { return T(1) / std::sqrt(x); }, base);
-  if (e == -1.0) return map_elements<T, T>(sizes, [](T x) { return T(1) / x; }, base);
-  if (e == 2.0) return map_elements<T, T>(sizes, [](T x) { return x * x; }, base);
-  if (e == 3.0) return map_elements<T, T>(sizes, [](T x) { return x * x * x; }, base);
-  if (e == -2.0) return map_elements<T, T>(sizes, [](T x) { return T(1) / (x * x); }, base);
+  if (e == 0.5) return kernel::map<T, T>(sizes, [](T x) { return std::sqrt(x); }, base);
+  if (e == -0.5) return kernel::map<T, T>(sizes, [](T x) { return T(1) / std::sqrt(x); }, base);
+  if (e == -1.0) return kernel::map<T, T>(sizes, [](T x) { return T(1) / x; }, base);
+  if (e == 2.0) return kernel::map<T, T>(sizes, [](T x) { return x * x; }, base);
+  if (e == 3.0) return kernel::map<T, T>(sizes, [](T x) { return x * x * x; }, base);
+  if (e == -2.0) return kernel::map<T, T>(sizes, [](T x) { return T(1) / (x * x); }, base);
   // ATen raises float32 to a double exponent.
-  return map_elements<T, T>(sizes, [e](T x) { return static_cast<T>(std::pow(static_cast<double>(x), e)); }, base);
+  return kernel::map<T, T>(sizes, [e](T x) { return static_cast<T>(std::pow(static_cast<double>(x), e)); }, base);
 }
 
 // Scalar::equal in c10: a bool Scalar equals only a bool.
@@ -518,7 +497,7 @@ Tensor pow(const Tensor& self, Scalar exponent) {
       return Tensor();  // rejected above
     } else if constexpr (is_int64_v<T>) {
       const std::int64_t e = exponent.to_int64();  // integral: a float exponent would promote to float
-      return map_elements<T, T>(base.sizes(), [e](T x) { return int_pow(x, e); }, base);
+      return kernel::map<T, T>(base.sizes(), [e](T x) { return int_pow(x, e); }, base);
     } else {
       return pow_floating_scalar<T>(base, exponent.to_double());
     }
@@ -615,7 +594,7 @@ Tensor logical_or(const Tensor& self, const Tensor& other) {
 Tensor logical_not(const Tensor& self) {
   check_defined(self, "logical_not");
   const Tensor input = self.to(DType::Bool);
-  return map_elements<bool, bool>(input.sizes(), [](bool x) { return !x; }, input);
+  return kernel::map<bool, bool>(input.sizes(), [](bool x) { return !x; }, input);
 }
 
 // ---------------------------------------------------------------- where ---
@@ -633,7 +612,7 @@ Tensor where_operands(const Tensor& condition, const Operand& self, const Operan
   const Shape sizes = broadcast_for("where", condition.sizes(), broadcast_for("where", a.sizes(), b.sizes()));
   return kernel::dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return map_elements<T, bool, T, T>(sizes, [](bool c, T x, T y) { return c ? x : y; }, condition, a, b);
+    return kernel::map<T, bool, T, T>(sizes, [](bool c, T x, T y) { return c ? x : y; }, condition, a, b);
   });
 }
 
@@ -694,7 +673,7 @@ Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar
     } else {
       const T lo = min ? checked_scalar<T>(*min, "clamp") : no_lower_bound<T>();
       const T hi = max ? checked_scalar<T>(*max, "clamp") : no_upper_bound<T>();
-      return map_elements<T, T>(input.sizes(), [lo, hi](T x) { return clamp_value(x, lo, hi); }, input);
+      return kernel::map<T, T>(input.sizes(), [lo, hi](T x) { return clamp_value(x, lo, hi); }, input);
     }
   });
 }
@@ -718,10 +697,10 @@ Tensor clamp(const Tensor& self, const OptionalTensor& min, const OptionalTensor
   return kernel::dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (has_min && has_max)
-      return map_elements<T, T, T, T>(sizes, [](T x, T l, T h) { return clamp_value(x, l, h); }, input, lo, hi);
+      return kernel::map<T, T, T, T>(sizes, [](T x, T l, T h) { return clamp_value(x, l, h); }, input, lo, hi);
     if (has_min)
-      return map_elements<T, T, T>(sizes, [](T x, T l) { return clamp_value(x, l, no_upper_bound<T>()); }, input, lo);
-    return map_elements<T, T, T>(sizes, [](T x, T h) { return clamp_value(x, no_lower_bound<T>(), h); }, input, hi);
+      return kernel::map<T, T, T>(sizes, [](T x, T l) { return clamp_value(x, l, no_upper_bound<T>()); }, input, lo);
+    return kernel::map<T, T, T>(sizes, [](T x, T h) { return clamp_value(x, no_lower_bound<T>(), h); }, input, hi);
   });
 }
 
@@ -738,7 +717,7 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value) {
   return kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T fill = checked_scalar<T>(value, "masked_fill");
-    return map_elements<T, T, bool>(sizes, [fill](T x, bool m) { return m ? fill : x; }, self, mask);
+    return kernel::map<T, T, bool>(sizes, [fill](T x, bool m) { return m ? fill : x; }, self, mask);
   });
 }
 

@@ -75,11 +75,25 @@ void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
   }
 }
 
+// True when a view's elements fill the span of storage it covers: contiguous
+// or permuted (transposed) views, but not broadcast (stride 0) or gapped
+// (step > 1) ones.
+inline bool is_dense(const Tensor& t) {
+  return span_of(t.sizes(), t.strides()) == static_cast<std::size_t>(t.numel());
+}
+
+// `t` itself when dense, else a contiguous copy: what `adapt` accepts.
+Tensor dense(const Tensor& t);
+
 // xtensor views of a tensor's buffer (no copy). `adapt` keeps the tensor's
-// shape and strides; `adapt_flat` needs a contiguous tensor and is 1-d, which
-// lets xtensor take its fast linear assignment path.
+// shape and strides, and needs a dense view: an xtensor adaptor's buffer must
+// hold exactly numel elements ("xbuffer_storage not resizable" otherwise).
+// `adapt_flat` needs a contiguous tensor and is 1-d, which lets xtensor take
+// its fast linear assignment path.
 template <class T>
 auto adapt(const Tensor& t) {
+  check(is_dense(t), "adapt: view with sizes ", str(t.sizes()), " and strides ", str(t.strides()),
+        " is not dense; make it contiguous first");
   std::vector<std::size_t> shape(t.sizes().begin(), t.sizes().end());
   std::vector<std::ptrdiff_t> strides(t.strides().begin(), t.strides().end());
   return xt::adapt(t.data_ptr<T>(), span_of(t.sizes(), t.strides()), xt::no_ownership(), shape, strides);
@@ -96,22 +110,27 @@ auto adapt_flat(const Tensor& t) {
 // and shape `sizes`. Each input must already have the C++ element type named
 // in `In...` and be broadcastable to `sizes` (expanded views are fine):
 //   map<bool, float, float>(sizes, [](float x, float y) { return x < y; }, a, b)
-// Same-shape contiguous inputs take xtensor's linear (fast) assignment path.
+// Every input reaches xtensor's linear (fast) assignment path over flat
+// buffers; one that is not contiguous with the output's shape (broadcast,
+// transposed, gapped) is first copied to that shape.
 template <class Out, class... In, class F, class... Tensors>
 Tensor map(const Shape& sizes, F f, const Tensors&... inputs) {
   static_assert(sizeof...(In) == sizeof...(Tensors), "map: one element type per input");
   Tensor out = empty(sizes, dtype_of<Out>());
   if (out.numel() == 0) return out;
-  const bool flat = ((inputs.is_contiguous() && inputs.sizes() == sizes) && ...);
-  if (flat) {
-    auto result = adapt_flat<Out>(out);
-    result = xt::make_lambda_xfunction(f, adapt_flat<In>(inputs)...);
-  } else {
-    auto result = adapt<Out>(out);
-    result = xt::make_lambda_xfunction(f, adapt<In>(broadcast_to(inputs, sizes))...);
-  }
+  auto result = adapt_flat<Out>(out);
+  // xtensor 0.24.3 stores the functor by value only when it is moved in. The
+  // copies made by contiguous() live until the end of this statement.
+  result = xt::make_lambda_xfunction(std::move(f), adapt_flat<In>(broadcast_to(inputs, sizes).contiguous())...);
   return out;
 }
+
+// c[m,n] = op(a)[m,k] @ op(b)[k,n] with a, b, c row-major and contiguous, op
+// a transpose when asked. OpenBLAS on one thread for float and double,
+// wrap-around loops for int64 (as ATen). Defined in linalg.cpp.
+template <class T>
+void gemm_contiguous(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                     const T* a, const T* b, T* c);
 
 // Contiguous copy of `t` in `dtype` (no copy when it already is both).
 Tensor contiguous_as(const Tensor& t, DType dtype);

@@ -3,9 +3,8 @@
 //
 // Every kernel works on contiguous [planes, H, W] buffers. A 1-d convolution
 // is run as a 2-d one of height 1; a 3-d pooling input [C, H, W] is C planes.
-// Convolution is im2col + GEMM; its transpose is GEMM + col2im, the adjoint.
-#include <cblas.h>
-
+// Convolution is im2col + GEMM (kernel::gemm_contiguous, from linalg.cpp);
+// its transpose is GEMM + col2im, the adjoint.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -15,41 +14,6 @@
 
 namespace refgrad {
 namespace {
-
-// ------------------------------------------------------------------ GEMM ---
-
-// c[m,n] = op(a) * op(b), all row-major and contiguous; op(a) is [m,k] and
-// op(b) is [k,n]. float and double go to OpenBLAS, int64 to plain loops.
-template <class T>
-void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
-          const T* b, T* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::fill(c, c + m * n, T(0));
-    return;
-  }
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    // One BLAS thread: results must not depend on the machine's core count.
-    static const bool single_threaded = (openblas_set_num_threads(1), true);
-    (void)single_threaded;
-    const auto op_a = transpose_a ? CblasTrans : CblasNoTrans;
-    const auto op_b = transpose_b ? CblasTrans : CblasNoTrans;
-    const blasint lda = static_cast<blasint>(transpose_a ? m : k);
-    const blasint ldb = static_cast<blasint>(transpose_b ? k : n);
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-    else
-      cblas_dgemm(CblasRowMajor, op_a, op_b, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
-  } else {
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) {
-        T sum = 0;
-        for (std::int64_t p = 0; p < k; ++p)
-          sum += (transpose_a ? a[p * m + i] : a[i * k + p]) * (transpose_b ? b[j * k + p] : b[p * n + j]);
-        c[i * n + j] = sum;
-      }
-  }
-}
 
 // --------------------------------------------------------- im2col/col2im ---
 
@@ -154,12 +118,14 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
         // out_g [group_out, positions] = weight_g [group_out, group_in*patch] @ columns.
         const T* weight_g = w + g * group_out * group_in * patch;
         im2col(window, in_g, columns.data());
-        gemm(false, false, group_out, out_plane, group_in * patch, weight_g, columns.data(), out_g);
+        kernel::gemm_contiguous(false, false, group_out, out_plane, group_in * patch, weight_g, columns.data(),
+                                out_g);
       } else {
         // The adjoint: columns = weight_g^T @ in_g, with weight_g [group_in, group_out*patch],
         // then col2im scatters the columns into the (larger) output image.
         const T* weight_g = w + g * group_in * group_out * patch;
-        gemm(true, false, group_out * patch, in_plane, group_in, weight_g, in_g, columns.data());
+        kernel::gemm_contiguous(true, false, group_out * patch, in_plane, group_in, weight_g, in_g,
+                                columns.data());
         col2im(window, columns.data(), out_g);
       }
     }

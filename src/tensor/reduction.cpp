@@ -106,8 +106,10 @@ Tensor reduce_with_xtensor(const Tensor& input, const std::vector<bool>& mask, b
   } else {
     kernel::dispatch(input.dtype(), [&](auto tag) {
       using In = typename decltype(tag)::type;
-      if (axes.empty()) result = xt::cast<Acc>(kernel::adapt<In>(input));  // a 0-d input: nothing to reduce
-      else result = reducer.template apply<Acc>(kernel::adapt<In>(input), axes);
+      // xtensor adapts dense views only: a gapped or broadcast input is copied.
+      const Tensor dense_input = kernel::dense(input);
+      if (axes.empty()) result = xt::cast<Acc>(kernel::adapt<In>(dense_input));  // a 0-d input: nothing to reduce
+      else result = reducer.template apply<Acc>(kernel::adapt<In>(dense_input), axes);
     });
   }
   // The reducer's result is row-major over the kept dims, which is also the

@@ -472,7 +472,7 @@ Tensor repeat(const Tensor& self, const IntList& repeats) {
   const std::vector<std::size_t> reps(repeats.begin(), repeats.end());
   kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const xt::xarray<T> tiled = xt::tile(kernel::adapt<T>(padded), reps);  // row-major
+    const xt::xarray<T> tiled = xt::tile(kernel::adapt<T>(kernel::dense(padded)), reps);  // row-major
     std::copy(tiled.storage().begin(), tiled.storage().end(), out.data_ptr<T>());
   });
   return out;
@@ -515,7 +515,8 @@ Tensor constant_pad_nd(const Tensor& self, const IntList& pad, Scalar value) {
   if (cropped.numel() == 0) return out;  // nothing to place: all padding
   kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const xt::xarray<T> padded = xt::pad(kernel::adapt<T>(cropped), widths, xt::pad_mode::constant, value.to<T>());
+    const xt::xarray<T> padded =
+        xt::pad(kernel::adapt<T>(kernel::dense(cropped)), widths, xt::pad_mode::constant, value.to<T>());
     std::copy(padded.storage().begin(), padded.storage().end(), out.data_ptr<T>());
   });
   return out;

@@ -2,6 +2,7 @@
 #include "refgrad/tensor.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -94,11 +95,14 @@ std::string Scalar::repr() const {
   switch (kind_) {
     case Kind::Bool: return int_ ? "True" : "False";
     case Kind::Int: return std::to_string(int_);
-    case Kind::Float: {
-      std::ostringstream out;
-      out.precision(17);
-      out << float_;
-      return out.str();
+    case Kind::Float: {  // like Python's repr: shortest digits that round-trip, always a '.' or exponent
+      if (std::isnan(float_)) return "nan";
+      if (std::isinf(float_)) return float_ > 0 ? "inf" : "-inf";
+      char buffer[32];
+      const char* end = std::to_chars(buffer, buffer + sizeof buffer, float_).ptr;
+      std::string text(static_cast<const char*>(buffer), end);
+      if (text.find_first_of(".e") == std::string::npos) text += ".0";
+      return text;
     }
   }
   return "?";
@@ -297,6 +301,8 @@ Tensor contiguous_as(const Tensor& t, DType dtype) {
   });
   return out;
 }
+
+Tensor dense(const Tensor& t) { return is_dense(t) ? t : t.contiguous(); }
 
 std::vector<bool> reduction_mask(const IntList& dim, std::int64_t ndim, const char* op) {
   std::vector<bool> mask(static_cast<std::size_t>(ndim), dim.empty());

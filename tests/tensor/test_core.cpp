@@ -186,3 +186,20 @@ TEST_CASE("torch oracle round-trips values exactly") {
 }
 
 }  // TEST_SUITE
+
+TEST_SUITE("tensor") {
+TEST_CASE("Scalar") {
+  CHECK(Scalar(2.5).is_floating_point());
+  CHECK(Scalar(3).is_integral());
+  CHECK(Scalar(true).is_boolean());
+  CHECK(Scalar(std::int64_t{-4}).natural_dtype() == DType::Int64);
+  CHECK(Scalar(1.5f).natural_dtype() == DType::Float64);
+  CHECK(Scalar(2.9).to_int64() == 2);
+  CHECK(Scalar(0.0).to_bool() == false);
+  CHECK(Scalar(1.0).repr() == "1.0");
+  CHECK(Scalar(0.1).repr() == "0.1");
+  CHECK(Scalar(-7).repr() == "-7");
+  CHECK(Scalar(false).repr() == "False");
+  CHECK(Scalar(1e300).repr() == "1e+300");
+}
+}  // TEST_SUITE

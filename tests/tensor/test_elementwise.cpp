@@ -313,7 +313,7 @@ TEST_CASE("add") {
   CHECK_THROWS_WITH_AS(add(tensor({1, 2}), tensor({3, 4}), true),
                        "add: Boolean alpha only supported for Boolean results (the result is int64)", Error);
   CHECK_THROWS_WITH_AS(add(tensor({1.0}), 1, 1e300),
-                       doctest::Contains("add: value 1.0000000000000001e+300 cannot be converted to type float32"),
+                       doctest::Contains("add: value 1e+300 cannot be converted to type float32"),
                        Error);
   CHECK_THROWS_WITH_AS(add(zeros({2}), zeros({3})),
                        "add: broadcast: shapes [2] and [3] are not broadcastable (size 2 vs 3 at dim 0)", Error);
@@ -545,7 +545,7 @@ TEST_CASE("where") {
   CHECK_THROWS_WITH_AS(where(tensor({1, 0}), tensor({1, 2}), tensor({3, 4})),
                        "where: expected condition to be a boolean tensor, but got a tensor with dtype int64", Error);
   CHECK_THROWS_WITH_AS(where(cond, tensor({1.0, 2.0, 3.0}), 1e300),
-                       doctest::Contains("where: value 1.0000000000000001e+300 cannot be converted to type float32 "
+                       doctest::Contains("where: value 1e+300 cannot be converted to type float32 "
                                          "without overflow"),
                        Error);
   CHECK_THROWS_WITH_AS(where(cond, zeros({2}), 1.0), doctest::Contains("where: broadcast: shapes"), Error);
@@ -601,7 +601,7 @@ TEST_CASE("clamp") {
   CHECK_THROWS_WITH_AS(clamp(tensor({true}), OptionalTensor(tensor(false)), OptionalTensor(tensor(true))),
                        "clamp: not implemented for bool with both min and max tensors", Error);
   CHECK_THROWS_WITH_AS(clamp(tensor({1.0}), Bound(1e300), std::nullopt),
-                       doctest::Contains("clamp: value 1.0000000000000001e+300 cannot be converted to type float32"),
+                       doctest::Contains("clamp: value 1e+300 cannot be converted to type float32"),
                        Error);
   CHECK_THROWS_WITH_AS(clamp(zeros({2}), OptionalTensor(zeros({3})), std::nullopt),
                        doctest::Contains("clamp: broadcast: shapes [2] and [3]"), Error);
