@@ -251,7 +251,10 @@ REFGRAD_INSTANTIATE_ACCESSORS(float)
 REFGRAD_INSTANTIATE_ACCESSORS(double)
 #undef REFGRAD_INSTANTIATE_ACCESSORS
 
-Tensor Tensor::to(DType dtype) const { return dtype == dtype_ ? *this : kernel::contiguous_as(*this, dtype); }
+Tensor Tensor::to(DType dtype) const {
+  check(defined(), "to: tensor is undefined");
+  return dtype == dtype_ ? *this : kernel::contiguous_as(*this, dtype);
+}
 
 Tensor Tensor::contiguous() const { return kernel::contiguous_as(*this, dtype_); }
 
