@@ -123,6 +123,13 @@ class Storage {
   Device device_;
 };
 
+// An uninitialized, 64-byte aligned CPU buffer. Freed buffers of 1 MiB or
+// more are cached (up to 256 MiB) and reused, because first-touch page faults
+// cost more than most ops (see src/tensor/allocator.cpp).
+std::shared_ptr<void> allocate_cpu_buffer(std::size_t nbytes);
+std::size_t cached_buffer_bytes();  // bytes held by the cache now
+void release_cached_buffers();      // gives them back to the system
+
 // ----------------------------------------------------------------- Tensor ---
 
 class Tensor {

@@ -110,19 +110,11 @@ std::string Scalar::repr() const {
 
 // ---------------------------------------------------------------- Storage ---
 
-namespace {
-constexpr std::size_t kAlignment = 64;
-}
-
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   check(device == Device::CPU, "Storage: the ", device_name(device), " backend is not supported yet");
-  // Uninitialized on purpose: first-touch of large zeroed buffers is slow, and
-  // every creation function writes all bytes anyway.
-  const std::size_t rounded = (std::max<std::size_t>(nbytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  void* data = std::aligned_alloc(kAlignment, rounded);
-  if (!data) throw std::bad_alloc();
-  owner_ = std::shared_ptr<void>(data, std::free);
-  data_ = data;
+  // Uninitialized on purpose: every creation function writes all bytes anyway.
+  owner_ = allocate_cpu_buffer(nbytes);
+  data_ = owner_.get();
 }
 
 Storage::Storage(std::shared_ptr<void> owner, void* data, std::size_t nbytes, Device device)

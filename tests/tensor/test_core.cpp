@@ -203,3 +203,30 @@ TEST_CASE("Scalar") {
   CHECK(Scalar(1e300).repr() == "1e+300");
 }
 }  // TEST_SUITE
+
+TEST_SUITE("tensor") {
+TEST_CASE("allocate_cpu_buffer") {
+  release_cached_buffers();
+  CHECK(cached_buffer_bytes() == 0);
+  const void* first = nullptr;
+  {
+    Tensor large = empty({1 << 19}, DType::Float32);  // 2 MiB: cached when freed
+    first = large.raw_data();
+    CHECK(reinterpret_cast<std::uintptr_t>(first) % 64 == 0);
+  }
+  CHECK(cached_buffer_bytes() == (std::size_t{2} << 20));
+  Tensor again = zeros({1 << 19}, DType::Float32);  // the same rounded size: reused...
+  CHECK(again.raw_data() == first);
+  CHECK(cached_buffer_bytes() == 0);
+  CHECK(again.to_vector<float>() == std::vector<float>(1 << 19, 0.0f));  // ...and still written in full
+  {
+    Tensor small = empty({16}, DType::Float64);  // small buffers go straight back to malloc
+    CHECK(reinterpret_cast<std::uintptr_t>(small.raw_data()) % 64 == 0);
+  }
+  CHECK(cached_buffer_bytes() == 0);
+  { Tensor other = empty({3 << 18}, DType::Float32); }  // 3 MiB
+  CHECK(cached_buffer_bytes() == (std::size_t{3} << 20));
+  release_cached_buffers();
+  CHECK(cached_buffer_bytes() == 0);
+}
+}  // TEST_SUITE
