@@ -29,14 +29,17 @@ build: bootstrap
 
 test: build
 	@$(MAKE) --no-print-directory test-cpp test-python test-embed
-	@echo "make test: all suites passed"
+	@cpp=$$(grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt | awk '{s += $$6} END {print s}'); \
+	  py=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest.log | awk '{print $$1}'); \
+	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, 2 embedding builds)"; \
+	  echo "refgrad: $$((cpp + py + 2)) passed, 0 failed"
 
 test-cpp:
 	meson test -C $(BUILD) --print-errorlogs
 	@grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt
 
 test-python:
-	$(PYTHON) -m pytest -q tests/python
+	set -o pipefail; $(PYTHON) -m pytest -q tests/python | tee $(BUILD)/pytest.log
 
 # Install under build/stage (never into the system) and build examples/embed against it.
 test-embed:
