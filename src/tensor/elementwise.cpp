@@ -55,18 +55,10 @@ Shape broadcast_for(const char* op, const Shape& a, const Shape& b) {
   }
 }
 
-// ATen's int64 arithmetic wraps around on overflow (two's complement). Signed
-// overflow is undefined behaviour in C++, so it is done in uint64_t.
-std::int64_t wrapping_add(std::int64_t a, std::int64_t b) {
-  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
-}
-std::int64_t wrapping_sub(std::int64_t a, std::int64_t b) {
-  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
-}
-std::int64_t wrapping_mul(std::int64_t a, std::int64_t b) {
-  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
-}
-std::int64_t wrapping_neg(std::int64_t a) { return wrapping_sub(0, a); }
+using kernel::wrapping_add;
+using kernel::wrapping_mul;
+using kernel::wrapping_neg;
+using kernel::wrapping_sub;
 
 // a + b, a - b, a * b and -a for int64 (wrapping) and floating types.
 template <class T>

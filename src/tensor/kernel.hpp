@@ -41,6 +41,19 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
   }
 }
 
+// ATen's int64 arithmetic wraps around on overflow (two's complement). Signed
+// overflow is undefined behaviour in C++, so it is done in uint64_t.
+inline std::int64_t wrapping_add(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+inline std::int64_t wrapping_sub(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
+inline std::int64_t wrapping_mul(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+}
+inline std::int64_t wrapping_neg(std::int64_t a) { return wrapping_sub(0, a); }
+
 // Number of elements spanned by a strided view, from its first element.
 std::size_t span_of(const Shape& sizes, const Shape& strides);
 

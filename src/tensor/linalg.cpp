@@ -58,18 +58,13 @@ int blas_int(int64_t value, const char* op) {
   return static_cast<int>(value);
 }
 
-// int64 products wrap around on overflow, as in ATen; signed overflow is
-// undefined behaviour in C++, so the arithmetic is done on uint64.
-std::int64_t wrapping_multiply(std::int64_t x, std::int64_t y) {
-  return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(y));
-}
-std::int64_t wrapping_add(std::int64_t x, std::int64_t y) {
-  return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) + static_cast<std::uint64_t>(y));
-}
+// int64 products wrap around on overflow, as in ATen.
+using kernel::wrapping_add;
+using kernel::wrapping_mul;
 
 template <class T>
 T multiply(T x, T y) {
-  if constexpr (std::is_same_v<T, std::int64_t>) return wrapping_multiply(x, y);
+  if constexpr (std::is_same_v<T, std::int64_t>) return wrapping_mul(x, y);
   else return static_cast<T>(x * y);
 }
 
@@ -146,7 +141,7 @@ void gemm(const Matrix<T>& a, const Matrix<T>& b, T alpha, T beta, T* c, int64_t
       for (int64_t j = 0; j < n; ++j) {
         int64_t sum = 0;
         for (int64_t p = 0; p < k; ++p)
-          sum = wrapping_add(sum, wrapping_multiply(a.data[i * a.row_stride + p * a.col_stride],
+          sum = wrapping_add(sum, wrapping_mul(a.data[i * a.row_stride + p * a.col_stride],
                                                     b.data[p * b.row_stride + j * b.col_stride]));
         T& out = c[i * ldc + j];
         out = wrapping_add(beta == 0 ? 0 : multiply(beta, out), multiply(alpha, sum));
@@ -282,7 +277,7 @@ Tensor dot(const Tensor& self, const Tensor& other) {
       const T* x = self.data_ptr<T>();
       const T* y = other.data_ptr<T>();
       T sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum = wrapping_add(sum, wrapping_multiply(x[i * self.stride(0)], y[i * other.stride(0)]));
+      for (int64_t i = 0; i < n; ++i) sum = wrapping_add(sum, wrapping_mul(x[i * self.stride(0)], y[i * other.stride(0)]));
       *out.data_ptr<T>() = sum;
     }
   });
