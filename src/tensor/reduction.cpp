@@ -70,14 +70,6 @@ std::int64_t reduced_numel(const Shape& sizes, const std::vector<bool>& mask) {
   return n;
 }
 
-// kernel::reduction_mask, plus ATen's duplicate check for a 0-d tensor, where
-// dims 0 and -1 are the same dim: sum(scalar, {0, -1}) is an error in torch.
-std::vector<bool> dim_mask(const IntList& dim, std::int64_t ndim, const char* op) {
-  std::vector<bool> mask = kernel::reduction_mask(dim, ndim, op);
-  if (ndim == 0) check(dim.size() <= 1, op, ": dim 0 appears multiple times in the list of dims");
-  return mask;
-}
-
 // The mask for an op along one dim (a 0-d tensor accepts dim 0 and -1).
 std::vector<bool> single_dim_mask(std::int64_t dim, std::int64_t ndim, const char* op) {
   return kernel::reduction_mask({dim}, ndim, op);
@@ -188,7 +180,7 @@ void check_reduction_has_values(const Tensor& self, const IntList& dim, const st
 
 Tensor extreme_values(const Tensor& self, const IntList& dim, bool keepdim, bool largest, const char* op) {
   check(self.defined(), op, ": tensor is undefined");
-  const std::vector<bool> mask = dim_mask(dim, self.dim(), op);
+  const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), op);
   check_reduction_has_values(self, dim, mask, op);
   return kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -313,7 +305,7 @@ Tensor vector_norm(const Tensor& self, double ord, const IntList& dim, bool keep
           ") should be convertible without narrowing to the specified dtype (", dtype_name(*dtype), ")");
   }
   const DType out_dtype = dtype.value_or(self.dtype());
-  const std::vector<bool> mask = dim_mask(dim, self.dim(), op);
+  const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), op);
   // inf and negative orders have no value for an empty set (max of nothing,
   // and sum(|x|^p)^(1/p) with p < 0 would be 0^(-) = inf, not an identity).
   if (ord < 0 || ord == INFINITY) {
@@ -389,7 +381,7 @@ Tensor sum(const Tensor& self, std::optional<DType> dtype) { return sum(self, In
 
 Tensor sum(const Tensor& self, const IntList& dim, bool keepdim, std::optional<DType> dtype) {
   check(self.defined(), "sum: tensor is undefined");
-  const std::vector<bool> mask = dim_mask(dim, self.dim(), "sum");
+  const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), "sum");
   const DType out_dtype = dtype.value_or(integral_to_int64(self.dtype()));
   // As in ATen, the input is converted to the requested dtype first: a sum
   // with dtype=int64 of floats adds the truncated values.
@@ -411,7 +403,7 @@ Tensor mean(const Tensor& self, const IntList& dim, bool keepdim, std::optional<
     check(self.is_floating_point(), "mean: could not infer output dtype. Input dtype must be a floating point dtype, got ",
           dtype_name(self.dtype()));
   }
-  const std::vector<bool> mask = dim_mask(dim, self.dim(), "mean");
+  const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), "mean");
   const DType out_dtype = dtype.value_or(self.dtype());
   // The mean of nothing is 0/0 = NaN.
   return reduce_with_xtensor<double>(self.to(out_dtype), mask, keepdim, out_dtype, NAN, MeanReducer{});
@@ -479,7 +471,7 @@ Tensor var(const Tensor& self, const IntList& dim, double correction, bool keepd
   check(self.defined(), "var: tensor is undefined");
   check(self.is_floating_point(), "var: std and var only support floating point dtypes, got ",
         dtype_name(self.dtype()));
-  const std::vector<bool> mask = dim_mask(dim, self.dim(), "var");
+  const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), "var");
   const Rows<double> rows = rows_of<double>(self, mask);
   Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), self.dtype());
   const double divisor = std::max(0.0, static_cast<double>(rows.length) - correction);
@@ -546,7 +538,7 @@ Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim) {
   check(self.defined(), "logsumexp: tensor is undefined");
   // Integral inputs give the default float dtype, as for other float-valued ops.
   const DType out_dtype = self.is_floating_point() ? self.dtype() : default_dtype();
-  const std::vector<bool> mask = dim_mask(dim, self.dim(), "logsumexp");
+  const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), "logsumexp");
   const Rows<double> rows = rows_of<double>(self, mask);
   Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), out_dtype);
   kernel::dispatch_floating(out_dtype, "logsumexp", [&](auto tag) {

@@ -303,7 +303,10 @@ std::vector<bool> reduction_mask(const IntList& dim, std::int64_t ndim, const ch
   std::vector<bool> mask(static_cast<std::size_t>(ndim), dim.empty());
   for (std::int64_t d : dim) {
     const std::int64_t w = wrap_dim(d, ndim, op);
-    if (ndim == 0) continue;
+    if (ndim == 0) {  // dims 0 and -1 both name a 0-d tensor's one "dim"
+      check(dim.size() <= 1, op, ": dim 0 appears multiple times in the list of dims");
+      continue;
+    }
     check(!mask[w], op, ": dim ", w, " appears multiple times in the list of dims");
     mask[w] = true;
   }
