@@ -1,6 +1,7 @@
 """The torch side of the tests' torch oracle (tests/support/torch_oracle.hpp).
 
 Reads one JSON request per line on stdin, evaluates the Python expression in it
+(or runs its statements, which leave their value in `result`)
 with torch 2.13 and the given tensors bound to a, b, c, ..., and writes one JSON
 response per line on stdout. Tensors travel as base64 of their raw bytes, so
 values cross exactly (NaN and Inf included).
@@ -52,6 +53,9 @@ def evaluate_value(request):
     names = {"torch": torch, "F": F, "math": math, "np": np}
     for name, spec in zip("abcdefghijklmnopqrstuvwxyz", request["inputs"]):
         names[name] = decode(spec)
+    if "code" in request:  # statements that leave their value in `result`
+        exec(request["code"], names)
+        return names["result"]
     return eval(request["expr"], names)  # the expression comes from our own tests
 
 

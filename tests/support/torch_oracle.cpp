@@ -171,6 +171,16 @@ Tensor torch_eval1(const std::string& expression, const std::vector<Tensor>& inp
   return outputs[0];
 }
 
+std::vector<Tensor> torch_exec(const std::string& code, const std::vector<Tensor>& inputs) {
+  nlohmann::json request = make_request("", inputs);
+  request["code"] = code;
+  const nlohmann::json response = process().ask(request);
+  check(response.at("ok").get<bool>(), "torch raised for the code:\n", code, "\n", response.value("error", std::string()));
+  std::vector<Tensor> outputs;
+  for (const auto& spec : response.at("outputs")) outputs.push_back(decode(spec));
+  return outputs;
+}
+
 std::string torch_text(const std::string& expression, const std::vector<Tensor>& inputs) {
   nlohmann::json request = make_request(expression, inputs);
   request["as_text"] = true;

@@ -29,6 +29,9 @@ TorchResult torch_run(const std::string& expression, const std::vector<Tensor>& 
 std::vector<Tensor> torch_eval(const std::string& expression, const std::vector<Tensor>& inputs = {});
 // Exactly one output.
 Tensor torch_eval1(const std::string& expression, const std::vector<Tensor>& inputs = {});
+// Runs Python statements that leave their value in `result`, with the same
+// names in scope; returns the outputs like torch_eval.
+std::vector<Tensor> torch_exec(const std::string& code, const std::vector<Tensor>& inputs = {});
 // str() of the expression's value, e.g. torch_text("repr(a)", {x}).
 std::string torch_text(const std::string& expression, const std::vector<Tensor>& inputs = {});
 // torch's error message for an expression that must raise; throws if it does not.

@@ -1,0 +1,132 @@
+// L1: PyTorch's backward nodes as pure functions, and the registry that maps a
+// node's name to its schema and its function.
+//
+// A node takes the incoming gradients (one per forward output; std::nullopt is
+// an undefined gradient), a `need` mask (PyTorch's needs_input_grad, one bit
+// per differentiable forward input) and its saved fields, and returns one
+// optional gradient per forward input. Saved fields have PyTorch's names and
+// are listed in PyTorch's packing order (saved inputs by name, then saved
+// outputs by name), as `<Node>_apply_functional` takes them.
+//
+// Saved fields travel as FieldValues of a closed list of kinds; binding them
+// to a node's typed struct happens once (at program load), so running a node
+// does no lookup by name.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "refgrad/ops.hpp"
+#include "refgrad/tensor.hpp"
+
+namespace refgrad {
+
+using Grads = std::vector<std::optional<Tensor>>;
+using Need = std::vector<bool>;
+
+// c10::Layout; refgrad computes on strided tensors only, the others are
+// accepted as saved metadata.
+enum class Layout : std::uint8_t { Strided, Sparse, SparseCsr, Mkldnn, SparseCsc, SparseBsr, SparseBsc, Jagged };
+std::string layout_name(Layout layout);  // "torch.strided"
+
+// The parts of c10::TensorOptions a backward formula reads (ToCopyBackward0's
+// self_options, IndexBackward0's self_options, ...); absent parts are nullopt.
+struct TensorOptions {
+  std::optional<DType> dtype;
+  std::optional<Device> device;
+  std::optional<Layout> layout;
+  std::optional<bool> requires_grad;
+  bool operator==(const TensorOptions& other) const = default;
+};
+
+// ------------------------------------------------------- saved-field kinds ---
+
+// The closed list of kinds a saved field can have: the C++ types PyTorch
+// stores on nodes, as compiled autograd's IValuePacker packs them.
+enum class FieldKind : std::uint8_t {
+  Tensor,               // SavedVariable
+  TensorList,           // std::vector<SavedVariable> (Tensor[])
+  OptionalTensorList,   // c10::List<std::optional<Tensor>> (Tensor?[], index's indices)
+  Int,                  // int64_t, c10::SymInt
+  IntList,              // std::vector<int64_t> (dims, pads, kernel sizes)
+  Sizes,                // std::vector<c10::SymInt> (sym_sizes, sym_strides)
+  Float,                // double
+  Bool,                 // bool
+  Scalar,               // at::Scalar
+  String,               // std::string (approximate, reduction names)
+  DType,                // at::ScalarType
+  Layout,               // c10::Layout
+  TensorOptions,        // c10::TensorOptions
+};
+
+// A kind, possibly optional (PyTorch's `Tensor?`, `int?`, `int[]?`, `Scalar?`,
+// `str?`, `float?`, `bool?`): an optional field may hold None.
+struct FieldType {
+  FieldKind kind;
+  bool optional = false;
+  bool operator==(const FieldType& other) const = default;
+};
+std::string type_name(FieldType type);  // in derivatives.yaml's spelling: "Tensor?", "SymInt[]", "int[]?"
+
+struct None {
+  bool operator==(const None&) const = default;
+};
+
+// A saved field's value. Which alternative is allowed follows the FieldKind:
+// Tensor -> Tensor; TensorList -> TensorList; OptionalTensorList ->
+// std::vector<OptionalTensor>; Int -> int64_t; IntList and Sizes -> IntList;
+// Float -> double; Bool -> bool; Scalar -> Scalar; String -> std::string;
+// DType, Layout, TensorOptions -> themselves; None for an optional field.
+using FieldValue = std::variant<None, Tensor, TensorList, std::vector<OptionalTensor>, std::int64_t, IntList, double,
+                                bool, Scalar, std::string, DType, Layout, TensorOptions>;
+std::string describe(const FieldValue& value);  // "Tensor f32[2,3]", "int 4", "None", ...
+
+// ----------------------------------------------------------------- schema ---
+
+struct SavedFieldSchema {
+  std::string name;  // PyTorch's name, without the trailing underscore of SavedVariables
+  FieldType type;
+  bool exposed;      // readable from Python as grad_fn._saved_<name>; false for hidden fields (†)
+};
+
+struct NodeSchema {
+  std::string name;                      // PyTorch's node name: "MulBackward0"
+  std::string aten_op;                   // the forward op's overload: "mul.Tensor"
+  std::vector<std::string> inputs;       // differentiable forward inputs = outgoing edges, in order
+  std::size_t num_grads = 1;             // incoming gradients = forward outputs
+  std::vector<SavedFieldSchema> saved;   // PyTorch's packing order
+  std::string formula;                   // derivatives.yaml's lines, one per input
+};
+
+// A node's saved fields bound to its typed struct.
+using BoundSaved = std::shared_ptr<const void>;
+
+struct NodeDef {
+  NodeSchema schema;
+  // Checks every value against the schema (kind, None only where optional)
+  // and fills the node's typed struct. Values in schema.saved order.
+  BoundSaved (*bind)(const NodeSchema& schema, const std::vector<FieldValue>& values);
+  // The pure function. `saved` is what bind returned.
+  Grads (*apply)(const Grads& grads, const void* saved, const Need& need);
+};
+
+// ---------------------------------------------------------------- registry ---
+
+const NodeDef* find_node(std::string_view name);  // nullptr when refgrad has no such node
+const NodeDef& get_node(std::string_view name);   // raises "unknown backward node ..."
+std::vector<const NodeDef*> all_nodes();          // sorted by name
+
+// Binds `saved` (in schema order, or by name) and runs the node, after
+// checking the number of grads and the length of `need`. For tests, bindings
+// and one-off calls; an interpreter binds once and calls `apply` directly.
+Grads call_node(std::string_view name, const Grads& grads, const Need& need, const std::vector<FieldValue>& saved);
+Grads call_node(std::string_view name, const Grads& grads, const Need& need,
+                const std::map<std::string, FieldValue>& saved);
+
+}  // namespace refgrad

@@ -1,0 +1,102 @@
+// How a node is defined: its typed Saved struct, its pure function, and one
+// define_node<Saved, Function>(schema, fields) call that ties them to the
+// registry. Private to src/nodes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "refgrad/nodes.hpp"
+
+namespace refgrad::nodes {
+
+// Raises unless `value` fits `type`; names the node and the field.
+void check_field(const FieldValue& value, FieldType type, const std::string& node, const std::string& field);
+
+// A FieldValue converted to the member type of a Saved struct. check_field
+// has already run, so the alternative is the expected one.
+template <class M>
+M field_as(const FieldValue& value) {
+  if constexpr (std::is_same_v<M, Tensor> || std::is_same_v<M, TensorList> ||
+                std::is_same_v<M, std::vector<OptionalTensor>> || std::is_same_v<M, std::int64_t> ||
+                std::is_same_v<M, IntList> || std::is_same_v<M, double> || std::is_same_v<M, bool> ||
+                std::is_same_v<M, Scalar> || std::is_same_v<M, std::string> || std::is_same_v<M, DType> ||
+                std::is_same_v<M, Layout> || std::is_same_v<M, TensorOptions>) {
+    return std::get<M>(value);
+  } else {  // std::optional<T>: None becomes nullopt
+    using T = typename M::value_type;
+    if (std::holds_alternative<None>(value)) return std::nullopt;
+    return field_as<T>(value);
+  }
+}
+
+// One saved field of Saved: its schema and the member it is stored in.
+template <class Saved>
+struct Field {
+  SavedFieldSchema schema;
+  void (*assign)(Saved& saved, const FieldValue& value);
+};
+
+template <auto Member>
+struct MemberTraits;
+template <class Saved, class M, M Saved::*Member>
+struct MemberTraits<Member> {
+  using SavedType = Saved;
+  using MemberType = M;
+};
+
+template <auto Member>
+Field<typename MemberTraits<Member>::SavedType> make_field(std::string name, FieldType type, bool exposed) {
+  using Saved = typename MemberTraits<Member>::SavedType;
+  using M = typename MemberTraits<Member>::MemberType;
+  return Field<Saved>{SavedFieldSchema{std::move(name), type, exposed},
+                      [](Saved& saved, const FieldValue& value) { saved.*Member = field_as<M>(value); }};
+}
+
+// saved<&Saved::member>("name", kind): a field exposed to Python as _saved_<name>.
+// hidden<&Saved::member>("name", kind): one PyTorch stores but does not expose (†).
+template <auto Member>
+auto saved(std::string name, FieldKind kind, bool optional = false) {
+  return make_field<Member>(std::move(name), FieldType{kind, optional}, true);
+}
+
+template <auto Member>
+auto hidden(std::string name, FieldKind kind, bool optional = false) {
+  return make_field<Member>(std::move(name), FieldType{kind, optional}, false);
+}
+
+// The registry's view of a node defined by a typed struct and a function
+//   Grads Function(const Grads&, const Saved&, const Need&).
+template <class Saved, Grads (*Function)(const Grads&, const Saved&, const Need&)>
+NodeDef define_node(NodeSchema schema, std::vector<Field<Saved>> fields) {
+  static std::vector<Field<Saved>> bound_fields;  // one node type per (Saved, Function) pair
+  bound_fields = fields;
+  for (const Field<Saved>& field : fields) schema.saved.push_back(field.schema);
+  NodeDef def;
+  def.schema = std::move(schema);
+  def.bind = [](const NodeSchema& node, const std::vector<FieldValue>& values) -> BoundSaved {
+    check(values.size() == bound_fields.size(), node.name, ": expected ", bound_fields.size(), " saved fields, got ",
+          values.size());
+    auto typed = std::make_shared<Saved>();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      check_field(values[i], bound_fields[i].schema.type, node.name, bound_fields[i].schema.name);
+      bound_fields[i].assign(*typed, values[i]);
+    }
+    return typed;
+  };
+  def.apply = [](const Grads& grads, const void* saved, const Need& need) {
+    return Function(grads, *static_cast<const Saved*>(saved), need);
+  };
+  return def;
+}
+
+// The node groups, each adding its nodes to the registry (registry.cpp calls them).
+void add_arithmetic_nodes(std::vector<NodeDef>& registry);
+void add_linalg_nodes(std::vector<NodeDef>& registry);
+void add_reduction_nodes(std::vector<NodeDef>& registry);
+void add_activation_nodes(std::vector<NodeDef>& registry);
+
+}  // namespace refgrad::nodes

@@ -1,0 +1,171 @@
+// The node registry: name -> schema + bind + pure function; saved-field kinds.
+#include <algorithm>
+
+#include "define.hpp"
+
+namespace refgrad {
+
+std::string layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::Strided: return "torch.strided";
+    case Layout::Sparse: return "torch.sparse_coo";
+    case Layout::SparseCsr: return "torch.sparse_csr";
+    case Layout::Mkldnn: return "torch._mkldnn";
+    case Layout::SparseCsc: return "torch.sparse_csc";
+    case Layout::SparseBsr: return "torch.sparse_bsr";
+    case Layout::SparseBsc: return "torch.sparse_bsc";
+    case Layout::Jagged: return "torch.jagged";
+  }
+  return "unknown layout";
+}
+
+std::string type_name(FieldType type) {
+  const char* base = "?";
+  switch (type.kind) {
+    case FieldKind::Tensor: base = "Tensor"; break;
+    case FieldKind::TensorList: base = "Tensor[]"; break;
+    case FieldKind::OptionalTensorList: base = "Tensor?[]"; break;
+    case FieldKind::Int: base = "int"; break;
+    case FieldKind::IntList: base = "int[]"; break;
+    case FieldKind::Sizes: base = "SymInt[]"; break;
+    case FieldKind::Float: base = "float"; break;
+    case FieldKind::Bool: base = "bool"; break;
+    case FieldKind::Scalar: base = "Scalar"; break;
+    case FieldKind::String: base = "str"; break;
+    case FieldKind::DType: base = "ScalarType"; break;
+    case FieldKind::Layout: base = "Layout"; break;
+    case FieldKind::TensorOptions: base = "TensorOptions"; break;
+  }
+  return std::string(base) + (type.optional ? "?" : "");
+}
+
+namespace {
+
+std::string short_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return "b8";
+    case DType::Int64: return "i64";
+    case DType::Float32: return "f32";
+    case DType::Float64: return "f64";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe(const FieldValue& value) {
+  struct Describe {
+    std::string operator()(const None&) const { return "None"; }
+    std::string operator()(const Tensor& t) const {
+      return t.defined() ? "Tensor " + short_dtype(t.dtype()) + str(t.sizes()) : "undefined Tensor";
+    }
+    std::string operator()(const TensorList& list) const { return "Tensor[] of " + std::to_string(list.size()); }
+    std::string operator()(const std::vector<OptionalTensor>& list) const {
+      return "Tensor?[] of " + std::to_string(list.size());
+    }
+    std::string operator()(std::int64_t v) const { return "int " + std::to_string(v); }
+    std::string operator()(const IntList& v) const { return "int[] " + str(v); }
+    std::string operator()(double v) const { return "float " + Scalar(v).repr(); }
+    std::string operator()(bool v) const { return std::string("bool ") + (v ? "True" : "False"); }
+    std::string operator()(const Scalar& v) const { return "Scalar " + v.repr(); }
+    std::string operator()(const std::string& v) const { return "str '" + v + "'"; }
+    std::string operator()(DType v) const { return "ScalarType " + dtype_name(v); }
+    std::string operator()(Layout v) const { return "Layout " + layout_name(v); }
+    std::string operator()(const TensorOptions&) const { return "TensorOptions"; }
+  };
+  return std::visit(Describe{}, value);
+}
+
+namespace nodes {
+
+void check_field(const FieldValue& value, FieldType type, const std::string& node, const std::string& field) {
+  bool fits = false;
+  switch (type.kind) {
+    case FieldKind::Tensor: fits = std::holds_alternative<Tensor>(value) && std::get<Tensor>(value).defined(); break;
+    case FieldKind::TensorList: fits = std::holds_alternative<TensorList>(value); break;
+    case FieldKind::OptionalTensorList: fits = std::holds_alternative<std::vector<OptionalTensor>>(value); break;
+    case FieldKind::Int: fits = std::holds_alternative<std::int64_t>(value); break;
+    case FieldKind::IntList:
+    case FieldKind::Sizes: fits = std::holds_alternative<IntList>(value); break;
+    case FieldKind::Float: fits = std::holds_alternative<double>(value); break;
+    case FieldKind::Bool: fits = std::holds_alternative<bool>(value); break;
+    case FieldKind::Scalar: fits = std::holds_alternative<Scalar>(value); break;
+    case FieldKind::String: fits = std::holds_alternative<std::string>(value); break;
+    case FieldKind::DType: fits = std::holds_alternative<DType>(value); break;
+    case FieldKind::Layout: fits = std::holds_alternative<Layout>(value); break;
+    case FieldKind::TensorOptions: fits = std::holds_alternative<TensorOptions>(value); break;
+  }
+  if (type.optional && std::holds_alternative<None>(value)) fits = true;
+  check(fits, node, ": saved field '", field, "' expects ", type_name(type), ", got ", describe(value));
+}
+
+}  // namespace nodes
+
+namespace {
+
+std::vector<NodeDef> build_registry() {
+  std::vector<NodeDef> registry;
+  nodes::add_arithmetic_nodes(registry);
+  nodes::add_linalg_nodes(registry);
+  nodes::add_reduction_nodes(registry);
+  nodes::add_activation_nodes(registry);
+  std::sort(registry.begin(), registry.end(),
+            [](const NodeDef& a, const NodeDef& b) { return a.schema.name < b.schema.name; });
+  return registry;
+}
+
+const std::vector<NodeDef>& registry() {
+  static const std::vector<NodeDef> instance = build_registry();
+  return instance;
+}
+
+}  // namespace
+
+const NodeDef* find_node(std::string_view name) {
+  const auto& nodes = registry();
+  auto found = std::lower_bound(nodes.begin(), nodes.end(), name,
+                                [](const NodeDef& def, std::string_view key) { return def.schema.name < key; });
+  return found != nodes.end() && found->schema.name == name ? &*found : nullptr;
+}
+
+const NodeDef& get_node(std::string_view name) {
+  const NodeDef* def = find_node(name);
+  check(def != nullptr, "unknown backward node '", name, "': refgrad has no such node (`refgrad nodes` lists them)");
+  return *def;
+}
+
+std::vector<const NodeDef*> all_nodes() {
+  std::vector<const NodeDef*> out;
+  for (const NodeDef& def : registry()) out.push_back(&def);
+  return out;
+}
+
+Grads call_node(std::string_view name, const Grads& grads, const Need& need, const std::vector<FieldValue>& saved) {
+  const NodeDef& def = get_node(name);
+  const NodeSchema& schema = def.schema;
+  check(grads.size() == schema.num_grads, schema.name, ": expected ", schema.num_grads, " incoming grad",
+        schema.num_grads == 1 ? "" : "s", ", got ", grads.size());
+  check(need.size() == schema.inputs.size(), schema.name, ": the need mask has ", need.size(),
+        " entries, the node has ", schema.inputs.size(), " inputs");
+  const BoundSaved bound = def.bind(schema, saved);
+  return def.apply(grads, bound.get(), need);
+}
+
+Grads call_node(std::string_view name, const Grads& grads, const Need& need,
+                const std::map<std::string, FieldValue>& saved) {
+  const NodeSchema& schema = get_node(name).schema;
+  std::vector<FieldValue> ordered;
+  for (const SavedFieldSchema& field : schema.saved) {
+    auto found = saved.find(field.name);
+    check(found != saved.end(), schema.name, ": saved field '", field.name, "' is missing");
+    ordered.push_back(found->second);
+  }
+  for (const auto& [field_name, value] : saved) {
+    const bool known = std::any_of(schema.saved.begin(), schema.saved.end(),
+                                   [&](const SavedFieldSchema& f) { return f.name == field_name; });
+    check(known, schema.name, ": has no saved field '", field_name, "'");
+  }
+  return call_node(name, grads, need, ordered);
+}
+
+}  // namespace refgrad
