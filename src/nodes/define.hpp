@@ -98,5 +98,10 @@ void add_arithmetic_nodes(std::vector<NodeDef>& registry);
 void add_linalg_nodes(std::vector<NodeDef>& registry);
 void add_reduction_nodes(std::vector<NodeDef>& registry);
 void add_activation_nodes(std::vector<NodeDef>& registry);
+void add_unary_nodes(std::vector<NodeDef>& registry);
+void add_shape_nodes(std::vector<NodeDef>& registry);
+void add_indexing_nodes(std::vector<NodeDef>& registry);
+void add_nn_nodes(std::vector<NodeDef>& registry);
+void add_loss_nodes(std::vector<NodeDef>& registry);
 
 }  // namespace refgrad::nodes

@@ -109,6 +109,11 @@ std::vector<NodeDef> build_registry() {
   nodes::add_linalg_nodes(registry);
   nodes::add_reduction_nodes(registry);
   nodes::add_activation_nodes(registry);
+  nodes::add_unary_nodes(registry);
+  nodes::add_shape_nodes(registry);
+  nodes::add_indexing_nodes(registry);
+  nodes::add_nn_nodes(registry);
+  nodes::add_loss_nodes(registry);
   std::sort(registry.begin(), registry.end(),
             [](const NodeDef& a, const NodeDef& b) { return a.schema.name < b.schema.name; });
   return registry;

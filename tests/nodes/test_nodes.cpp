@@ -1,43 +1,15 @@
 // Suite "nodes": every backward node checked (a) against finite differences
 // in float64, (b) for need masks and undefined grads, (c) for clear errors,
 // (d) against torch itself, fed the _saved_* values of a real grad_fn.
-#include <doctest/doctest.h>
-
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
-#include "expect.hpp"
-#include "gradcheck.hpp"
-#include "refgrad/nodes.hpp"
-#include "torch_oracle.hpp"
+#include "node_test.hpp"
 
 using namespace refgrad;
-using refgrad::testing::kGradcheckAtol;
-using refgrad::testing::kGradcheckRtol;
-using refgrad::testing::numerical_vjp;
-using refgrad::testing::torch_exec;
-using refgrad::testing::torch_text;
-using Saved = std::map<std::string, FieldValue>;
-
-namespace {
-
-Tensor random64(const Shape& sizes, std::uint64_t seed) {
-  Generator generator(seed);
-  return randn(sizes, generator, DType::Float64);
-}
-
-// (a): output k of the node against the numerical VJP of `forward`.
-void check_against_finite_differences(const Grads& node_out, std::size_t k, const testing::Forward& forward,
-                                      const std::vector<Tensor>& inputs, const Tensor& grad) {
-  REQUIRE(node_out[k].has_value());
-  CHECK_TENSOR(*node_out[k], numerical_vjp(forward, inputs, k, grad), kGradcheckRtol, kGradcheckAtol);
-}
-
-IntList int_list(const Tensor& t) { return t.to_vector<std::int64_t>(); }
-
-}  // namespace
+using namespace refgrad::testing;
 
 TEST_SUITE("nodes") {
 

@@ -1,0 +1,36 @@
+// Shared by the node tests: inputs, finite-difference checks, saved values.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "expect.hpp"
+#include "gradcheck.hpp"
+#include "refgrad/nodes.hpp"
+#include "torch_oracle.hpp"
+
+namespace refgrad::testing {
+
+using Saved = std::map<std::string, FieldValue>;
+
+// N(0, 1) values in float64, reproducible by seed.
+inline Tensor random64(const Shape& sizes, std::uint64_t seed) {
+  Generator generator(seed);
+  return randn(sizes, generator, DType::Float64);
+}
+
+// (a) of every node test: output k of the node against the numerical VJP of
+// `forward` (written with L0 primitives) at `inputs`, with gradcheck's tolerances.
+inline void check_against_finite_differences(const Grads& node_out, std::size_t k, const Forward& forward,
+                                             const std::vector<Tensor>& inputs, const Tensor& grad) {
+  REQUIRE(node_out[k].has_value());
+  CHECK_TENSOR(*node_out[k], numerical_vjp(forward, inputs, k, grad), kGradcheckRtol, kGradcheckAtol);
+}
+
+// An int64 tensor from torch (sizes, strides, dims) as an IntList.
+inline IntList int_list(const Tensor& t) { return t.to_vector<std::int64_t>(); }
+
+}  // namespace refgrad::testing

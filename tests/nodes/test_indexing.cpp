@@ -1,0 +1,2 @@
+// Placeholder: the node tests of this group.
+#include "node_test.hpp"
