@@ -99,10 +99,13 @@ struct NodeSchema {
   std::string name;                      // PyTorch's node name: "MulBackward0"
   std::string aten_op;                   // the forward op's overload: "mul.Tensor"
   std::vector<std::string> inputs;       // differentiable forward inputs = outgoing edges, in order
-  std::size_t num_grads = 1;             // incoming gradients = forward outputs
+  std::size_t num_grads = 1;             // incoming gradients = forward outputs; kVariadic: one per
+                                         // output of a forward whose output count varies (split, unbind)
   std::vector<SavedFieldSchema> saved;   // PyTorch's packing order
   std::string formula;                   // derivatives.yaml's lines, one per input
 };
+
+inline constexpr std::size_t kVariadic = 0;
 
 // A node's saved fields bound to its typed struct.
 using BoundSaved = std::shared_ptr<const void>;

@@ -148,7 +148,7 @@ std::vector<const NodeDef*> all_nodes() {
 Grads call_node(std::string_view name, const Grads& grads, const Need& need, const std::vector<FieldValue>& saved) {
   const NodeDef& def = get_node(name);
   const NodeSchema& schema = def.schema;
-  check(grads.size() == schema.num_grads, schema.name, ": expected ", schema.num_grads, " incoming grad",
+  check(schema.num_grads == kVariadic || grads.size() == schema.num_grads, schema.name, ": expected ", schema.num_grads, " incoming grad",
         schema.num_grads == 1 ? "" : "s", ", got ", grads.size());
   check(need.size() == schema.inputs.size(), schema.name, ": the need mask has ", need.size(),
         " entries, the node has ", schema.inputs.size(), " inputs");
