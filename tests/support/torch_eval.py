@@ -9,6 +9,7 @@ values cross exactly (NaN and Inf included).
 import base64
 import json
 import math
+import os
 import sys
 
 import numpy as np
@@ -16,6 +17,8 @@ import torch
 import torch.nn.functional as F
 
 torch.set_num_threads(1)
+# Test code may import helpers that live beside the tests, e.g. nodes.torch_module_nodes.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 NUMPY_DTYPES = {"bool": np.bool_, "int64": np.int64, "float32": np.float32, "float64": np.float64}
 TORCH_DTYPES = {torch.bool: "bool", torch.int64: "int64", torch.float32: "float32", torch.float64: "float64"}

@@ -181,13 +181,25 @@ std::vector<Tensor> torch_exec(const std::string& code, const std::vector<Tensor
   return outputs;
 }
 
-std::string torch_text(const std::string& expression, const std::vector<Tensor>& inputs) {
-  nlohmann::json request = make_request(expression, inputs);
+namespace {
+
+std::string ask_text(nlohmann::json request, const std::string& what) {
   request["as_text"] = true;
   const nlohmann::json response = process().ask(request);
-  check(response.at("ok").get<bool>(), "torch raised for `", expression, "`: ",
-        response.value("error", std::string()));
+  check(response.at("ok").get<bool>(), "torch raised for `", what, "`: ", response.value("error", std::string()));
   return response.at("text").get<std::string>();
+}
+
+}  // namespace
+
+std::string torch_exec_text(const std::string& code, const std::vector<Tensor>& inputs) {
+  nlohmann::json request = make_request("", inputs);
+  request["code"] = code;
+  return ask_text(request, code);
+}
+
+std::string torch_text(const std::string& expression, const std::vector<Tensor>& inputs) {
+  return ask_text(make_request(expression, inputs), expression);
 }
 
 std::string torch_error(const std::string& expression, const std::vector<Tensor>& inputs) {

@@ -34,6 +34,8 @@ Tensor torch_eval1(const std::string& expression, const std::vector<Tensor>& inp
 std::vector<Tensor> torch_exec(const std::string& code, const std::vector<Tensor>& inputs = {});
 // str() of the expression's value, e.g. torch_text("repr(a)", {x}).
 std::string torch_text(const std::string& expression, const std::vector<Tensor>& inputs = {});
+// str() of `result` after running Python statements.
+std::string torch_exec_text(const std::string& code, const std::vector<Tensor>& inputs = {});
 // torch's error message for an expression that must raise; throws if it does not.
 std::string torch_error(const std::string& expression, const std::vector<Tensor>& inputs = {});
 
