@@ -9,7 +9,7 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 # once; after that ninja keeps it up to date (and so does `import refgrad`).
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
-.PHONY: all bootstrap build test test-cpp test-python test-embed demo bench clean
+.PHONY: all bootstrap build test test-cpp test-python test-embed test-docs demo bench docs clean
 
 all: build
 
@@ -28,11 +28,11 @@ build: bootstrap
 	@ninja -C $(BUILD)
 
 test: build
-	@$(MAKE) --no-print-directory test-cpp test-python test-embed
+	@$(MAKE) --no-print-directory test-cpp test-python test-embed test-docs
 	@cpp=$$(grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt | awk '{s += $$6} END {print s}'); \
 	  py=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest.log | awk '{print $$1}'); \
-	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, 2 embedding builds)"; \
-	  echo "refgrad: $$((cpp + py + 2)) passed, 0 failed"
+	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, 2 embedding builds, docs/nodes.md check)"; \
+	  echo "refgrad: $$((cpp + py + 3)) passed, 0 failed"
 
 test-cpp:
 	meson test -C $(BUILD) --print-errorlogs
@@ -59,6 +59,15 @@ demo: build
 
 bench: build
 	$(BUILD)/bench/bench_tensor
+
+# docs/nodes.md is generated from the node registry; test-docs checks it is current.
+docs: build
+	$(BUILD)/tools/nodes_md > docs/nodes.md
+
+test-docs:
+	@$(BUILD)/tools/nodes_md | diff -u docs/nodes.md - > /dev/null \
+	  || { echo "docs/nodes.md is out of date with the node registry: run make docs"; exit 1; }
+	@echo "docs/nodes.md matches the node registry"
 
 clean:
 	rm -rf $(BUILD)
