@@ -50,9 +50,12 @@ void check_elementwise_node(const Elementwise& spec) {
     // clone(): sgn's grad is a ZeroTensor (_efficientzerotensor), which cannot be sent as it is.
     std::string saved_values;
     for (const std::string& field : spec.fields) saved_values += "fn._saved_" + field + ", ";
-    const std::string code = "x = a.requires_grad_()\nout = " + spec.torch_forward +
-                             "\nfn = out.grad_fn\nassert fn.name() == '" + spec.node +
-                             "', fn.name()\nresult = (" + saved_values + "*(g.clone() for g in torch.autograd.grad(out, (x,), b)),)\n";
+    const std::string code = "x = a.requires_grad_()\n"
+                             "out = " + spec.torch_forward + "\n"
+                             "fn = out.grad_fn\n"
+                             "assert fn.name() == '" + spec.node + "', fn.name()\n"
+                             "result = (" + saved_values +
+                             "*(g.clone() for g in torch.autograd.grad(out, (x,), b)),)\n";
     for (const DType dtype : {DType::Float64, DType::Float32}) {
       CAPTURE(dtype_name(dtype));
       const Tensor x = spec.special.to(dtype);
@@ -304,7 +307,8 @@ result = a.to(torch.int64)
   SUBCASE("errors") {
     const Saved sparse = {{"self_options", TensorOptions{DType::Float32, Device::CPU, Layout::Sparse, std::nullopt}}};
     CHECK_THROWS_WITH_AS(call_node("ToCopyBackward0", {random64({2}, 60)}, {true}, sparse),
-                         "ToCopyBackward0: self_options has layout torch.sparse_coo, refgrad supports torch.strided only",
+                         "ToCopyBackward0: self_options has layout torch.sparse_coo, "
+                         "refgrad supports torch.strided only",
                          Error);
   }
 }
