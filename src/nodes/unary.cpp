@@ -1,9 +1,400 @@
-// Backward nodes: the unary group (being filled in).
+// Unary nodes: elementwise math (exp, log, sqrt, sin, tanh, sigmoid, erf, abs, ...),
+// the ops whose gradient is zero (sign, sgn, floor, ceil, round, trunc), and the
+// copies that pass the grad on (clone, alias, _to_copy).
+//
+// Every formula below is derivatives.yaml's for a real dtype: `.conj()` is the
+// identity and PyTorch's complex branches (sgn_backward, _to_copy_backward's
+// real-to-complex case) do not apply, since refgrad has no complex dtypes.
 #include "define.hpp"
 #include "functions_manual.hpp"
 
 namespace refgrad::nodes {
+namespace {
 
-void add_unary_nodes(std::vector<NodeDef>& /*registry*/) {}
+// An elementwise op's incoming grad and its saved self or result both have the
+// forward output's shape; anything else is a malformed program.
+void check_same_shape(const char* node, const Tensor& grad, const Tensor& saved, const char* field) {
+  check(grad.sizes() == saved.sizes(), node, ": grad has shape ", str(grad.sizes()), " but ", field,
+        " has shape ", str(saved.sizes()));
+}
+
+// ------------------------------------------------------- exp, log and kin ---
+
+// ExpBackward0 — exp(Tensor self)
+//   self: grad * result.conj()
+struct ExpBackward0Saved {
+  Tensor result;
+};
+
+Grads ExpBackward0(const Grads& grads, const ExpBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("ExpBackward0", *grads[0], saved.result, "result");
+  return Grads{mul(*grads[0], saved.result)};
+}
+
+// Exp2Backward0 — exp2(Tensor self)
+//   self: grad * result.conj() * M_LN2
+struct Exp2Backward0Saved {
+  Tensor result;
+};
+
+Grads Exp2Backward0(const Grads& grads, const Exp2Backward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("Exp2Backward0", *grads[0], saved.result, "result");
+  constexpr double ln2 = 0.693147180559945309417;  // cmath's M_LN2
+  return Grads{mul(mul(*grads[0], saved.result), ln2)};
+}
+
+// Expm1Backward0 — expm1(Tensor self)
+//   self: grad * (result.conj() + 1)
+struct Expm1Backward0Saved {
+  Tensor result;
+};
+
+Grads Expm1Backward0(const Grads& grads, const Expm1Backward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("Expm1Backward0", *grads[0], saved.result, "result");
+  return Grads{mul(*grads[0], add(saved.result, 1))};
+}
+
+// LogBackward0 — log(Tensor self)
+//   self: grad.div(self.conj())
+struct LogBackward0Saved {
+  Tensor self;
+};
+
+Grads LogBackward0(const Grads& grads, const LogBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("LogBackward0", *grads[0], saved.self, "self");
+  return Grads{div(*grads[0], saved.self)};
+}
+
+// Log2Backward0 — log2(Tensor self)
+//   self: grad / (self.conj() * 0.6931471805599453)
+struct Log2Backward0Saved {
+  Tensor self;
+};
+
+Grads Log2Backward0(const Grads& grads, const Log2Backward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("Log2Backward0", *grads[0], saved.self, "self");
+  return Grads{div(*grads[0], mul(saved.self, 0.6931471805599453))};
+}
+
+// Log10Backward0 — log10(Tensor self)
+//   self: grad / (self.conj() * 2.3025850929940456)
+struct Log10Backward0Saved {
+  Tensor self;
+};
+
+Grads Log10Backward0(const Grads& grads, const Log10Backward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("Log10Backward0", *grads[0], saved.self, "self");
+  return Grads{div(*grads[0], mul(saved.self, 2.3025850929940456))};
+}
+
+// FunctionsManual's log1p_backward for strided tensors: grad / (self + 1).conj().
+Tensor log1p_backward(const Tensor& grad, const Tensor& self) { return div(grad, add(self, 1)); }
+
+// Log1PBackward0 (PyTorch capitalizes the P) — log1p(Tensor self)
+//   self: log1p_backward(grad, self)
+struct Log1PBackward0Saved {
+  Tensor self;
+};
+
+Grads Log1PBackward0(const Grads& grads, const Log1PBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("Log1PBackward0", *grads[0], saved.self, "self");
+  return Grads{log1p_backward(*grads[0], saved.self)};
+}
+
+// -------------------------------------------------------- roots, powers ---
+
+// SqrtBackward0 — sqrt(Tensor self)
+//   self: grad / (2 * result.conj())
+// sqrt(0) = 0 gives an infinite grad, as in PyTorch.
+struct SqrtBackward0Saved {
+  Tensor result;
+};
+
+Grads SqrtBackward0(const Grads& grads, const SqrtBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("SqrtBackward0", *grads[0], saved.result, "result");
+  return Grads{div(*grads[0], mul(saved.result, 2))};
+}
+
+// RsqrtBackward0 — rsqrt(Tensor self)
+//   self: -0.5 * grad * result.pow(3).conj()
+struct RsqrtBackward0Saved {
+  Tensor result;
+};
+
+Grads RsqrtBackward0(const Grads& grads, const RsqrtBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("RsqrtBackward0", *grads[0], saved.result, "result");
+  return Grads{mul(mul(*grads[0], -0.5), pow(saved.result, 3))};
+}
+
+// ReciprocalBackward0 — reciprocal(Tensor self)
+//   self: -grad * (result * result).conj()
+struct ReciprocalBackward0Saved {
+  Tensor result;
+};
+
+Grads ReciprocalBackward0(const Grads& grads, const ReciprocalBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("ReciprocalBackward0", *grads[0], saved.result, "result");
+  return Grads{mul(neg(*grads[0]), mul(saved.result, saved.result))};
+}
+
+// ---------------------------------------------------------- trigonometry ---
+
+// SinBackward0 — sin(Tensor self)
+//   self: grad * self.cos().conj()
+struct SinBackward0Saved {
+  Tensor self;
+};
+
+Grads SinBackward0(const Grads& grads, const SinBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("SinBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], cos(saved.self))};
+}
+
+// CosBackward0 — cos(Tensor self)
+//   self: grad * -self.sin().conj()
+struct CosBackward0Saved {
+  Tensor self;
+};
+
+Grads CosBackward0(const Grads& grads, const CosBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("CosBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], neg(sin(saved.self)))};
+}
+
+// TanBackward0 — tan(Tensor self)
+//   self: grad * (1 + result.pow(2)).conj()
+struct TanBackward0Saved {
+  Tensor result;
+};
+
+Grads TanBackward0(const Grads& grads, const TanBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("TanBackward0", *grads[0], saved.result, "result");
+  return Grads{mul(*grads[0], add(pow(saved.result, 2), 1))};
+}
+
+// ------------------------------------------------- tanh, sigmoid, erf ---
+
+// ATen's tanh_backward (a kernel, not a FunctionsManual helper): grad * (1 - result²).
+Tensor tanh_backward(const Tensor& grad, const Tensor& output) {
+  return mul(grad, sub(ones_like(output), mul(output, output)));
+}
+
+// ATen's sigmoid_backward: grad * (1 - result) * result.
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& output) {
+  return mul(mul(grad, sub(ones_like(output), output)), output);
+}
+
+// TanhBackward0 — tanh(Tensor self)
+//   self: tanh_backward(grad, result)
+struct TanhBackward0Saved {
+  Tensor result;
+};
+
+Grads TanhBackward0(const Grads& grads, const TanhBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("TanhBackward0", *grads[0], saved.result, "result");
+  return Grads{tanh_backward(*grads[0], saved.result)};
+}
+
+// SigmoidBackward0 — sigmoid(Tensor self)
+//   self: sigmoid_backward(grad, result)
+struct SigmoidBackward0Saved {
+  Tensor result;
+};
+
+Grads SigmoidBackward0(const Grads& grads, const SigmoidBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("SigmoidBackward0", *grads[0], saved.result, "result");
+  return Grads{sigmoid_backward(*grads[0], saved.result)};
+}
+
+// ErfBackward0 — erf(Tensor self)
+//   self: 2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad
+struct ErfBackward0Saved {
+  Tensor self;
+};
+
+Grads ErfBackward0(const Grads& grads, const ErfBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("ErfBackward0", *grads[0], saved.self, "self");
+  constexpr double two_over_sqrt_pi = 1.12837916709551257390;  // 2 / sqrt(M_PI), cmath's M_2_SQRTPI
+  return Grads{mul(mul(exp(neg(pow(saved.self, 2))), two_over_sqrt_pi), *grads[0])};
+}
+
+// ------------------------------------------------------- abs, sign, sgn ---
+
+// AbsBackward0 — abs(Tensor self)
+//   self: grad * self.sgn()
+// sgn(0) = 0, so abs has grad 0 at 0 (and at -0.0).
+struct AbsBackward0Saved {
+  Tensor self;
+};
+
+Grads AbsBackward0(const Grads& grads, const AbsBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("AbsBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], sign(saved.self))};  // sgn is sign for real dtypes
+}
+
+// FunctionsManual's sgn_backward for a real x: zeros of sgn's (the result's)
+// sizes and dtype (PyTorch's _efficientzerotensor). Complex x is not supported.
+Tensor sgn_backward(const Tensor& /*x*/, const Tensor& /*gx*/, const Tensor& sgn) { return zeros_like(sgn); }
+
+// SgnBackward0 — sgn(Tensor self)
+//   self: sgn_backward(self, grad, result)
+struct SgnBackward0Saved {
+  Tensor self;
+  Tensor result;
+};
+
+Grads SgnBackward0(const Grads& grads, const SgnBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("SgnBackward0", *grads[0], saved.result, "result");
+  return Grads{sgn_backward(saved.self, *grads[0], saved.result)};
+}
+
+// SignBackward0, FloorBackward0, CeilBackward0, RoundBackward0 (round),
+// RoundBackward1 (round.decimals), TruncBackward0 — piecewise constant ops:
+//   self: zeros_like(grad)
+// They save nothing.
+struct NothingSaved {};
+
+Grads zeros_like_grad(const Grads& grads, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{zeros_like(*grads[0])};
+}
+
+Grads SignBackward0(const Grads& grads, const NothingSaved&, const Need& need) { return zeros_like_grad(grads, need); }
+Grads FloorBackward0(const Grads& grads, const NothingSaved&, const Need& need) { return zeros_like_grad(grads, need); }
+Grads CeilBackward0(const Grads& grads, const NothingSaved&, const Need& need) { return zeros_like_grad(grads, need); }
+Grads RoundBackward0(const Grads& grads, const NothingSaved&, const Need& need) { return zeros_like_grad(grads, need); }
+Grads RoundBackward1(const Grads& grads, const NothingSaved&, const Need& need) { return zeros_like_grad(grads, need); }
+Grads TruncBackward0(const Grads& grads, const NothingSaved&, const Need& need) { return zeros_like_grad(grads, need); }
+
+// ------------------------------------------------------------------ copies ---
+
+// CloneBackward0 — clone(Tensor self, *, MemoryFormat? memory_format=None)
+//   self: grad
+// AliasBackward0 — alias(Tensor(a) self)
+//   self: grad
+// The very same grad is passed on, as in PyTorch.
+Grads CloneBackward0(const Grads& grads, const NothingSaved&, const Need& need) {
+  if (!need[0]) return Grads(1);
+  return Grads{grads[0]};
+}
+
+Grads AliasBackward0(const Grads& grads, const NothingSaved&, const Need& need) {
+  if (!need[0]) return Grads(1);
+  return Grads{grads[0]};
+}
+
+// FunctionsManual's _to_copy_backward for a real self: grad.to(self_options),
+// which casts the grad back to self's dtype (no copy when it already has it).
+// The device is metadata here (refgrad computes on the CPU); a layout other
+// than strided cannot be produced.
+Tensor _to_copy_backward(const Tensor& grad, const TensorOptions& self_options) {
+  check(!self_options.layout || *self_options.layout == Layout::Strided,
+        "ToCopyBackward0: self_options has layout ", layout_name(self_options.layout.value_or(Layout::Strided)),
+        ", refgrad supports torch.strided only");
+  return self_options.dtype ? grad.to(*self_options.dtype) : grad;
+}
+
+// ToCopyBackward0 — _to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None,
+//                            Device? device=None, bool? pin_memory=None, bool non_blocking=False,
+//                            MemoryFormat? memory_format=None)
+//   self: _to_copy_backward(grad, self.options())
+struct ToCopyBackward0Saved {
+  TensorOptions self_options;
+};
+
+Grads ToCopyBackward0(const Grads& grads, const ToCopyBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{_to_copy_backward(*grads[0], saved.self_options)};
+}
+
+// One node that saves a single tensor, `self` or `result`.
+template <class Saved, Grads (*Function)(const Grads&, const Saved&, const Need&), Tensor Saved::*Member>
+NodeDef one_tensor_node(const char* name, const char* aten_op, const char* field, const char* formula) {
+  return define_node<Saved, Function>({name, aten_op, {"self"}, 1, {}, formula},
+                                      {saved<Member>(field, FieldKind::Tensor)});
+}
+
+// One node that saves nothing.
+template <Grads (*Function)(const Grads&, const NothingSaved&, const Need&)>
+NodeDef nothing_saved_node(const char* name, const char* aten_op, const char* formula) {
+  return define_node<NothingSaved, Function>({name, aten_op, {"self"}, 1, {}, formula}, {});
+}
+
+}  // namespace
+
+void add_unary_nodes(std::vector<NodeDef>& registry) {
+  // clang-format off
+  registry.push_back(one_tensor_node<ExpBackward0Saved, ExpBackward0, &ExpBackward0Saved::result>(
+      "ExpBackward0", "exp", "result", "self: grad * result.conj()"));
+  registry.push_back(one_tensor_node<Exp2Backward0Saved, Exp2Backward0, &Exp2Backward0Saved::result>(
+      "Exp2Backward0", "exp2", "result", "self: grad * result.conj() * M_LN2"));
+  registry.push_back(one_tensor_node<Expm1Backward0Saved, Expm1Backward0, &Expm1Backward0Saved::result>(
+      "Expm1Backward0", "expm1", "result", "self: grad * (result.conj() + 1)"));
+  registry.push_back(one_tensor_node<LogBackward0Saved, LogBackward0, &LogBackward0Saved::self>(
+      "LogBackward0", "log", "self", "self: grad.div(self.conj())"));
+  registry.push_back(one_tensor_node<Log2Backward0Saved, Log2Backward0, &Log2Backward0Saved::self>(
+      "Log2Backward0", "log2", "self", "self: grad / (self.conj() * 0.6931471805599453)"));
+  registry.push_back(one_tensor_node<Log10Backward0Saved, Log10Backward0, &Log10Backward0Saved::self>(
+      "Log10Backward0", "log10", "self", "self: grad / (self.conj() * 2.3025850929940456)"));
+  registry.push_back(one_tensor_node<Log1PBackward0Saved, Log1PBackward0, &Log1PBackward0Saved::self>(
+      "Log1PBackward0", "log1p", "self", "self: log1p_backward(grad, self)"));
+  registry.push_back(one_tensor_node<SqrtBackward0Saved, SqrtBackward0, &SqrtBackward0Saved::result>(
+      "SqrtBackward0", "sqrt", "result", "self: grad / (2 * result.conj())"));
+  registry.push_back(one_tensor_node<RsqrtBackward0Saved, RsqrtBackward0, &RsqrtBackward0Saved::result>(
+      "RsqrtBackward0", "rsqrt", "result", "self: -0.5 * grad * result.pow(3).conj()"));
+  registry.push_back(one_tensor_node<ReciprocalBackward0Saved, ReciprocalBackward0, &ReciprocalBackward0Saved::result>(
+      "ReciprocalBackward0", "reciprocal", "result", "self: -grad * (result * result).conj()"));
+  registry.push_back(one_tensor_node<SinBackward0Saved, SinBackward0, &SinBackward0Saved::self>(
+      "SinBackward0", "sin", "self", "self: grad * self.cos().conj()"));
+  registry.push_back(one_tensor_node<CosBackward0Saved, CosBackward0, &CosBackward0Saved::self>(
+      "CosBackward0", "cos", "self", "self: grad * -self.sin().conj()"));
+  registry.push_back(one_tensor_node<TanBackward0Saved, TanBackward0, &TanBackward0Saved::result>(
+      "TanBackward0", "tan", "result", "self: grad * (1 + result.pow(2)).conj()"));
+  registry.push_back(one_tensor_node<TanhBackward0Saved, TanhBackward0, &TanhBackward0Saved::result>(
+      "TanhBackward0", "tanh", "result", "self: tanh_backward(grad, result)"));
+  registry.push_back(one_tensor_node<SigmoidBackward0Saved, SigmoidBackward0, &SigmoidBackward0Saved::result>(
+      "SigmoidBackward0", "sigmoid", "result", "self: sigmoid_backward(grad, result)"));
+  registry.push_back(one_tensor_node<ErfBackward0Saved, ErfBackward0, &ErfBackward0Saved::self>(
+      "ErfBackward0", "erf", "self", "self: 2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad"));
+  registry.push_back(one_tensor_node<AbsBackward0Saved, AbsBackward0, &AbsBackward0Saved::self>(
+      "AbsBackward0", "abs", "self", "self: grad * self.sgn()"));
+
+  registry.push_back(define_node<SgnBackward0Saved, SgnBackward0>(
+      {"SgnBackward0", "sgn", {"self"}, 1, {}, "self: sgn_backward(self, grad, result)"},
+      {saved<&SgnBackward0Saved::self>("self", FieldKind::Tensor),
+       saved<&SgnBackward0Saved::result>("result", FieldKind::Tensor)}));
+
+  registry.push_back(nothing_saved_node<SignBackward0>("SignBackward0", "sign", "self: zeros_like(grad)"));
+  registry.push_back(nothing_saved_node<FloorBackward0>("FloorBackward0", "floor", "self: zeros_like(grad)"));
+  registry.push_back(nothing_saved_node<CeilBackward0>("CeilBackward0", "ceil", "self: zeros_like(grad)"));
+  registry.push_back(nothing_saved_node<RoundBackward0>("RoundBackward0", "round", "self: zeros_like(grad)"));
+  registry.push_back(nothing_saved_node<RoundBackward1>("RoundBackward1", "round.decimals", "self: zeros_like(grad)"));
+  registry.push_back(nothing_saved_node<TruncBackward0>("TruncBackward0", "trunc", "self: zeros_like(grad)"));
+  registry.push_back(nothing_saved_node<CloneBackward0>("CloneBackward0", "clone", "self: grad"));
+  registry.push_back(nothing_saved_node<AliasBackward0>("AliasBackward0", "alias", "self: grad"));
+
+  registry.push_back(define_node<ToCopyBackward0Saved, ToCopyBackward0>(
+      {"ToCopyBackward0", "_to_copy", {"self"}, 1, {}, "self: _to_copy_backward(grad, self.options())"},
+      {hidden<&ToCopyBackward0Saved::self_options>("self_options", FieldKind::TensorOptions)}));
+  // clang-format on
+}
 
 }  // namespace refgrad::nodes
