@@ -1,4 +1,9 @@
-// Matrix product nodes: mm.
+// Matrix product nodes: mm, addmm, bmm, baddbmm, dot, mv.
+//
+// torch.matmul and nn.Linear have no node of their own on CPU: matmul
+// dispatches on the ranks to dot, mv, mm or bmm with view/_unsafe_view/
+// squeeze/unsqueeze/expand around them, and Linear is addmm (mm without a
+// bias), so these nodes together with the shape nodes cover both.
 #include "define.hpp"
 #include "functions_manual.hpp"
 
@@ -36,20 +41,209 @@ Grads MmBackward0(const Grads& grads, const MmBackward0Saved& saved, const Need&
   return out;
 }
 
+// AddmmBackward0 — addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1)
+//   self: maybe_multiply(grad, beta.conj())
+//   mat1: mm_mat1_backward(grad, mat2, mat1.sym_sizes(), mat1.sym_strides(), mat1.layout(), alpha)
+//   mat2: mm_mat2_backward(grad, mat1, mat2.sym_sizes(), mat2.sym_strides(), mat2.layout(), alpha)
+// self's grad has the output's shape [n, p]: summing it back to a broadcast
+// bias ([p] in nn.Linear) is validate's job, as in PyTorch.
+struct AddmmBackward0Saved {
+  Scalar alpha;
+  Scalar beta;
+  std::optional<Tensor> mat1;
+  Layout mat1_layout;
+  IntList mat1_sym_sizes;
+  IntList mat1_sym_strides;
+  std::optional<Tensor> mat2;
+  Layout mat2_layout;
+  IntList mat2_sym_sizes;
+  IntList mat2_sym_strides;
+};
+
+Grads AddmmBackward0(const Grads& grads, const AddmmBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(3);
+  const Tensor& grad = *grads[0];
+  Grads out(3);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (need[1]) {
+    check(saved.mat2.has_value(), "AddmmBackward0: mat1's grad is needed but `mat2` was not saved");
+    out[1] = mm_mat1_backward(grad, *saved.mat2, saved.mat1_sym_sizes, saved.mat1_sym_strides, saved.mat1_layout,
+                              saved.alpha);
+  }
+  if (need[2]) {
+    check(saved.mat1.has_value(), "AddmmBackward0: mat2's grad is needed but `mat1` was not saved");
+    out[2] = mm_mat2_backward(grad, *saved.mat1, saved.mat2_sym_sizes, saved.mat2_sym_strides, saved.mat2_layout,
+                              saved.alpha);
+  }
+  return out;
+}
+
+// BmmBackward0 — bmm(Tensor self, Tensor mat2)
+//   self: grad.bmm(mat2.transpose(1, 2).conj())
+//   mat2: self.transpose(1, 2).conj().bmm(grad)
+struct BmmBackward0Saved {
+  std::optional<Tensor> mat2;
+  std::optional<Tensor> self;
+};
+
+Grads BmmBackward0(const Grads& grads, const BmmBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) {
+    check(saved.mat2.has_value(), "BmmBackward0: self's grad is needed but `mat2` was not saved");
+    out[0] = bmm(grad, transpose(*saved.mat2, 1, 2));
+  }
+  if (need[1]) {
+    check(saved.self.has_value(), "BmmBackward0: mat2's grad is needed but `self` was not saved");
+    out[1] = bmm(transpose(*saved.self, 1, 2), grad);
+  }
+  return out;
+}
+
+// BaddbmmBackward0 — baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1)
+//   self:   maybe_multiply(grad, beta.conj())
+//   batch1: maybe_multiply(grad.bmm(batch2.transpose(1, 2).conj()), alpha.conj())
+//   batch2: maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad), alpha.conj())
+struct BaddbmmBackward0Saved {
+  Scalar alpha;
+  std::optional<Tensor> batch1;
+  std::optional<Tensor> batch2;
+  Scalar beta;
+};
+
+Grads BaddbmmBackward0(const Grads& grads, const BaddbmmBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(3);
+  const Tensor& grad = *grads[0];
+  Grads out(3);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (need[1]) {
+    check(saved.batch2.has_value(), "BaddbmmBackward0: batch1's grad is needed but `batch2` was not saved");
+    out[1] = maybe_multiply(bmm(grad, transpose(*saved.batch2, 1, 2)), saved.alpha);
+  }
+  if (need[2]) {
+    check(saved.batch1.has_value(), "BaddbmmBackward0: batch2's grad is needed but `batch1` was not saved");
+    out[2] = maybe_multiply(bmm(transpose(*saved.batch1, 1, 2), grad), saved.alpha);
+  }
+  return out;
+}
+
+// DotBackward0 — dot(Tensor self, Tensor tensor)
+//   self:   grad * tensor.conj()
+//   tensor: grad * self.conj()
+struct DotBackward0Saved {
+  std::optional<Tensor> self;
+  std::optional<Tensor> tensor;
+};
+
+Grads DotBackward0(const Grads& grads, const DotBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  check(grad.dim() == 0, "DotBackward0: the incoming grad must be 0-d, got ", str(grad.sizes()));
+  Grads out(2);
+  if (need[0]) {
+    check(saved.tensor.has_value(), "DotBackward0: self's grad is needed but `tensor` was not saved");
+    out[0] = mul(grad, *saved.tensor);
+  }
+  if (need[1]) {
+    check(saved.self.has_value(), "DotBackward0: tensor's grad is needed but `self` was not saved");
+    out[1] = mul(grad, *saved.self);
+  }
+  return out;
+}
+
+// MvBackward0 — mv(Tensor self, Tensor vec)
+//   self: grad.ger(vec.conj())
+//   vec:  self.conj().t().mv(grad)
+struct MvBackward0Saved {
+  std::optional<Tensor> self;
+  std::optional<Tensor> vec;
+};
+
+Grads MvBackward0(const Grads& grads, const MvBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  check(grad.dim() == 1, "MvBackward0: the incoming grad must be 1-d, got ", str(grad.sizes()));
+  Grads out(2);
+  if (need[0]) {
+    check(saved.vec.has_value(), "MvBackward0: self's grad is needed but `vec` was not saved");
+    out[0] = outer(grad, *saved.vec);
+  }
+  if (need[1]) {
+    check(saved.self.has_value(), "MvBackward0: vec's grad is needed but `self` was not saved");
+    const Tensor& self = *saved.self;
+    check(self.dim() == 2 && self.size(0) == grad.size(0), "MvBackward0: self ", str(self.sizes()),
+          " does not match the grad ", str(grad.sizes()));
+    out[1] = matmul(t(self), grad);  // mv
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_linalg_nodes(std::vector<NodeDef>& registry) {
-  using S = MmBackward0Saved;
-  registry.push_back(define_node<S, MmBackward0>(
-      {"MmBackward0", "mm", {"self", "mat2"}, 1, {},
-       "self: mm_mat1_backward(grad, mat2, self.sym_sizes(), self.sym_strides(), self.layout(), 1)\n"
-       "mat2: mm_mat2_backward(grad, self, mat2.sym_sizes(), mat2.sym_strides(), mat2.layout(), 1)"},
-      {saved<&S::mat2>("mat2", FieldKind::Tensor, true), hidden<&S::mat2_layout>("mat2_layout", FieldKind::Layout),
-       saved<&S::mat2_sym_sizes>("mat2_sym_sizes", FieldKind::Sizes),
-       saved<&S::mat2_sym_strides>("mat2_sym_strides", FieldKind::Sizes),
-       saved<&S::self>("self", FieldKind::Tensor, true), hidden<&S::self_layout>("self_layout", FieldKind::Layout),
-       saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
-       saved<&S::self_sym_strides>("self_sym_strides", FieldKind::Sizes)}));
+  {
+    using S = MmBackward0Saved;
+    registry.push_back(define_node<S, MmBackward0>(
+        {"MmBackward0", "mm", {"self", "mat2"}, 1, {},
+         "self: mm_mat1_backward(grad, mat2, self.sym_sizes(), self.sym_strides(), self.layout(), 1)\n"
+         "mat2: mm_mat2_backward(grad, self, mat2.sym_sizes(), mat2.sym_strides(), mat2.layout(), 1)"},
+        {saved<&S::mat2>("mat2", FieldKind::Tensor, true), hidden<&S::mat2_layout>("mat2_layout", FieldKind::Layout),
+         saved<&S::mat2_sym_sizes>("mat2_sym_sizes", FieldKind::Sizes),
+         saved<&S::mat2_sym_strides>("mat2_sym_strides", FieldKind::Sizes),
+         saved<&S::self>("self", FieldKind::Tensor, true), hidden<&S::self_layout>("self_layout", FieldKind::Layout),
+         saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+         saved<&S::self_sym_strides>("self_sym_strides", FieldKind::Sizes)}));
+  }
+  {
+    using S = AddmmBackward0Saved;
+    registry.push_back(define_node<S, AddmmBackward0>(
+        {"AddmmBackward0", "addmm", {"self", "mat1", "mat2"}, 1, {},
+         "self: maybe_multiply(grad, beta.conj())\n"
+         "mat1: mm_mat1_backward(grad, mat2, mat1.sym_sizes(), mat1.sym_strides(), mat1.layout(), alpha)\n"
+         "mat2: mm_mat2_backward(grad, mat1, mat2.sym_sizes(), mat2.sym_strides(), mat2.layout(), alpha)"},
+        {saved<&S::alpha>("alpha", FieldKind::Scalar), saved<&S::beta>("beta", FieldKind::Scalar),
+         saved<&S::mat1>("mat1", FieldKind::Tensor, true), hidden<&S::mat1_layout>("mat1_layout", FieldKind::Layout),
+         saved<&S::mat1_sym_sizes>("mat1_sym_sizes", FieldKind::Sizes),
+         saved<&S::mat1_sym_strides>("mat1_sym_strides", FieldKind::Sizes),
+         saved<&S::mat2>("mat2", FieldKind::Tensor, true), hidden<&S::mat2_layout>("mat2_layout", FieldKind::Layout),
+         saved<&S::mat2_sym_sizes>("mat2_sym_sizes", FieldKind::Sizes),
+         saved<&S::mat2_sym_strides>("mat2_sym_strides", FieldKind::Sizes)}));
+  }
+  {
+    using S = BmmBackward0Saved;
+    registry.push_back(define_node<S, BmmBackward0>(
+        {"BmmBackward0", "bmm", {"self", "mat2"}, 1, {},
+         "self: grad.bmm(mat2.transpose(1, 2).conj())\n"
+         "mat2: self.transpose(1, 2).conj().bmm(grad)"},
+        {saved<&S::mat2>("mat2", FieldKind::Tensor, true), saved<&S::self>("self", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = BaddbmmBackward0Saved;
+    registry.push_back(define_node<S, BaddbmmBackward0>(
+        {"BaddbmmBackward0", "baddbmm", {"self", "batch1", "batch2"}, 1, {},
+         "self: maybe_multiply(grad, beta.conj())\n"
+         "batch1: maybe_multiply(grad.bmm(batch2.transpose(1, 2).conj()), alpha.conj())\n"
+         "batch2: maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad), alpha.conj())"},
+        {saved<&S::alpha>("alpha", FieldKind::Scalar), saved<&S::batch1>("batch1", FieldKind::Tensor, true),
+         saved<&S::batch2>("batch2", FieldKind::Tensor, true), saved<&S::beta>("beta", FieldKind::Scalar)}));
+  }
+  {
+    using S = DotBackward0Saved;
+    registry.push_back(define_node<S, DotBackward0>(
+        {"DotBackward0", "dot", {"self", "tensor"}, 1, {},
+         "self: grad * tensor.conj()\n"
+         "tensor: grad * self.conj()"},
+        {saved<&S::self>("self", FieldKind::Tensor, true), saved<&S::tensor>("tensor", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = MvBackward0Saved;
+    registry.push_back(define_node<S, MvBackward0>(
+        {"MvBackward0", "mv", {"self", "vec"}, 1, {},
+         "self: grad.ger(vec.conj())\n"
+         "vec: self.conj().t().mv(grad)"},
+        {saved<&S::self>("self", FieldKind::Tensor, true), saved<&S::vec>("vec", FieldKind::Tensor, true)}));
+  }
 }
 
 }  // namespace refgrad::nodes

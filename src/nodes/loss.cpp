@@ -1,9 +1,352 @@
-// Backward nodes: the loss group (being filled in).
+// Loss nodes: nll_loss, nll_loss2d, mse_loss, binary_cross_entropy (with and
+// without logits), smooth_l1_loss, huber_loss.
+//
+// `reduction` is saved as an int, at::Reduction's value: 0 none, 1 mean, 2 sum.
+// l1_loss has no node (it is abs(sub) and mean in autograd), and
+// cross_entropy is log_softmax + nll_loss (plus plain arithmetic nodes for
+// label smoothing), so these cover torch.nn's common losses.
+#include <string>
+
 #include "define.hpp"
 #include "functions_manual.hpp"
 
 namespace refgrad::nodes {
+namespace {
 
-void add_loss_nodes(std::vector<NodeDef>& /*registry*/) {}
+// at::Reduction's values.
+namespace Reduction {
+constexpr std::int64_t None = 0, Mean = 1, Sum = 2;
+}
+
+void check_reduction(const std::string& node, std::int64_t reduction) {
+  check(reduction == Reduction::None || reduction == Reduction::Mean || reduction == Reduction::Sum, node,
+        ": reduction must be 0 (none), 1 (mean) or 2 (sum), got ", reduction);
+}
+
+// at::native::nll_loss_backward and nll_loss2d_backward in one: self is
+// [C], [N, C] or [N, C, H, W], the classes on `class_dim` (0 for [C], else 1),
+// target the other dims. Each position receives -weight[target] * grad at its
+// target class (grad / total_weight for mean), ignored positions nothing.
+// (The ATen kernel loops over positions; here it is a scatter.)
+Tensor nll_loss_backward(const std::string& node, const Tensor& grad, const Tensor& self, const Tensor& target,
+                         const std::optional<Tensor>& weight, std::int64_t reduction, std::int64_t ignore_index,
+                         const Tensor& total_weight) {
+  check_reduction(node, reduction);
+  check(self.dim() >= 1, node, ": self must have a class dim, got ", str(self.sizes()));
+  const std::int64_t class_dim = self.dim() == 1 ? 0 : 1;
+  Shape target_sizes = self.sizes();
+  target_sizes.erase(target_sizes.begin() + class_dim);
+  check(target.dtype() == DType::Int64 && target.sizes() == target_sizes, node, ": expected an int64 target of shape ",
+        str(target_sizes), " for self ", str(self.sizes()), ", got ", dtype_name(target.dtype()), " ",
+        str(target.sizes()));
+  const std::int64_t classes = self.size(class_dim);
+  const Tensor used = ne(target, ignore_index);
+  const Tensor in_range = logical_and(ge(target, 0), lt(target, classes));
+  check(sum(logical_and(used, logical_not(in_range))).item<std::int64_t>() == 0, node,
+        ": a target is out of bounds [0, ", classes, ")");
+  const Tensor safe_target = where(used, target, Scalar(0));
+  if (reduction == Reduction::None)
+    check(grad.sizes() == target.sizes(), node, ": with reduction none the grad ", str(grad.sizes()),
+          " must have the target's shape ", str(target.sizes()));
+  Tensor value = neg(reduction == Reduction::Mean ? div(grad, total_weight) : grad);
+  if (weight) value = mul(index(*weight, {safe_target}), value);
+  // where, not a multiplication by the mask: ignored positions stay 0 even when
+  // total_weight is 0 (everything ignored) and value is not finite.
+  value = to(where(used, broadcast_to(value, target.sizes()), Scalar(0)), self.dtype());
+  return scatter(zeros_like(self), class_dim, unsqueeze(safe_target, class_dim), unsqueeze(value, class_dim));
+}
+
+// NllLossBackward0 — nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
+//                                     SymInt ignore_index) -> (Tensor output, Tensor total_weight)
+//   self:   nll_loss_backward_symint(grad, self, target, weight, reduction, ignore_index, total_weight)
+//   target: non_differentiable
+// Only `output` is differentiable: the node takes one grad.
+struct NllLossBackward0Saved {
+  std::int64_t ignore_index;
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+  std::optional<Tensor> weight;
+  Tensor total_weight;
+};
+
+Grads NllLossBackward0(const Grads& grads, const NllLossBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check(saved.self.dim() <= 2, "NllLossBackward0: self must be [C] or [N, C], got ", str(saved.self.sizes()));
+  return Grads{nll_loss_backward("NllLossBackward0", *grads[0], saved.self, saved.target, saved.weight,
+                                 saved.reduction, saved.ignore_index, saved.total_weight)};
+}
+
+// NllLoss2DBackward0 — nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
+//                                         SymInt ignore_index) -> (Tensor output, Tensor total_weight)
+//   self:   nll_loss2d_backward_symint(grad, self, target, weight, reduction, ignore_index, total_weight)
+//   target: non_differentiable
+// self is [N, C, H, W] (nll_loss views other ranks >= 3 to it).
+struct NllLoss2DBackward0Saved {
+  std::int64_t ignore_index;
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+  std::optional<Tensor> weight;
+  Tensor total_weight;
+};
+
+Grads NllLoss2DBackward0(const Grads& grads, const NllLoss2DBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check(saved.self.dim() == 4, "NllLoss2DBackward0: self must be [N, C, H, W], got ", str(saved.self.sizes()));
+  return Grads{nll_loss_backward("NllLoss2DBackward0", *grads[0], saved.self, saved.target, saved.weight,
+                                 saved.reduction, saved.ignore_index, saved.total_weight)};
+}
+
+// The factor of the mean reduction: 1 / numel for mean, 1 otherwise.
+double reduction_norm(std::int64_t reduction, const Tensor& input) {
+  return reduction == Reduction::Mean ? 1.0 / static_cast<double>(input.numel()) : 1.0;
+}
+
+// at::native::mse_loss_backward: norm * (input - target) * grad, norm = 2 (2 / numel for mean).
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target, std::int64_t reduction) {
+  return mul(mul(sub(input, target), 2.0 * reduction_norm(reduction, input)), grad);
+}
+
+// MseLossBackward0 — mse_loss(Tensor self, Tensor target, int reduction=Mean)
+//   self:   mse_loss_backward(grad, self, target, reduction)
+//   target: mse_loss_backward(grad, target, self, reduction)
+struct MseLossBackward0Saved {
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+};
+
+Grads MseLossBackward0(const Grads& grads, const MseLossBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  check_reduction("MseLossBackward0", saved.reduction);
+  Grads out(2);
+  if (need[0]) out[0] = mse_loss_backward(*grads[0], saved.self, saved.target, saved.reduction);
+  if (need[1]) out[1] = mse_loss_backward(*grads[0], saved.target, saved.self, saved.reduction);
+  return out;
+}
+
+// Multiplies by the optional weight, then divides by numel for mean, as every
+// binary_cross_entropy backward formula ends.
+Tensor weight_and_reduce(Tensor grad_input, const std::optional<Tensor>& weight, std::int64_t reduction,
+                         const Tensor& input) {
+  if (weight) grad_input = mul(grad_input, *weight);
+  if (reduction == Reduction::Mean) grad_input = div(grad_input, Scalar(input.numel()));
+  return grad_input;
+}
+
+// BinaryCrossEntropyBackward0 — binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None,
+//                                                    int reduction=Mean)
+//   self:   binary_cross_entropy_backward(grad, self, target, weight, reduction)
+//   target: binary_cross_entropy_target_backward(grad, self, target, weight, reduction)
+// self: grad * (self - target) / max((1 - self) * self, 1e-12) (ATen's EPSILON);
+// target: -logit(self) * grad; then * weight, / numel for mean.
+struct BinaryCrossEntropyBackward0Saved {
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+  std::optional<Tensor> weight;
+};
+
+Grads BinaryCrossEntropyBackward0(const Grads& grads, const BinaryCrossEntropyBackward0Saved& saved,
+                                  const Need& need) {
+  if (!grads[0]) return Grads(2);
+  check_reduction("BinaryCrossEntropyBackward0", saved.reduction);
+  const Tensor& grad = *grads[0];
+  const Tensor& self = saved.self;
+  const Tensor one_minus_self = add(neg(self), Scalar(1));
+  Grads out(2);
+  if (need[0]) {
+    const Tensor denominator = clamp(mul(one_minus_self, self), Scalar(1e-12), std::nullopt);
+    out[0] = weight_and_reduce(div(mul(grad, sub(self, saved.target)), denominator), saved.weight,
+                               saved.reduction, self);
+  }
+  if (need[1]) {
+    const Tensor logit = log(div(self, one_minus_self));
+    out[1] = weight_and_reduce(mul(neg(logit), grad), saved.weight, saved.reduction, saved.target);
+  }
+  return out;
+}
+
+// log(sigmoid(x)) without overflow: min(x, 0) - log1p(exp(-|x|)).
+Tensor log_sigmoid(const Tensor& x) { return sub(clamp(x, std::nullopt, Scalar(0)), log1p(exp(neg(abs(x))))); }
+
+// BinaryCrossEntropyWithLogitsBackward0 — binary_cross_entropy_with_logits(Tensor self, Tensor target,
+//     Tensor? weight=None, Tensor? pos_weight=None, int reduction=Mean)
+//   self:   binary_cross_entropy_with_logits_backward(grad, self, target, weight, pos_weight, reduction)
+//   target: binary_cross_entropy_with_logits_target_backward(grad, self, target, weight, pos_weight, reduction)
+// self:   ((pos_weight * target + 1 - target) * sigmoid(self) - pos_weight * target) * grad
+//         (sigmoid(self) - target without pos_weight);
+// target: (log_sigmoid(-self) - log_sigmoid(self) * pos_weight) * grad (-self * grad without);
+// then * weight, / numel for mean.
+struct BinaryCrossEntropyWithLogitsBackward0Saved {
+  std::optional<Tensor> pos_weight;
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+  std::optional<Tensor> weight;
+};
+
+Grads BinaryCrossEntropyWithLogitsBackward0(const Grads& grads, const BinaryCrossEntropyWithLogitsBackward0Saved& saved,
+                                            const Need& need) {
+  if (!grads[0]) return Grads(2);
+  check_reduction("BinaryCrossEntropyWithLogitsBackward0", saved.reduction);
+  const Tensor& grad = *grads[0];
+  const Tensor& self = saved.self;
+  const Tensor& target = saved.target;
+  Grads out(2);
+  if (need[0]) {
+    Tensor grad_input = sub(sigmoid(self), target);
+    if (saved.pos_weight) {
+      const Tensor t = mul(*saved.pos_weight, target);
+      grad_input = sub(mul(sub(add(t, Scalar(1)), target), sigmoid(self)), t);
+    }
+    out[0] = weight_and_reduce(mul(grad_input, grad), saved.weight, saved.reduction, self);
+  }
+  if (need[1]) {
+    Tensor grad_target = mul(neg(self), grad);
+    if (saved.pos_weight)
+      grad_target = mul(sub(log_sigmoid(neg(self)), mul(log_sigmoid(self), *saved.pos_weight)), grad);
+    out[1] = weight_and_reduce(grad_target, saved.weight, saved.reduction, target);
+  }
+  return out;
+}
+
+// at::native::smooth_l1_loss_backward and huber_loss_backward, with x = input - target:
+// x <= -limit: -norm * grad * slope; x >= limit: norm * grad * slope; else norm * grad * x * inner,
+// where smooth L1 has limit beta, slope 1, inner 1/beta, and Huber limit delta, slope delta, inner 1.
+// Both losses have a continuous first derivative (at |x| == limit both branches
+// give the slope), so ATen's closed ends only choose which expression rounds.
+Tensor piecewise_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target, std::int64_t reduction,
+                               double limit, double slope, double inner) {
+  const Tensor x = sub(input, target);
+  const Tensor scaled_grad = mul(grad, reduction_norm(reduction, input));
+  const Tensor outer_grad = mul(scaled_grad, slope);
+  return where(le(x, -limit), neg(outer_grad), where(ge(x, limit), outer_grad, mul(mul(x, scaled_grad), inner)));
+}
+
+// SmoothL1LossBackward0 — smooth_l1_loss(Tensor self, Tensor target, int reduction=Mean, float beta=1.0)
+//   self:   smooth_l1_loss_backward(grad, self, target, reduction, beta)
+//   target: smooth_l1_loss_backward(grad, target, self, reduction, beta)
+// (F.smooth_l1_loss with beta == 0 calls l1_loss instead, so beta > 0 here in practice.)
+struct SmoothL1LossBackward0Saved {
+  double beta;
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+};
+
+Grads SmoothL1LossBackward0(const Grads& grads, const SmoothL1LossBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  check_reduction("SmoothL1LossBackward0", saved.reduction);
+  check(saved.beta >= 0, "SmoothL1LossBackward0: beta must be >= 0, got ", saved.beta);
+  Grads out(2);
+  if (need[0])
+    out[0] = piecewise_loss_backward(*grads[0], saved.self, saved.target, saved.reduction, saved.beta, 1.0,
+                                     1.0 / saved.beta);
+  if (need[1])
+    out[1] = piecewise_loss_backward(*grads[0], saved.target, saved.self, saved.reduction, saved.beta, 1.0,
+                                     1.0 / saved.beta);
+  return out;
+}
+
+// HuberLossBackward0 — huber_loss(Tensor self, Tensor target, int reduction=Mean, float delta=1.0)
+//   self:   huber_loss_backward(grad, self, target, reduction, delta)
+//   target: huber_loss_backward(grad, target, self, reduction, delta)
+struct HuberLossBackward0Saved {
+  double delta;
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+};
+
+Grads HuberLossBackward0(const Grads& grads, const HuberLossBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  check_reduction("HuberLossBackward0", saved.reduction);
+  check(saved.delta > 0, "HuberLossBackward0: delta must be > 0, got ", saved.delta);
+  Grads out(2);
+  if (need[0])
+    out[0] = piecewise_loss_backward(*grads[0], saved.self, saved.target, saved.reduction, saved.delta,
+                                     saved.delta, 1.0);
+  if (need[1])
+    out[1] = piecewise_loss_backward(*grads[0], saved.target, saved.self, saved.reduction, saved.delta,
+                                     saved.delta, 1.0);
+  return out;
+}
+
+}  // namespace
+
+void add_loss_nodes(std::vector<NodeDef>& registry) {
+  const std::string nll_formula =
+      "self: nll_loss_backward_symint(grad, self, target, weight, reduction, ignore_index, total_weight)\n"
+      "target: non_differentiable";
+  {
+    using S = NllLossBackward0Saved;
+    registry.push_back(define_node<S, NllLossBackward0>(
+        {"NllLossBackward0", "nll_loss_forward", {"self"}, 1, {}, nll_formula},
+        {saved<&S::ignore_index>("ignore_index", FieldKind::Int), saved<&S::reduction>("reduction", FieldKind::Int),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::target>("target", FieldKind::Tensor),
+         saved<&S::weight>("weight", FieldKind::Tensor, true),
+         saved<&S::total_weight>("total_weight", FieldKind::Tensor)}));
+  }
+  {
+    using S = NllLoss2DBackward0Saved;
+    registry.push_back(define_node<S, NllLoss2DBackward0>(
+        {"NllLoss2DBackward0", "nll_loss2d_forward", {"self"}, 1, {},
+         "self: nll_loss2d_backward_symint(grad, self, target, weight, reduction, ignore_index, total_weight)\n"
+         "target: non_differentiable"},
+        {saved<&S::ignore_index>("ignore_index", FieldKind::Int), saved<&S::reduction>("reduction", FieldKind::Int),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::target>("target", FieldKind::Tensor),
+         saved<&S::weight>("weight", FieldKind::Tensor, true),
+         saved<&S::total_weight>("total_weight", FieldKind::Tensor)}));
+  }
+  {
+    using S = MseLossBackward0Saved;
+    registry.push_back(define_node<S, MseLossBackward0>(
+        {"MseLossBackward0", "mse_loss", {"self", "target"}, 1, {},
+         "self: mse_loss_backward(grad, self, target, reduction)\n"
+         "target: mse_loss_backward(grad, target, self, reduction)"},
+        {saved<&S::reduction>("reduction", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::target>("target", FieldKind::Tensor)}));
+  }
+  {
+    using S = BinaryCrossEntropyBackward0Saved;
+    registry.push_back(define_node<S, BinaryCrossEntropyBackward0>(
+        {"BinaryCrossEntropyBackward0", "binary_cross_entropy", {"self", "target"}, 1, {},
+         "self: binary_cross_entropy_backward(grad, self, target, weight, reduction)\n"
+         "target: binary_cross_entropy_target_backward(grad, self, target, weight, reduction)"},
+        {saved<&S::reduction>("reduction", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::target>("target", FieldKind::Tensor), saved<&S::weight>("weight", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = BinaryCrossEntropyWithLogitsBackward0Saved;
+    registry.push_back(define_node<S, BinaryCrossEntropyWithLogitsBackward0>(
+        {"BinaryCrossEntropyWithLogitsBackward0", "binary_cross_entropy_with_logits", {"self", "target"}, 1, {},
+         "self: binary_cross_entropy_with_logits_backward(grad, self, target, weight, pos_weight, reduction)\n"
+         "target: binary_cross_entropy_with_logits_target_backward(grad, self, target, weight, pos_weight, "
+         "reduction)"},
+        {saved<&S::pos_weight>("pos_weight", FieldKind::Tensor, true),
+         saved<&S::reduction>("reduction", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::target>("target", FieldKind::Tensor), saved<&S::weight>("weight", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = SmoothL1LossBackward0Saved;
+    registry.push_back(define_node<S, SmoothL1LossBackward0>(
+        {"SmoothL1LossBackward0", "smooth_l1_loss", {"self", "target"}, 1, {},
+         "self: smooth_l1_loss_backward(grad, self, target, reduction, beta)\n"
+         "target: smooth_l1_loss_backward(grad, target, self, reduction, beta)"},
+        {saved<&S::beta>("beta", FieldKind::Float), saved<&S::reduction>("reduction", FieldKind::Int),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::target>("target", FieldKind::Tensor)}));
+  }
+  {
+    using S = HuberLossBackward0Saved;
+    registry.push_back(define_node<S, HuberLossBackward0>(
+        {"HuberLossBackward0", "huber_loss", {"self", "target"}, 1, {},
+         "self: huber_loss_backward(grad, self, target, reduction, delta)\n"
+         "target: huber_loss_backward(grad, target, self, reduction, delta)"},
+        {saved<&S::delta>("delta", FieldKind::Float), saved<&S::reduction>("reduction", FieldKind::Int),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::target>("target", FieldKind::Tensor)}));
+  }
+}
 
 }  // namespace refgrad::nodes

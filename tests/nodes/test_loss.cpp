@@ -1,2 +1,452 @@
-// Placeholder: the node tests of this group.
+// Suite "nodes", the loss group. reduction is at::Reduction's int: 0 none,
+// 1 mean, 2 sum. The torch cases go through torch.nn.functional, as models do.
+#include <string>
+
 #include "node_test.hpp"
+
+using namespace refgrad;
+using namespace refgrad::testing;
+
+namespace {
+
+constexpr std::int64_t kNone = 0, kMean = 1, kSum = 2;
+
+// Runs `call` (a torch.nn.functional loss of x = a.requires_grad_() and the
+// other inputs b, c, ...; target t = b.requires_grad_() where `target_grad`),
+// checks the node's name and returns, in this order: the grad it fed
+// (deterministic, of the output's shape), then the _saved_* values named in
+// `fields` (None as an empty tensor, flagged by the field `<name> is None`
+// that follows it), then torch's grads of x (and t).
+std::vector<Tensor> torch_loss(const std::string& node, const std::string& call, const std::vector<std::string>& fields,
+                               const std::vector<Tensor>& inputs, bool target_grad = false) {
+  std::string code = "x = a.requires_grad_()\n";
+  code += target_grad ? "t = b.requires_grad_()\n" : "t = b\n";
+  code += "out = " + call + "\nfn = out.grad_fn\nassert fn.name() == '" + node + "', fn.name()\n";
+  code += "g = torch.linspace(-1.5, 2.0, out.numel(), dtype=out.dtype).reshape(out.shape)\n";
+  code += "def field(v):\n"
+          "    if v is None: return (torch.tensor([]), True)\n"
+          "    if isinstance(v, int) and v >= 2**63: v -= 2**64  # SymInt ignore_index reads back unsigned\n"
+          "    return (v, False)\n";
+  code += "saved = []\n";
+  for (const std::string& name : fields) code += "saved += field(fn._saved_" + name + ")\n";
+  code += std::string("result = (g, *saved, *torch.autograd.grad(out, ") + (target_grad ? "(x, t)" : "(x,)") +
+          ", g))\n";
+  return torch_exec(code, inputs);
+}
+
+FieldValue optional_tensor(const std::vector<Tensor>& r, std::size_t at) {
+  return r[at + 1].item<bool>() ? FieldValue{None{}} : FieldValue{r[at]};
+}
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+TEST_CASE("NllLossBackward0") {
+  const Tensor x = random64({4, 3}, 70), target = tensor({2, 0, 1, 2}, DType::Int64),
+               weight = tensor({0.5, 2.0, 1.5}, DType::Float64);
+  // ignore_index 1 drops the third row; total_weight = w[2] + w[0] + w[2].
+  const Tensor total_weight = tensor(3.5, DType::Float64);
+  const Saved saved = {{"ignore_index", std::int64_t{1}}, {"reduction", kMean}, {"self", x},
+                       {"target", target},                 {"weight", weight},   {"total_weight", total_weight}};
+
+  SUBCASE("finite differences, with a weight and an ignored target") {
+    const Tensor g = random64({}, 71);
+    const Grads out = call_node("NllLossBackward0", {g}, {true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor picked = squeeze(gather(in[0], 1, unsqueeze(target, 1)), 1);
+      const Tensor kept = to(ne(target, 1), DType::Float64);
+      return div(neg(sum(mul(mul(picked, index(weight, {target})), kept))), total_weight);
+    };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("NllLossBackward0", {random64({}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("NllLossBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: reduction, weight, ignore_index, total_weight, a 1-d self") {
+    const std::vector<std::string> calls = {
+        "F.nll_loss(x, t)",
+        "F.nll_loss(x, t, reduction='sum')",
+        "F.nll_loss(x, t, reduction='none')",
+        "F.nll_loss(x, t, weight=c, ignore_index=1)",
+        "F.nll_loss(x, t, weight=c, ignore_index=2, reduction='sum')",
+        "F.nll_loss(x, t, weight=c, ignore_index=0, reduction='none')",
+        "F.nll_loss(x, torch.ones_like(t), ignore_index=1)",  // all ignored: total_weight 0, grad 0
+        "F.nll_loss(x, t, weight=torch.zeros_like(c))",      // total_weight 0 with kept targets: NaN
+    };
+    const Tensor x1 = random64({3}, 72), target1 = tensor(2, DType::Int64);  // a 1-d self, a 0-d target
+    for (const std::string& call : calls) {
+      for (const auto& inputs : {std::pair{x, target}, std::pair{x1, target1}}) {
+        const Tensor& self = inputs.first;
+        CAPTURE(call);
+        CAPTURE(str(self.sizes()));
+        const auto r = torch_loss("NllLossBackward0", call,
+                                  {"ignore_index", "reduction", "self", "target", "weight", "total_weight"},
+                                  {self, inputs.second, weight});
+        const Saved from_torch = {{"ignore_index", r[1].item<std::int64_t>()},
+                                  {"reduction", r[3].item<std::int64_t>()},
+                                  {"self", r[5]},
+                                  {"target", r[7]},
+                                  {"weight", optional_tensor(r, 9)},
+                                  {"total_weight", r[11]}};
+        const Grads out = call_node("NllLossBackward0", {r[0]}, {true}, from_torch);
+        CHECK_TENSOR(*out[0], r[13]);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    const Tensor g = random64({}, 1);
+    Saved bad = saved;
+    bad["target"] = tensor({2, 0, 3, 2}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
+                         "NllLossBackward0: a target is out of bounds [0, 3)", Error);
+    bad["target"] = tensor({2, 0, 1}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
+                         "NllLossBackward0: expected an int64 target of shape [4] for self [4,3], got int64 [3]",
+                         Error);
+    bad = saved;
+    bad["reduction"] = std::int64_t{3};
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
+                         "NllLossBackward0: reduction must be 0 (none), 1 (mean) or 2 (sum), got 3", Error);
+    bad["reduction"] = kNone;
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
+                         "NllLossBackward0: with reduction none the grad [] must have the target's shape [4]", Error);
+    bad = saved;
+    bad["self"] = random64({2, 3, 2, 2}, 1);
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
+                         "NllLossBackward0: self must be [C] or [N, C], got [2,3,2,2]", Error);
+  }
+}
+
+TEST_CASE("NllLoss2DBackward0") {
+  const Tensor x = random64({2, 3, 2, 2}, 80);
+  const Tensor target = tensor({{{0, 2}, {1, 1}}, {{2, 2}, {0, 1}}}, DType::Int64);
+  const Tensor weight = tensor({0.5, 2.0, 1.5}, DType::Float64);
+
+  SUBCASE("finite differences, sum with a weight and an ignored class") {
+    const Tensor g = random64({}, 81);
+    const Saved saved = {{"ignore_index", std::int64_t{0}}, {"reduction", kSum},
+                         {"self", x},
+                         {"target", target},
+                         {"weight", weight},
+                         {"total_weight", tensor(13.0, DType::Float64)}};
+    const Grads out = call_node("NllLoss2DBackward0", {g}, {true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor picked = squeeze(gather(in[0], 1, unsqueeze(target, 1)), 1);
+      const Tensor kept = to(ne(target, 0), DType::Float64);
+      return neg(sum(mul(mul(picked, index(weight, {target})), kept)));
+    };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"ignore_index", std::int64_t{-100}}, {"reduction", kNone}, {"self", x},
+                         {"target", target}, {"weight", None{}}, {"total_weight", tensor(0.0, DType::Float64)}};
+    CHECK(call_node("NllLoss2DBackward0", {random64({2, 2, 2}, 1)}, {true}, saved)[0]->sizes() == Shape{2, 3, 2, 2});
+    CHECK_FALSE(call_node("NllLoss2DBackward0", {random64({2, 2, 2}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("NllLoss2DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: [N, C, H, W], reductions, weight, ignore_index") {
+    const std::vector<std::string> calls = {
+        "F.nll_loss(x, t)",
+        "F.nll_loss(x, t, weight=c, ignore_index=2)",
+        "F.nll_loss(x, t, weight=c, reduction='sum')",
+        "F.nll_loss(x, t, ignore_index=1, reduction='none')",
+        "F.nll_loss(x, t, weight=c, ignore_index=0)",
+    };
+    for (const std::string& call : calls) {
+      CAPTURE(call);
+      const auto r = torch_loss("NllLoss2DBackward0", call,
+                                {"ignore_index", "reduction", "self", "target", "weight", "total_weight"},
+                                {x, target, weight});
+      const Saved from_torch = {{"ignore_index", r[1].item<std::int64_t>()},
+                                {"reduction", r[3].item<std::int64_t>()},
+                                {"self", r[5]},
+                                {"target", r[7]},
+                                {"weight", optional_tensor(r, 9)},
+                                {"total_weight", r[11]}};
+      CHECK_TENSOR(*call_node("NllLoss2DBackward0", {r[0]}, {true}, from_torch)[0], r[13]);
+    }
+  }
+  SUBCASE("errors") {
+    const Saved saved = {{"ignore_index", std::int64_t{-100}}, {"reduction", kMean}, {"self", random64({4, 3}, 1)},
+                         {"target", tensor({0, 1, 2, 0}, DType::Int64)}, {"weight", None{}},
+                         {"total_weight", tensor(4.0, DType::Float64)}};
+    CHECK_THROWS_WITH_AS(call_node("NllLoss2DBackward0", {random64({}, 1)}, {true}, saved),
+                         "NllLoss2DBackward0: self must be [N, C, H, W], got [4,3]", Error);
+  }
+}
+
+TEST_CASE("MseLossBackward0") {
+  const Tensor x = random64({3, 4}, 90), y = random64({3, 4}, 91);
+
+  SUBCASE("finite differences, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      CAPTURE(reduction);
+      const Tensor g = random64(reduction == kNone ? Shape{3, 4} : Shape{}, 92);
+      const Grads out =
+          call_node("MseLossBackward0", {g}, {true, true}, Saved{{"reduction", reduction}, {"self", x}, {"target", y}});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        const Tensor loss = square(sub(in[0], in[1]));
+        return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+      };
+      check_against_finite_differences(out, 0, forward, {x, y}, g);
+      check_against_finite_differences(out, 1, forward, {x, y}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"reduction", kMean}, {"self", x}, {"target", y}};
+    const Grads out = call_node("MseLossBackward0", {random64({}, 1)}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{3, 4});
+    CHECK_FALSE(call_node("MseLossBackward0", {std::nullopt}, {true, true}, saved)[1].has_value());
+  }
+  SUBCASE("against torch, each reduction, float32 stays float32") {
+    for (const std::string reduction : {"mean", "sum", "none"}) {
+      for (const DType dtype : {DType::Float64, DType::Float32}) {
+        CAPTURE(reduction);
+        const auto r = torch_loss("MseLossBackward0", "F.mse_loss(x, t, reduction='" + reduction + "')",
+                                  {"reduction", "self", "target"}, {to(x, dtype), to(y, dtype)}, true);
+        const Grads out = call_node("MseLossBackward0", {r[0]}, {true, true},
+                                    Saved{{"reduction", r[1].item<std::int64_t>()}, {"self", r[3]}, {"target", r[5]}});
+        CHECK_TENSOR(*out[0], r[7], 1e-6, 1e-6);
+        CHECK_TENSOR(*out[1], r[8], 1e-6, 1e-6);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("MseLossBackward0", {random64({}, 1)}, {true, true},
+                                   Saved{{"reduction", std::int64_t{-1}}, {"self", x}, {"target", y}}),
+                         "MseLossBackward0: reduction must be 0 (none), 1 (mean) or 2 (sum), got -1", Error);
+  }
+}
+
+TEST_CASE("BinaryCrossEntropyBackward0") {
+  const Tensor p = sigmoid(random64({3, 4}, 100)), y = sigmoid(random64({3, 4}, 101)),
+               w = add(sigmoid(random64({3, 4}, 102)), Scalar(0.5));
+
+  SUBCASE("finite differences, with a weight, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      CAPTURE(reduction);
+      const Tensor g = random64(reduction == kNone ? Shape{3, 4} : Shape{}, 103);
+      const Grads out = call_node("BinaryCrossEntropyBackward0", {g}, {true, true},
+                                  Saved{{"reduction", reduction}, {"self", p}, {"target", y}, {"weight", w}});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        const Tensor one_minus = add(neg(in[0]), Scalar(1));
+        const Tensor loss = mul(neg(add(mul(in[1], log(in[0])), mul(add(neg(in[1]), Scalar(1)), log(one_minus)))), w);
+        return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+      };
+      check_against_finite_differences(out, 0, forward, {p, y}, g);
+      check_against_finite_differences(out, 1, forward, {p, y}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"reduction", kSum}, {"self", p}, {"target", y}, {"weight", None{}}};
+    const Grads out = call_node("BinaryCrossEntropyBackward0", {random64({}, 1)}, {true, false}, saved);
+    CHECK(out[0].has_value());
+    CHECK_FALSE(out[1].has_value());
+    CHECK_FALSE(call_node("BinaryCrossEntropyBackward0", {std::nullopt}, {true, true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: weight, reductions, self at 0 and 1 (the 1e-12 clamp, logit's infinities)") {
+    const Tensor edge = tensor({{0.0, 1.0, 0.5, 1e-14}, {0.25, 0.75, 1.0 - 1e-9, 0.0}, {0.1, 0.9, 0.3, 0.6}},
+                               DType::Float64);
+    const Tensor edge_target = tensor({{0.0, 1.0, 0.5, 0.0}, {1.0, 0.0, 1.0, 0.3}, {0.2, 0.8, 0.0, 1.0}},
+                                      DType::Float64);
+    const std::vector<std::string> calls = {
+        "F.binary_cross_entropy(x, t)",
+        "F.binary_cross_entropy(x, t, weight=c, reduction='sum')",
+        "F.binary_cross_entropy(x, t, weight=c[0], reduction='none')",
+    };
+    for (const auto& inputs : {std::pair{p, y}, std::pair{edge, edge_target}}) {
+      for (const std::string& call : calls) {
+        CAPTURE(call);
+        const auto r = torch_loss("BinaryCrossEntropyBackward0", call, {"reduction", "self", "target", "weight"},
+                                  {inputs.first, inputs.second, w}, true);
+        const Grads out = call_node("BinaryCrossEntropyBackward0", {r[0]}, {true, true},
+                                    Saved{{"reduction", r[1].item<std::int64_t>()},
+                                          {"self", r[3]},
+                                          {"target", r[5]},
+                                          {"weight", optional_tensor(r, 7)}});
+        CHECK_TENSOR(*out[0], r[9]);
+        CHECK_TENSOR(*out[1], r[10]);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("BinaryCrossEntropyBackward0", {random64({}, 1)}, {true, true},
+                                   Saved{{"reduction", std::int64_t{7}}, {"self", p}, {"target", y},
+                                         {"weight", None{}}}),
+                         "BinaryCrossEntropyBackward0: reduction must be 0 (none), 1 (mean) or 2 (sum), got 7", Error);
+  }
+}
+
+TEST_CASE("BinaryCrossEntropyWithLogitsBackward0") {
+  const Tensor x = mul(random64({3, 4}, 110), Scalar(3)), y = sigmoid(random64({3, 4}, 111)),
+               w = add(sigmoid(random64({4}, 112)), Scalar(0.5)), pw = add(sigmoid(random64({4}, 113)), Scalar(1));
+
+  SUBCASE("finite differences, with weight and pos_weight, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      CAPTURE(reduction);
+      const Tensor g = random64(reduction == kNone ? Shape{3, 4} : Shape{}, 114);
+      const Grads out =
+          call_node("BinaryCrossEntropyWithLogitsBackward0", {g}, {true, true},
+                    Saved{{"pos_weight", pw}, {"reduction", reduction}, {"self", x}, {"target", y}, {"weight", w}});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        // -w * (pos_weight * y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x)))
+        const Tensor s = sigmoid(in[0]);
+        const Tensor loss = mul(neg(add(mul(mul(pw, in[1]), log(s)), mul(add(neg(in[1]), Scalar(1)),
+                                                                          log(add(neg(s), Scalar(1)))))), w);
+        return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+      };
+      check_against_finite_differences(out, 0, forward, {x, y}, g);
+      check_against_finite_differences(out, 1, forward, {x, y}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"pos_weight", None{}}, {"reduction", kMean}, {"self", x}, {"target", y}, {"weight", None{}}};
+    const Grads out = call_node("BinaryCrossEntropyWithLogitsBackward0", {random64({}, 1)}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{3, 4});
+    CHECK_FALSE(call_node("BinaryCrossEntropyWithLogitsBackward0", {std::nullopt}, {true, true}, saved)[1].has_value());
+  }
+  SUBCASE("against torch: weight, pos_weight (each without the other), reductions, large logits") {
+    const Tensor large = tensor({{-40.0, 40.0, 0.0, 700.0}, {-700.0, 1.0, -1.0, 20.0}, {3.0, -3.0, 0.5, -0.5}},
+                                DType::Float64);
+    const std::vector<std::string> calls = {
+        "F.binary_cross_entropy_with_logits(x, t)",
+        "F.binary_cross_entropy_with_logits(x, t, weight=c, reduction='sum')",
+        "F.binary_cross_entropy_with_logits(x, t, pos_weight=d, reduction='none')",
+        "F.binary_cross_entropy_with_logits(x, t, weight=c, pos_weight=d)",
+    };
+    for (const Tensor& self : {x, large}) {
+      for (const std::string& call : calls) {
+        CAPTURE(call);
+        const auto r = torch_loss("BinaryCrossEntropyWithLogitsBackward0", call,
+                                  {"pos_weight", "reduction", "self", "target", "weight"}, {self, y, w, pw}, true);
+        const Grads out = call_node("BinaryCrossEntropyWithLogitsBackward0", {r[0]}, {true, true},
+                                    Saved{{"pos_weight", optional_tensor(r, 1)},
+                                          {"reduction", r[3].item<std::int64_t>()},
+                                          {"self", r[5]},
+                                          {"target", r[7]},
+                                          {"weight", optional_tensor(r, 9)}});
+        CHECK_TENSOR(*out[0], r[11]);
+        CHECK_TENSOR(*out[1], r[12]);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(
+        call_node("BinaryCrossEntropyWithLogitsBackward0", {random64({}, 1)}, {true, true},
+                  Saved{{"pos_weight", None{}}, {"reduction", std::int64_t{5}}, {"self", x}, {"target", y},
+                        {"weight", None{}}}),
+        "BinaryCrossEntropyWithLogitsBackward0: reduction must be 0 (none), 1 (mean) or 2 (sum), got 5", Error);
+    CHECK_THROWS_AS(call_node("BinaryCrossEntropyWithLogitsBackward0", {random64({}, 1)}, {true, true},
+                              Saved{{"pos_weight", random64({3}, 1)}, {"reduction", kMean}, {"self", x},
+                                    {"target", y}, {"weight", None{}}}),
+                    Error);
+  }
+}
+
+// Smooth L1 and Huber: x = self - target in each region, exactly at the region
+// ends |x| == beta (delta), where finite differences straddle two formulas, and at 0.
+Tensor piecewise_self() { return tensor({-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 0.75}, DType::Float64); }
+Tensor piecewise_target() { return tensor({0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -0.25}, DType::Float64); }
+
+TEST_CASE("SmoothL1LossBackward0") {
+  const Tensor x = random64({2, 3}, 120), y = random64({2, 3}, 121);
+
+  SUBCASE("finite differences away from the kinks, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      CAPTURE(reduction);
+      const Tensor g = random64(reduction == kNone ? Shape{2, 3} : Shape{}, 122);
+      const Grads out = call_node("SmoothL1LossBackward0", {g}, {true, true},
+                                  Saved{{"beta", 0.7}, {"reduction", reduction}, {"self", x}, {"target", y}});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        const Tensor d = abs(sub(in[0], in[1]));
+        const Tensor loss = where(lt(d, 0.7), div(mul(square(d), Scalar(0.5)), Scalar(0.7)), sub(d, Scalar(0.35)));
+        return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+      };
+      check_against_finite_differences(out, 0, forward, {x, y}, g);
+      check_against_finite_differences(out, 1, forward, {x, y}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"beta", 1.0}, {"reduction", kMean}, {"self", x}, {"target", y}};
+    const Grads out = call_node("SmoothL1LossBackward0", {random64({}, 1)}, {true, false}, saved);
+    CHECK(out[0]->sizes() == Shape{2, 3});
+    CHECK_FALSE(out[1].has_value());
+    CHECK_FALSE(call_node("SmoothL1LossBackward0", {std::nullopt}, {true, true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch, at the kinks, each reduction") {
+    for (const std::string call : {"F.smooth_l1_loss(x, t)", "F.smooth_l1_loss(x, t, beta=0.5, reduction='sum')",
+                                   "F.smooth_l1_loss(x, t, beta=2.0, reduction='none')"}) {
+      CAPTURE(call);
+      const auto r = torch_loss("SmoothL1LossBackward0", call, {"beta", "reduction", "self", "target"},
+                                {piecewise_self(), piecewise_target()}, true);
+      const Grads out = call_node("SmoothL1LossBackward0", {r[0]}, {true, true},
+                                  Saved{{"beta", r[1].item<double>()},
+                                        {"reduction", r[3].item<std::int64_t>()},
+                                        {"self", r[5]},
+                                        {"target", r[7]}});
+      CHECK_TENSOR(*out[0], r[9]);
+      CHECK_TENSOR(*out[1], r[10]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("SmoothL1LossBackward0", {random64({}, 1)}, {true, true},
+                                   Saved{{"beta", -1.0}, {"reduction", kMean}, {"self", x}, {"target", y}}),
+                         "SmoothL1LossBackward0: beta must be >= 0, got -1", Error);
+    CHECK_THROWS_WITH_AS(call_node("SmoothL1LossBackward0", {random64({}, 1)}, {true, true},
+                                   Saved{{"beta", 1.0}, {"reduction", std::int64_t{3}}, {"self", x}, {"target", y}}),
+                         "SmoothL1LossBackward0: reduction must be 0 (none), 1 (mean) or 2 (sum), got 3", Error);
+  }
+}
+
+TEST_CASE("HuberLossBackward0") {
+  const Tensor x = random64({2, 3}, 130), y = random64({2, 3}, 131);
+
+  SUBCASE("finite differences away from the kinks, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      CAPTURE(reduction);
+      const Tensor g = random64(reduction == kNone ? Shape{2, 3} : Shape{}, 132);
+      const Grads out = call_node("HuberLossBackward0", {g}, {true, true},
+                                  Saved{{"delta", 0.7}, {"reduction", reduction}, {"self", x}, {"target", y}});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        const Tensor d = abs(sub(in[0], in[1]));
+        const Tensor loss = where(lt(d, 0.7), mul(square(d), Scalar(0.5)), mul(sub(d, Scalar(0.35)), Scalar(0.7)));
+        return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+      };
+      check_against_finite_differences(out, 0, forward, {x, y}, g);
+      check_against_finite_differences(out, 1, forward, {x, y}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"delta", 1.0}, {"reduction", kSum}, {"self", x}, {"target", y}};
+    const Grads out = call_node("HuberLossBackward0", {random64({}, 1)}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{2, 3});
+    CHECK_FALSE(call_node("HuberLossBackward0", {std::nullopt}, {true, true}, saved)[1].has_value());
+  }
+  SUBCASE("against torch, at the kinks, each reduction") {
+    for (const std::string call : {"F.huber_loss(x, t)", "F.huber_loss(x, t, delta=0.5, reduction='sum')",
+                                   "F.huber_loss(x, t, delta=2.0, reduction='none')"}) {
+      CAPTURE(call);
+      const auto r = torch_loss("HuberLossBackward0", call, {"delta", "reduction", "self", "target"},
+                                {piecewise_self(), piecewise_target()}, true);
+      const Grads out = call_node("HuberLossBackward0", {r[0]}, {true, true},
+                                  Saved{{"delta", r[1].item<double>()},
+                                        {"reduction", r[3].item<std::int64_t>()},
+                                        {"self", r[5]},
+                                        {"target", r[7]}});
+      CHECK_TENSOR(*out[0], r[9]);
+      CHECK_TENSOR(*out[1], r[10]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("HuberLossBackward0", {random64({}, 1)}, {true, true},
+                                   Saved{{"delta", 0.0}, {"reduction", kMean}, {"self", x}, {"target", y}}),
+                         "HuberLossBackward0: delta must be > 0, got 0", Error);
+  }
+}
+
+}  // TEST_SUITE
