@@ -1,9 +1,355 @@
-// Backward nodes: the indexing group (being filled in).
+// Indexing nodes: index, index_select, gather, scatter, scatter_add, index_add,
+// index_put, masked_select, masked_scatter, embedding.
 #include "define.hpp"
 #include "functions_manual.hpp"
 
 namespace refgrad::nodes {
+namespace {
 
-void add_indexing_nodes(std::vector<NodeDef>& /*registry*/) {}
+// ------------------------------------------------ FunctionsManual helpers ---
+
+// index_backward: the grad accumulated (index_put with accumulate=true) into
+// zeros of self's shape, so that an element picked k times gets k grads.
+Tensor index_backward(const Tensor& zeros_like_self, const std::vector<OptionalTensor>& indices, const Tensor& grad) {
+  return index_put(zeros_like_self, indices, grad, /*accumulate=*/true);
+}
+
+// index_select_backward_symint: zeros(self_sizes).index_add_(dim, index, grad).
+Tensor index_select_backward(const Tensor& grad, const IntList& self_sizes, std::int64_t dim, const Tensor& index) {
+  return index_add(zeros(self_sizes, grad.dtype()), dim, index, grad);
+}
+
+// gather_backward (dense): zeros(self.sizes()).scatter_add_(dim, index, grad);
+// sparse_grad asks for a sparse COO gradient, which refgrad does not have.
+Tensor gather_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& index,
+                       bool sparse_grad) {
+  check(!sparse_grad, "GatherBackward0: sparse_grad=True (a sparse COO gradient) is not supported yet");
+  return scatter_add(zeros(self.sizes(), grad.dtype()), dim, index, grad);
+}
+
+// masked_select_backward: grad scattered into zeros of the broadcast shape of
+// input and mask (zeros_like(input.expand(...))); validate sums it to input's.
+Tensor masked_select_backward(const Tensor& grad, const Tensor& input, const Tensor& mask) {
+  const Tensor result = zeros(broadcast_shapes(input.sizes(), mask.sizes()), input.dtype());
+  return masked_scatter(result, mask, grad);
+}
+
+// masked_scatter_backward_symint: the grad at the mask's true positions, in
+// order, padded with zeros up to source's numel (source may have had more
+// elements than the mask used) and viewed as source's shape.
+Tensor masked_scatter_backward(const Tensor& grad, const Tensor& mask, const IntList& sizes) {
+  std::int64_t numel = 1;
+  for (std::int64_t size : sizes) numel *= size;
+  Tensor mask_selected = masked_select(grad, mask);
+  const std::int64_t diff_nelem = numel - mask_selected.numel();
+  check(diff_nelem >= 0, "MaskedScatterBackward0: the mask selects ", mask_selected.numel(),
+        " elements, more than source's ", numel, " (source_sym_sizes ", str(Shape(sizes)), ")");
+  if (diff_nelem > 0) mask_selected = cat({mask_selected, zeros({diff_nelem}, grad.dtype())}, 0);
+  return view(mask_selected, sizes);
+}
+
+// embedding_dense_backward: row k of the weight's grad is the sum of the grad
+// rows whose index is k, each divided by k's count when scale_grad_by_freq;
+// rows whose index is padding_idx contribute nothing (padding_idx -1: none).
+Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices, std::int64_t num_weights,
+                                std::int64_t padding_idx, bool scale_grad_by_freq) {
+  check(indices.dtype() == DType::Int64, "EmbeddingBackward0: indices must be int64, got ",
+        dtype_name(indices.dtype()));
+  check(grad_output.dim() >= 1 && grad_output.dim() == indices.dim() + 1,
+        "EmbeddingBackward0: grad ", str(grad_output.sizes()), " does not match indices ", str(indices.sizes()),
+        " plus an embedding dim");
+  const std::int64_t num_indices = indices.numel();
+  const Tensor flat_indices = reshape(indices, {num_indices});
+  Tensor grad = reshape(grad_output, {num_indices, grad_output.sizes().back()});
+  grad = where(unsqueeze(ne(flat_indices, padding_idx), 1), grad, 0);
+  if (scale_grad_by_freq) {
+    const Tensor counts = index_add(zeros({num_weights}, grad.dtype()), 0, flat_indices,
+                                    ones({num_indices}, grad.dtype()));
+    grad = mul(grad, unsqueeze(reciprocal(index_select(counts, 0, flat_indices)), 1));
+  }
+  return index_add(zeros({num_weights, grad.sizes()[1]}, grad.dtype()), 0, flat_indices, grad);
+}
+
+// ------------------------------------------------------------------ nodes ---
+
+// IndexBackward0 — index.Tensor(Tensor self, Tensor?[] indices)
+//   self: index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)
+struct IndexBackward0Saved {
+  std::vector<OptionalTensor> indices;
+  TensorOptions self_options;
+  IntList self_sym_sizes;
+};
+
+Grads IndexBackward0(const Grads& grads, const IndexBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor& grad = *grads[0];
+  const Tensor zeros_like_self = zeros(saved.self_sym_sizes, saved.self_options.dtype.value_or(grad.dtype()));
+  return Grads{index_backward(zeros_like_self, saved.indices, grad)};
+}
+
+// IndexSelectBackward0 — index_select(Tensor self, int dim, Tensor index)
+//   self: index_select_backward_symint(grad, self.sym_sizes(), dim, index)
+struct IndexSelectBackward0Saved {
+  std::int64_t dim;
+  Tensor index;
+  IntList self_sym_sizes;
+};
+
+Grads IndexSelectBackward0(const Grads& grads, const IndexSelectBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{index_select_backward(*grads[0], saved.self_sym_sizes, saved.dim, saved.index)};
+}
+
+// GatherBackward0 — gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False)
+//   self: gather_backward(grad, self, dim, index, sparse_grad)
+struct GatherBackward0Saved {
+  std::int64_t dim;
+  Tensor index;
+  Tensor self;
+  bool sparse_grad;
+};
+
+Grads GatherBackward0(const Grads& grads, const GatherBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{gather_backward(*grads[0], saved.self, saved.dim, saved.index, saved.sparse_grad)};
+}
+
+// ScatterBackward0 — scatter.src(Tensor self, int dim, Tensor index, Tensor src)
+//   self: grad.scatter(dim, index, 0)
+//   src:  grad.gather(dim, index)
+struct ScatterBackward0Saved {
+  std::int64_t dim;
+  Tensor index;
+};
+
+Grads ScatterBackward0(const Grads& grads, const ScatterBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = scatter(grad, saved.dim, saved.index, 0);
+  if (need[1]) out[1] = gather(grad, saved.dim, saved.index);
+  return out;
+}
+
+// ScatterBackward1 — scatter.value(Tensor self, int dim, Tensor index, Scalar value)
+//   self: grad.scatter(dim, index, 0)
+struct ScatterBackward1Saved {
+  std::int64_t dim;
+  Tensor index;
+};
+
+Grads ScatterBackward1(const Grads& grads, const ScatterBackward1Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{scatter(*grads[0], saved.dim, saved.index, 0)};
+}
+
+// ScatterAddBackward0 — scatter_add(Tensor self, int dim, Tensor index, Tensor src)
+//   self: grad
+//   src:  grad.gather(dim, index)
+// PyTorch saves `index` only when src's grad may be needed.
+struct ScatterAddBackward0Saved {
+  std::int64_t dim;
+  std::optional<Tensor> index;
+};
+
+Grads ScatterAddBackward0(const Grads& grads, const ScatterAddBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = grad;
+  if (need[1]) {
+    check(saved.index.has_value(), "ScatterAddBackward0: src's grad is needed but `index` was not saved");
+    out[1] = gather(grad, saved.dim, *saved.index);
+  }
+  return out;
+}
+
+// IndexAddBackward0 — index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
+//   self:   grad
+//   source: maybe_multiply(source.dim() > 0 ? grad.index_select(dim, index).expand_as(source)
+//                                           : grad.index_select(dim, index.squeeze(0)), alpha)
+// PyTorch saves `index` and `source` only when source's grad may be needed.
+struct IndexAddBackward0Saved {
+  Scalar alpha;
+  std::int64_t dim;
+  std::optional<Tensor> index;
+  std::optional<Tensor> source;
+  std::int64_t source_dim;
+};
+
+Grads IndexAddBackward0(const Grads& grads, const IndexAddBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = grad;
+  if (need[1]) {
+    check(saved.index.has_value() && saved.source.has_value(),
+          "IndexAddBackward0: source's grad is needed but `index` or `source` was not saved");
+    const Tensor selected = saved.source_dim > 0
+                                ? expand(index_select(grad, saved.dim, *saved.index), saved.source->sizes())
+                                : index_select(grad, saved.dim, squeeze(*saved.index, 0));
+    out[1] = maybe_multiply(selected, saved.alpha);
+  }
+  return out;
+}
+
+// IndexPutBackward0 — index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
+//   self:   accumulate ? grad : grad.index_put(indices, zeros_like(values), false)
+//   values: grad.index(indices)
+// zeros_like(values) is values_info.zeros(): values' sizes and options. Only
+// the sizes are kept here; the dtype is grad's, as index_put requires values
+// and self (hence grad) to share a dtype. With duplicate indices and
+// accumulate=false every duplicate gets the grad, as in PyTorch.
+struct IndexPutBackward0Saved {
+  bool accumulate;
+  std::vector<OptionalTensor> indices;
+  IntList values_info;
+};
+
+Grads IndexPutBackward0(const Grads& grads, const IndexPutBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) {
+    out[0] = saved.accumulate ? grad
+                              : index_put(grad, saved.indices, zeros(saved.values_info, grad.dtype()), false);
+  }
+  if (need[1]) out[1] = index(grad, saved.indices);
+  return out;
+}
+
+// MaskedSelectBackward0 — masked_select(Tensor self, Tensor mask)
+//   self: masked_select_backward(grad, self, mask)
+struct MaskedSelectBackward0Saved {
+  Tensor mask;
+  Tensor self;
+};
+
+Grads MaskedSelectBackward0(const Grads& grads, const MaskedSelectBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{masked_select_backward(*grads[0], saved.self, saved.mask)};
+}
+
+// MaskedScatterBackward0 — masked_scatter(Tensor self, Tensor mask, Tensor source)
+//   self:   grad.masked_fill(mask, 0)
+//   source: masked_scatter_backward_symint(grad, mask, source.sym_sizes())
+struct MaskedScatterBackward0Saved {
+  Tensor mask;
+  IntList source_sym_sizes;
+};
+
+Grads MaskedScatterBackward0(const Grads& grads, const MaskedScatterBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = masked_fill(grad, saved.mask, 0);
+  if (need[1]) out[1] = masked_scatter_backward(grad, saved.mask, saved.source_sym_sizes);
+  return out;
+}
+
+// EmbeddingBackward0 — embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1,
+//                                bool scale_grad_by_freq=False, bool sparse=False)
+//   weight: embedding_backward_symint(grad, indices, weight.sym_size(0), padding_idx, scale_grad_by_freq, sparse)
+// sparse=True asks for a sparse COO gradient, which refgrad does not have.
+struct EmbeddingBackward0Saved {
+  Tensor indices;
+  std::int64_t padding_idx;
+  bool scale_grad_by_freq;
+  bool sparse;
+  std::int64_t weight_sym_argsize_0;
+};
+
+Grads EmbeddingBackward0(const Grads& grads, const EmbeddingBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check(!saved.sparse, "EmbeddingBackward0: sparse=True (a sparse COO gradient) is not supported yet");
+  return Grads{embedding_dense_backward(*grads[0], saved.indices, saved.weight_sym_argsize_0, saved.padding_idx,
+                                        saved.scale_grad_by_freq)};
+}
+
+}  // namespace
+
+void add_indexing_nodes(std::vector<NodeDef>& registry) {
+  registry.push_back(define_node<IndexBackward0Saved, IndexBackward0>(
+      {"IndexBackward0", "index.Tensor", {"self"}, 1, {},
+       "self: index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)"},
+      {saved<&IndexBackward0Saved::indices>("indices", FieldKind::OptionalTensorList),
+       hidden<&IndexBackward0Saved::self_options>("self_options", FieldKind::TensorOptions),
+       saved<&IndexBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+
+  registry.push_back(define_node<IndexSelectBackward0Saved, IndexSelectBackward0>(
+      {"IndexSelectBackward0", "index_select", {"self"}, 1, {},
+       "self: index_select_backward_symint(grad, self.sym_sizes(), dim, index)"},
+      {saved<&IndexSelectBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&IndexSelectBackward0Saved::index>("index", FieldKind::Tensor),
+       saved<&IndexSelectBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+
+  registry.push_back(define_node<GatherBackward0Saved, GatherBackward0>(
+      {"GatherBackward0", "gather", {"self"}, 1, {}, "self: gather_backward(grad, self, dim, index, sparse_grad)"},
+      {saved<&GatherBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&GatherBackward0Saved::index>("index", FieldKind::Tensor),
+       saved<&GatherBackward0Saved::self>("self", FieldKind::Tensor),
+       saved<&GatherBackward0Saved::sparse_grad>("sparse_grad", FieldKind::Bool)}));
+
+  registry.push_back(define_node<ScatterBackward0Saved, ScatterBackward0>(
+      {"ScatterBackward0", "scatter.src", {"self", "src"}, 1, {},
+       "self: grad.scatter(dim, index, 0)\n"
+       "src: grad.gather(dim, index)"},
+      {saved<&ScatterBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&ScatterBackward0Saved::index>("index", FieldKind::Tensor)}));
+
+  registry.push_back(define_node<ScatterBackward1Saved, ScatterBackward1>(
+      {"ScatterBackward1", "scatter.value", {"self"}, 1, {}, "self: grad.scatter(dim, index, 0)"},
+      {saved<&ScatterBackward1Saved::dim>("dim", FieldKind::Int),
+       saved<&ScatterBackward1Saved::index>("index", FieldKind::Tensor)}));
+
+  registry.push_back(define_node<ScatterAddBackward0Saved, ScatterAddBackward0>(
+      {"ScatterAddBackward0", "scatter_add", {"self", "src"}, 1, {},
+       "self: grad\n"
+       "src: grad.gather(dim, index)"},
+      {saved<&ScatterAddBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&ScatterAddBackward0Saved::index>("index", FieldKind::Tensor, true)}));
+
+  registry.push_back(define_node<IndexAddBackward0Saved, IndexAddBackward0>(
+      {"IndexAddBackward0", "index_add", {"self", "source"}, 1, {},
+       "self: grad\n"
+       "source: maybe_multiply(source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : "
+       "grad.index_select(dim, index.squeeze(0)), alpha)"},
+      {saved<&IndexAddBackward0Saved::alpha>("alpha", FieldKind::Scalar),
+       saved<&IndexAddBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&IndexAddBackward0Saved::index>("index", FieldKind::Tensor, true),
+       saved<&IndexAddBackward0Saved::source>("source", FieldKind::Tensor, true),
+       saved<&IndexAddBackward0Saved::source_dim>("source_dim", FieldKind::Int)}));
+
+  registry.push_back(define_node<IndexPutBackward0Saved, IndexPutBackward0>(
+      {"IndexPutBackward0", "index_put", {"self", "values"}, 1, {},
+       "self: accumulate ? grad : grad.index_put(indices, zeros_like(values), false)\n"
+       "values: grad.index(indices)"},
+      {saved<&IndexPutBackward0Saved::accumulate>("accumulate", FieldKind::Bool),
+       saved<&IndexPutBackward0Saved::indices>("indices", FieldKind::OptionalTensorList),
+       // TypeAndSize (sizes, options) in PyTorch; refgrad has no such kind, see the node's comment.
+       hidden<&IndexPutBackward0Saved::values_info>("values_info", FieldKind::Sizes)}));
+
+  registry.push_back(define_node<MaskedSelectBackward0Saved, MaskedSelectBackward0>(
+      {"MaskedSelectBackward0", "masked_select", {"self"}, 1, {}, "self: masked_select_backward(grad, self, mask)"},
+      {saved<&MaskedSelectBackward0Saved::mask>("mask", FieldKind::Tensor),
+       saved<&MaskedSelectBackward0Saved::self>("self", FieldKind::Tensor)}));
+
+  registry.push_back(define_node<MaskedScatterBackward0Saved, MaskedScatterBackward0>(
+      {"MaskedScatterBackward0", "masked_scatter", {"self", "source"}, 1, {},
+       "self: grad.masked_fill(mask, 0)\n"
+       "source: masked_scatter_backward_symint(grad, mask, source.sym_sizes())"},
+      {saved<&MaskedScatterBackward0Saved::mask>("mask", FieldKind::Tensor),
+       saved<&MaskedScatterBackward0Saved::source_sym_sizes>("source_sym_sizes", FieldKind::Sizes)}));
+
+  registry.push_back(define_node<EmbeddingBackward0Saved, EmbeddingBackward0>(
+      {"EmbeddingBackward0", "embedding", {"weight"}, 1, {},
+       "weight: embedding_backward_symint(grad, indices, weight.sym_size(0), padding_idx, scale_grad_by_freq, "
+       "sparse)"},
+      {saved<&EmbeddingBackward0Saved::indices>("indices", FieldKind::Tensor),
+       saved<&EmbeddingBackward0Saved::padding_idx>("padding_idx", FieldKind::Int),
+       saved<&EmbeddingBackward0Saved::scale_grad_by_freq>("scale_grad_by_freq", FieldKind::Bool),
+       saved<&EmbeddingBackward0Saved::sparse>("sparse", FieldKind::Bool),
+       saved<&EmbeddingBackward0Saved::weight_sym_argsize_0>("weight_sym_argsize_0", FieldKind::Int)}));
+}
 
 }  // namespace refgrad::nodes

@@ -1,2 +1,554 @@
-// Placeholder: the node tests of this group.
+// The node tests of the indexing group: duplicate indices (accumulation),
+// masks, padding_idx and scale_grad_by_freq are what torch must confirm.
 #include "node_test.hpp"
+
+using namespace refgrad;
+using namespace refgrad::testing;
+
+namespace {
+
+Tensor ints(const NestedValues& values) { return tensor(values, DType::Int64); }
+
+const TensorOptions kFloat64Options{DType::Float64, Device::CPU, Layout::Strided, false};
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+TEST_CASE("IndexBackward0") {
+  const Tensor x = random64({4, 3}, 1);
+  const std::vector<OptionalTensor> rows = {ints({0, 2, 0})};  // row 0 twice: its grads add up
+  const Saved saved = {{"indices", rows}, {"self_options", kFloat64Options}, {"self_sym_sizes", IntList{4, 3}}};
+
+  SUBCASE("finite differences") {
+    const Tensor g = random64({3, 3}, 2);
+    const Grads out = call_node("IndexBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [&](const std::vector<Tensor>& in) { return index(in[0], rows); },
+                                     {x}, g);
+    const std::vector<OptionalTensor> columns = {std::nullopt, ints({1, 1})};
+    Saved sliced = saved;
+    sliced["indices"] = columns;
+    const Tensor g2 = random64({4, 2}, 3);
+    check_against_finite_differences(call_node("IndexBackward0", {g2}, {true}, sliced), 0,
+                                     [&](const std::vector<Tensor>& in) { return index(in[0], columns); }, {x}, g2);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("IndexBackward0", {random64({3, 3}, 2)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("IndexBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: duplicates, a slice, two index tensors, a bool mask") {
+    struct Case {
+      const char* expression;
+      Shape grad_sizes;
+    };
+    for (const Case& c : {Case{"x[torch.tensor([0, 2, 0])]", {3, 3}}, Case{"x[:, torch.tensor([2, 2, 1])]", {4, 3}},
+                          Case{"x[torch.tensor([3, 3]), torch.tensor([1, 1])]", {2}},
+                          Case{"x[torch.tensor([True, False, True, True])]", {3, 3}}}) {
+      const std::string expression = c.expression;
+      CAPTURE(expression);
+      const Tensor grad = random64(c.grad_sizes, 5);
+      const auto r = torch_exec(std::string("x = a.requires_grad_()\nout = ") + c.expression + R"(
+fn = out.grad_fn
+assert fn.name() == "IndexBackward0"
+idx = fn._saved_indices
+result = (len(idx), *[torch.tensor(i is None) for i in idx], *[i for i in idx if i is not None],
+          torch.tensor(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)", {x, grad});
+      const auto count = static_cast<std::size_t>(r[0].item<std::int64_t>());
+      std::vector<OptionalTensor> indices;
+      std::size_t next_tensor = 1 + count;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (r[1 + i].item<bool>()) indices.push_back(std::nullopt);
+        else indices.push_back(r[next_tensor++]);
+      }
+      const Grads out = call_node("IndexBackward0", {grad}, {true},
+                                  Saved{{"indices", indices}, {"self_options", kFloat64Options},
+                                        {"self_sym_sizes", int_list(r[next_tensor])}});
+      CHECK_TENSOR(*out[0], r[next_tensor + 1]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("IndexBackward0", {random64({2, 3}, 6)}, {true}, saved), Error);
+    Saved out_of_range = saved;
+    out_of_range["indices"] = std::vector<OptionalTensor>{ints({0, 4, 0})};
+    CHECK_THROWS_AS(call_node("IndexBackward0", {random64({3, 3}, 6)}, {true}, out_of_range), Error);
+  }
+}
+
+TEST_CASE("IndexSelectBackward0") {
+  const Tensor x = random64({3, 4}, 10), g = random64({3, 5}, 11);
+  const Tensor idx = ints({3, 0, 3, 3, 1});
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", idx}, {"self_sym_sizes", IntList{3, 4}}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("IndexSelectBackward0", {g}, {true}, saved);
+    check_against_finite_differences(
+        out, 0, [&](const std::vector<Tensor>& in) { return index_select(in[0], 1, idx); }, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("IndexSelectBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("IndexSelectBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: duplicates, a negative dim, a 0-d self") {
+    for (const auto& [input, index_, grad_sizes, dim] :
+         {std::tuple{x, idx, Shape{3, 5}, -1}, std::tuple{random64({}, 12), ints({0}), Shape{}, 0}}) {
+      CAPTURE(str(input.sizes()));
+      const Tensor grad = random64(grad_sizes, 13);
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = torch.index_select(x, int(d), b)
+fn = out.grad_fn
+assert fn.name() == "IndexSelectBackward0"
+dim = fn._saved_dim
+dim = dim - 2**64 if dim >= 2**63 else dim  # torch shows a negative int64 field as unsigned
+result = (dim, fn._saved_index, torch.tensor(fn._saved_self_sym_sizes, dtype=torch.int64),
+          *torch.autograd.grad(out, (x,), c))
+)", {input, index_, grad, tensor(static_cast<std::int64_t>(dim))});
+      CHECK(r[0].item<std::int64_t>() == dim);  // torch saves the dim as given, unwrapped
+      const Grads out = call_node("IndexSelectBackward0", {grad}, {true},
+                                  Saved{{"dim", r[0].item<std::int64_t>()}, {"index", r[1]},
+                                        {"self_sym_sizes", int_list(r[2])}});
+      CHECK_TENSOR(*out[0], r[3]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved out_of_range = saved;
+    out_of_range["index"] = ints({0, 4, 0, 0, 0});
+    CHECK_THROWS_AS(call_node("IndexSelectBackward0", {g}, {true}, out_of_range), Error);
+    CHECK_THROWS_AS(call_node("IndexSelectBackward0", {random64({3, 2}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("GatherBackward0") {
+  const Tensor x = random64({3, 4}, 20), g = random64({3, 2}, 21);
+  const Tensor idx = ints({{1, 1}, {0, 3}, {2, 2}});  // repeated picks accumulate
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", idx}, {"self", x}, {"sparse_grad", false}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("GatherBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [&](const std::vector<Tensor>& in) { return gather(in[0], 1, idx); },
+                                     {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("GatherBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("GatherBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch, with repeated indices and an index smaller than self") {
+    const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = torch.gather(x, 0, b)
+fn = out.grad_fn
+assert fn.name() == "GatherBackward0"
+result = (fn._saved_dim, fn._saved_index, fn._saved_self, fn._saved_sparse_grad, *torch.autograd.grad(out, (x,), c))
+)", {x, ints({{2, 2, 0}, {2, 1, 0}}), random64({2, 3}, 22)});
+    CHECK_FALSE(r[3].item<bool>());
+    const Grads out = call_node("GatherBackward0", {random64({2, 3}, 22)}, {true},
+                                Saved{{"dim", r[0].item<std::int64_t>()}, {"index", r[1]}, {"self", r[2]},
+                                      {"sparse_grad", false}});
+    CHECK_TENSOR(*out[0], r[4]);
+  }
+  SUBCASE("errors") {
+    Saved sparse = saved;
+    sparse["sparse_grad"] = true;
+    CHECK_THROWS_WITH_AS(call_node("GatherBackward0", {g}, {true}, sparse),
+                         "GatherBackward0: sparse_grad=True (a sparse COO gradient) is not supported yet", Error);
+    // grad smaller than index: scatter_add has nothing to read for some picks
+    CHECK_THROWS_AS(call_node("GatherBackward0", {random64({2, 2}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("ScatterBackward0") {
+  const Tensor x = random64({3, 4}, 30), src = random64({3, 2}, 31), g = random64({3, 4}, 32);
+  const Tensor idx = ints({{3, 0}, {1, 2}, {0, 3}});  // distinct per row: the forward is well defined
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", idx}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("ScatterBackward0", {g}, {true, true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) { return scatter(in[0], 1, idx, in[1]); };
+    check_against_finite_differences(out, 0, forward, {x, src}, g);
+    check_against_finite_differences(out, 1, forward, {x, src}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("ScatterBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1].has_value());
+    const Grads undefined = call_node("ScatterBackward0", {std::nullopt}, {true, true}, saved);
+    CHECK_FALSE(undefined[0].has_value());
+    CHECK_FALSE(undefined[1].has_value());
+  }
+  SUBCASE("against torch, with a duplicate target: every src element that aimed there gets the grad") {
+    const auto r = torch_exec(R"(
+x = a.requires_grad_(); s = b.requires_grad_()
+out = torch.scatter(x, 1, c, s)
+fn = out.grad_fn
+assert fn.name() == "ScatterBackward0"
+result = (fn._saved_dim, fn._saved_index, *torch.autograd.grad(out, (x, s), d))
+)", {x, src, ints({{2, 2}, {1, 0}, {3, 3}}), g});
+    const Grads out = call_node("ScatterBackward0", {g}, {true, true},
+                                Saved{{"dim", r[0].item<std::int64_t>()}, {"index", r[1]}});
+    CHECK_TENSOR(*out[0], r[2]);
+    CHECK_TENSOR(*out[1], r[3]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("ScatterBackward0", {g}, {true, true}, Saved{{"dim", std::int64_t{2}}, {"index", idx}}),
+                    Error);
+  }
+}
+
+TEST_CASE("ScatterBackward1") {
+  const Tensor x = random64({3, 4}, 40), g = random64({3, 4}, 41);
+  const Tensor idx = ints({{3, 3}, {1, 2}, {0, 3}});
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", idx}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("ScatterBackward1", {g}, {true}, saved);
+    check_against_finite_differences(
+        out, 0, [&](const std::vector<Tensor>& in) { return scatter(in[0], 1, idx, Scalar(2.5)); }, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("ScatterBackward1", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("ScatterBackward1", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = torch.scatter(x, 0, b, 2.5)
+fn = out.grad_fn
+assert fn.name() == "ScatterBackward1"
+result = (fn._saved_dim, fn._saved_index, *torch.autograd.grad(out, (x,), c))
+)", {x, ints({{2, 0, 2, 1}, {2, 1, 0, 1}}), g});
+    const Grads out = call_node("ScatterBackward1", {g}, {true},
+                                Saved{{"dim", r[0].item<std::int64_t>()}, {"index", r[1]}});
+    CHECK_TENSOR(*out[0], r[2]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("ScatterBackward1", {g}, {true}, Saved{{"dim", std::int64_t{1}}, {"index", ints({9})}}),
+                    Error);
+  }
+}
+
+TEST_CASE("ScatterAddBackward0") {
+  const Tensor x = random64({3, 4}, 50), src = random64({3, 3}, 51), g = random64({3, 4}, 52);
+  const Tensor idx = ints({{3, 3, 0}, {1, 2, 1}, {0, 0, 0}});  // duplicates add up
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", idx}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("ScatterAddBackward0", {g}, {true, true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) { return scatter_add(in[0], 1, idx, in[1]); };
+    check_against_finite_differences(out, 0, forward, {x, src}, g);
+    check_against_finite_differences(out, 1, forward, {x, src}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("ScatterAddBackward0", {g}, {true, false}, saved);
+    CHECK(out[0]->is_same(g));  // self: grad, passed on as is
+    CHECK_FALSE(out[1].has_value());
+    CHECK_FALSE(call_node("ScatterAddBackward0", {std::nullopt}, {true, true}, saved)[1].has_value());
+  }
+  SUBCASE("against torch, and the index torch does not save when src needs no grad") {
+    const auto r = torch_exec(R"(
+x = a.requires_grad_(); s = b.requires_grad_()
+out = torch.scatter_add(x, 1, c, s)
+fn = out.grad_fn
+assert fn.name() == "ScatterAddBackward0"
+saved = (fn._saved_dim, fn._saved_index)
+grads = torch.autograd.grad(out, (x, s), d)
+out2 = torch.scatter_add(x, 1, c, b.detach())
+result = (*saved, *grads, torch.tensor(out2.grad_fn._saved_index is None))
+)", {x, src, idx, g});
+    const Grads out = call_node("ScatterAddBackward0", {g}, {true, true},
+                                Saved{{"dim", r[0].item<std::int64_t>()}, {"index", r[1]}});
+    CHECK_TENSOR(*out[0], r[2]);
+    CHECK_TENSOR(*out[1], r[3]);
+    CHECK(r[4].item<bool>());
+    const Saved no_index = {{"dim", std::int64_t{1}}, {"index", None{}}};
+    CHECK_TENSOR(*call_node("ScatterAddBackward0", {g}, {true, false}, no_index)[0], r[2]);
+    CHECK_THROWS_WITH_AS(call_node("ScatterAddBackward0", {g}, {false, true}, no_index),
+                         "ScatterAddBackward0: src's grad is needed but `index` was not saved", Error);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("ScatterAddBackward0", {g}, {false, true}, Saved{{"dim", std::int64_t{1}},
+                                                                               {"index", ints({{7}})}}),
+                    Error);
+  }
+}
+
+TEST_CASE("IndexAddBackward0") {
+  const Tensor x = random64({4, 3}, 60), source = random64({3, 3}, 61), g = random64({4, 3}, 62);
+  const Tensor idx = ints({0, 2, 0});  // row 0 receives two source rows
+  const Saved saved = {{"alpha", Scalar(2.5)}, {"dim", std::int64_t{0}}, {"index", idx}, {"source", source},
+                       {"source_dim", std::int64_t{2}}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("IndexAddBackward0", {g}, {true, true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) { return index_add(in[0], 0, idx, in[1], 2.5); };
+    check_against_finite_differences(out, 0, forward, {x, source}, g);
+    check_against_finite_differences(out, 1, forward, {x, source}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("IndexAddBackward0", {g}, {true, false}, saved);
+    CHECK(out[0]->is_same(g));
+    CHECK_FALSE(out[1].has_value());
+    CHECK_FALSE(call_node("IndexAddBackward0", {std::nullopt}, {true, true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: duplicates, dim 1, and a 0-d self and source") {
+    struct Case {
+      Tensor self, index, source, grad;
+      std::int64_t dim;
+    };
+    for (const Case& c : {Case{x, ints({2, 2}), random64({4, 2}, 63), g, 1},
+                          Case{random64({}, 64), ints({0}), random64({}, 65), random64({}, 66), 0}}) {
+      CAPTURE(str(c.self.sizes()));
+      const auto r = torch_exec(R"(
+x = a.requires_grad_(); s = c.requires_grad_()
+out = torch.index_add(x, int(e), b, s, alpha=-2)
+fn = out.grad_fn
+assert fn.name() == "IndexAddBackward0"
+result = (fn._saved_alpha, fn._saved_dim, fn._saved_index, fn._saved_source, fn._saved_source_dim,
+          *torch.autograd.grad(out, (x, s), d))
+)", {c.self, c.index, c.source, c.grad, tensor(c.dim)});
+      CHECK(r[0].item<std::int64_t>() == -2);
+      const Grads out = call_node("IndexAddBackward0", {c.grad}, {true, true},
+                                  Saved{{"alpha", Scalar(r[0].item<std::int64_t>())},
+                                        {"dim", r[1].item<std::int64_t>()},
+                                        {"index", r[2]},
+                                        {"source", r[3]},
+                                        {"source_dim", r[4].item<std::int64_t>()}});
+      CHECK_TENSOR(*out[0], r[5]);
+      CHECK_TENSOR(*out[1], r[6]);
+    }
+  }
+  SUBCASE("errors: torch saves neither index nor source when source needs no grad") {
+    const auto r = torch_exec(R"(
+out = torch.index_add(a.requires_grad_(), 0, b, c)
+result = (torch.tensor(out.grad_fn._saved_index is None), torch.tensor(out.grad_fn._saved_source is None))
+)", {x, idx, source});
+    CHECK(r[0].item<bool>());
+    CHECK(r[1].item<bool>());
+    Saved unsaved = saved;
+    unsaved["index"] = None{};
+    unsaved["source"] = None{};
+    CHECK(call_node("IndexAddBackward0", {g}, {true, false}, unsaved)[0]->is_same(g));
+    CHECK_THROWS_WITH_AS(call_node("IndexAddBackward0", {g}, {true, true}, unsaved),
+                         "IndexAddBackward0: source's grad is needed but `index` or `source` was not saved", Error);
+    Saved wrong_source = saved;
+    wrong_source["source"] = random64({3, 5}, 1);
+    CHECK_THROWS_AS(call_node("IndexAddBackward0", {g}, {false, true}, wrong_source), Error);
+  }
+}
+
+TEST_CASE("IndexPutBackward0") {
+  const Tensor x = random64({4, 3}, 70), values = random64({3, 3}, 71), g = random64({4, 3}, 72);
+  const std::vector<OptionalTensor> rows = {ints({0, 2, 0})};
+  const Saved saved = {{"accumulate", true}, {"indices", rows}, {"values_info", IntList{3, 3}}};
+
+  SUBCASE("finite differences, accumulate=true with a duplicate, accumulate=false without") {
+    const Grads out = call_node("IndexPutBackward0", {g}, {true, true}, saved);
+    auto accumulating = [&](const std::vector<Tensor>& in) { return index_put(in[0], rows, in[1], true); };
+    check_against_finite_differences(out, 0, accumulating, {x, values}, g);
+    check_against_finite_differences(out, 1, accumulating, {x, values}, g);
+
+    const std::vector<OptionalTensor> distinct = {ints({3, 1, 0})};
+    const Saved replacing = {{"accumulate", false}, {"indices", distinct}, {"values_info", IntList{3, 3}}};
+    const Grads out2 = call_node("IndexPutBackward0", {g}, {true, true}, replacing);
+    auto replace = [&](const std::vector<Tensor>& in) { return index_put(in[0], distinct, in[1], false); };
+    check_against_finite_differences(out2, 0, replace, {x, values}, g);
+    check_against_finite_differences(out2, 1, replace, {x, values}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("IndexPutBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{3, 3});
+    CHECK_FALSE(call_node("IndexPutBackward0", {std::nullopt}, {true, true}, saved)[1].has_value());
+  }
+  SUBCASE("against torch: both modes, out of place and x[idx] = v, duplicates, broadcast values, masks") {
+    struct Case {
+      const char* forward;
+      Tensor values;
+    };
+    for (const Case& c :
+         {Case{"torch.index_put(x, (torch.tensor([0, 2, 0]),), v)", values},
+          Case{"torch.index_put(x, (torch.tensor([0, 2, 0]),), v, accumulate=True)", values},
+          Case{"x.clone(); out[torch.tensor([0, 2, 0])] = v", values},
+          Case{"x.clone(); out.index_put_((torch.tensor([1, 1]),), v, accumulate=True)", random64({3}, 73)},
+          Case{"x.clone(); out[:, torch.tensor([2, 0, 2])] = v", random64({1, 3}, 74)},
+          Case{"x.clone(); out[torch.tensor([[True, False, True]] * 4)] = v", random64({8}, 75)}}) {
+      const std::string forward = c.forward;
+      CAPTURE(forward);
+      const auto r = torch_exec(std::string("x = a.requires_grad_(); v = b.requires_grad_()\nout = ") + c.forward +
+                                    R"(
+fn = out.grad_fn
+assert fn.name() == "IndexPutBackward0", fn.name()
+idx = fn._saved_indices
+result = (fn._saved_accumulate, len(idx), *[torch.tensor(i is None) for i in idx],
+          *[i for i in idx if i is not None], *torch.autograd.grad(out, (x, v), c))
+)",
+                                {x, c.values, g});
+      const auto count = static_cast<std::size_t>(r[1].item<std::int64_t>());
+      std::vector<OptionalTensor> indices;
+      std::size_t next_tensor = 2 + count;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (r[2 + i].item<bool>()) indices.push_back(std::nullopt);
+        else indices.push_back(r[next_tensor++]);
+      }
+      const Grads out = call_node("IndexPutBackward0", {g}, {true, true},
+                                  Saved{{"accumulate", r[0].item<bool>()}, {"indices", indices},
+                                        {"values_info", IntList(c.values.sizes())}});
+      CHECK_TENSOR(*out[0], r[next_tensor]);
+      // values' grad before validate has the indexed shape; validate sums it to values' shape.
+      CHECK_TENSOR(sum_to(*out[1], c.values.sizes()), r[next_tensor + 1]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("IndexPutBackward0", {random64({2, 3}, 1)}, {true, true}, saved), Error);
+    Saved bad_values = saved;
+    bad_values["accumulate"] = false;
+    bad_values["values_info"] = IntList{2, 3};
+    CHECK_THROWS_AS(call_node("IndexPutBackward0", {g}, {true, false}, bad_values), Error);
+  }
+}
+
+TEST_CASE("MaskedSelectBackward0") {
+  const Tensor x = random64({2, 3}, 80), g = random64({4}, 81);
+  const Tensor mask = tensor({{true, false, true}, {false, true, true}}, DType::Bool);
+  const Saved saved = {{"mask", mask}, {"self", x}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("MaskedSelectBackward0", {g}, {true}, saved);
+    check_against_finite_differences(
+        out, 0, [&](const std::vector<Tensor>& in) { return masked_select(in[0], mask); }, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("MaskedSelectBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MaskedSelectBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch, with a mask that broadcasts self") {
+    const Tensor x1 = random64({3}, 82);
+    const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = torch.masked_select(x, b)
+fn = out.grad_fn
+assert fn.name() == "MaskedSelectBackward0"
+result = (fn._saved_mask, fn._saved_self, fn(c), *torch.autograd.grad(out, (x,), c))
+)", {x1, mask, g});
+    const Grads out = call_node("MaskedSelectBackward0", {g}, {true}, Saved{{"mask", r[0]}, {"self", r[1]}});
+    CHECK_TENSOR(*out[0], r[2]);  // the node's own output: the broadcast shape [2,3]
+    CHECK_TENSOR(sum_to(*out[0], {3}), r[3]);
+  }
+  SUBCASE("errors") {
+    // fewer grad elements than the mask selects
+    CHECK_THROWS_AS(call_node("MaskedSelectBackward0", {random64({3}, 1)}, {true}, saved), Error);
+    CHECK_THROWS_AS(call_node("MaskedSelectBackward0", {g}, {true}, Saved{{"mask", mask}, {"self", random64({4}, 1)}}),
+                    Error);
+  }
+}
+
+TEST_CASE("MaskedScatterBackward0") {
+  const Tensor x = random64({2, 3}, 90), source = random64({2, 4}, 91), g = random64({2, 3}, 92);
+  const Tensor mask = tensor({{true, false, true}, {false, true, true}}, DType::Bool);
+  // source has 8 elements, the mask uses 4: the other 4 get zero grad.
+  const Saved saved = {{"mask", mask}, {"source_sym_sizes", IntList{2, 4}}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("MaskedScatterBackward0", {g}, {true, true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) { return masked_scatter(in[0], mask, in[1]); };
+    check_against_finite_differences(out, 0, forward, {x, source}, g);
+    check_against_finite_differences(out, 1, forward, {x, source}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("MaskedScatterBackward0", {g}, {true, false}, saved);
+    CHECK(out[0].has_value());
+    CHECK_FALSE(out[1].has_value());
+    CHECK_FALSE(call_node("MaskedScatterBackward0", {std::nullopt}, {true, true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch, with a broadcast mask and a source that fits exactly") {
+    const Tensor row_mask = tensor({true, false, true}, DType::Bool);
+    for (const Tensor& src : {source, random64({4}, 93)}) {
+      CAPTURE(str(src.sizes()));
+      const auto r = torch_exec(R"(
+x = a.requires_grad_(); s = c.requires_grad_()
+out = torch.masked_scatter(x, b, s)
+fn = out.grad_fn
+assert fn.name() == "MaskedScatterBackward0"
+result = (fn._saved_mask, torch.tensor(fn._saved_source_sym_sizes), *torch.autograd.grad(out, (x, s), d))
+)", {x, row_mask, src, g});
+      const Grads out = call_node("MaskedScatterBackward0", {g}, {true, true},
+                                  Saved{{"mask", r[0]}, {"source_sym_sizes", int_list(r[1])}});
+      CHECK_TENSOR(*out[0], r[2]);
+      CHECK_TENSOR(*out[1], r[3]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved small_source = saved;
+    small_source["source_sym_sizes"] = IntList{3};
+    CHECK_THROWS_WITH_AS(call_node("MaskedScatterBackward0", {g}, {false, true}, small_source),
+                         "MaskedScatterBackward0: the mask selects 4 elements, more than source's 3 "
+                         "(source_sym_sizes [3])",
+                         Error);
+  }
+}
+
+TEST_CASE("EmbeddingBackward0") {
+  const Tensor weight = random64({5, 3}, 100), g = random64({2, 2, 3}, 101);
+  const Tensor indices = ints({{0, 2}, {2, 4}});  // row 2 twice
+  const Saved saved = {{"indices", indices}, {"padding_idx", std::int64_t{-1}}, {"scale_grad_by_freq", false},
+                       {"sparse", false}, {"weight_sym_argsize_0", std::int64_t{5}}};
+
+  SUBCASE("finite differences (no padding_idx: the forward does not see it)") {
+    const Grads out = call_node("EmbeddingBackward0", {g}, {true}, saved);
+    check_against_finite_differences(
+        out, 0, [&](const std::vector<Tensor>& in) { return embedding(in[0], indices); }, {weight}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("EmbeddingBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("EmbeddingBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: padding_idx, scale_grad_by_freq, both, a negative padding_idx") {
+    for (const char* options :
+         {"", "padding_idx=2", "scale_grad_by_freq=True", "padding_idx=2, scale_grad_by_freq=True",
+          "padding_idx=-1, scale_grad_by_freq=True", "padding_idx=0"}) {
+      for (const Tensor& idx : {indices, ints({4, 4, 0, 4, 1})}) {
+        const std::string options_text = options;
+        CAPTURE(options_text);
+        CAPTURE(str(idx.sizes()));
+        const Tensor grad = random64(idx.dim() == 2 ? Shape{2, 2, 3} : Shape{5, 3}, 102);
+        const auto r = torch_exec(std::string("w = a.requires_grad_()\nout = F.embedding(b, w, ") + options + R"()
+fn = out.grad_fn
+assert fn.name() == "EmbeddingBackward0"
+p = fn._saved_padding_idx
+p = p - 2**64 if p >= 2**63 else p  # torch shows the SymInt -1 as 2**64 - 1
+result = (fn._saved_indices, p, fn._saved_scale_grad_by_freq, fn._saved_sparse, fn._saved_weight_sym_argsize_0,
+          *torch.autograd.grad(out, (w,), c))
+)", {weight, idx, grad});
+        const Grads out = call_node("EmbeddingBackward0", {grad}, {true},
+                                    Saved{{"indices", r[0]},
+                                          {"padding_idx", r[1].item<std::int64_t>()},
+                                          {"scale_grad_by_freq", r[2].item<bool>()},
+                                          {"sparse", r[3].item<bool>()},
+                                          {"weight_sym_argsize_0", r[4].item<std::int64_t>()}});
+        CHECK_TENSOR(*out[0], r[5]);
+      }
+    }
+  }
+  SUBCASE("float32 stays float32") {
+    Saved scaled = saved;
+    scaled["scale_grad_by_freq"] = true;
+    CHECK(call_node("EmbeddingBackward0", {to(g, DType::Float32)}, {true}, scaled)[0]->dtype() == DType::Float32);
+  }
+  SUBCASE("errors") {
+    Saved sparse = saved;
+    sparse["sparse"] = true;
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBackward0", {g}, {true}, sparse),
+                         "EmbeddingBackward0: sparse=True (a sparse COO gradient) is not supported yet", Error);
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBackward0", {random64({4, 3}, 1)}, {true}, saved),
+                         "EmbeddingBackward0: grad [4,3] does not match indices [2,2] plus an embedding dim", Error);
+    Saved float_indices = saved;
+    float_indices["indices"] = random64({2, 2}, 1);
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBackward0", {g}, {true}, float_indices),
+                         "EmbeddingBackward0: indices must be int64, got float64", Error);
+    Saved out_of_range = saved;
+    out_of_range["weight_sym_argsize_0"] = std::int64_t{4};
+    CHECK_THROWS_AS(call_node("EmbeddingBackward0", {g}, {true}, out_of_range), Error);
+  }
+}
+
+}  // TEST_SUITE
