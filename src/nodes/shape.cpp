@@ -1,9 +1,700 @@
-// Backward nodes: the shape group (being filled in).
+// Shape nodes: views (view, reshape, transpose, permute, expand, squeeze,
+// unsqueeze, select, slice, as_strided, unfold) and the ops that move elements
+// without arithmetic (cat, stack, split, unbind, repeat, constant_pad_nd, flip,
+// tril, triu).
+//
+// PyTorch saves dims as the user passed them (negative dims stay negative), so
+// every formula wraps them, as FunctionsManual does.
+//
+// Saved kinds refgrad's FieldKind does not have yet are carried by tensors
+// whose metadata is the value (only their sizes, strides, storage offset or
+// dtype are read):
+//   AsStridedBackward0.self_geometry (at::TensorGeometry): a Tensor with the
+//     input's sizes, strides and storage_offset;
+//   CatBackward0.tensors_args_sizes_symint (SymInt[][]) and
+//   Cat/StackBackward0.tensors_args_scalartypes (ScalarType[]): a TensorList,
+//     one tensor per forward list element, with its sizes / its dtype.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
 #include "define.hpp"
 #include "functions_manual.hpp"
 
 namespace refgrad::nodes {
+namespace {
 
-void add_shape_nodes(std::vector<NodeDef>& /*registry*/) {}
+using std::int64_t;
+
+int64_t ndim_of(const IntList& sizes) { return static_cast<int64_t>(sizes.size()); }
+
+// PyTorch's generated nodes run a formula only when some incoming grad is
+// defined (any_grad_defined); the multi-output nodes check it here.
+bool any_grad_defined(const Grads& grads) {
+  return std::any_of(grads.begin(), grads.end(), [](const auto& g) { return g.has_value(); });
+}
+
+// An int64 index tensor [first, first + step, ...] of `count` entries.
+Tensor strided_indices(int64_t first, int64_t step, int64_t count) {
+  return arange(Scalar(first), Scalar(first + step * count), Scalar(step), DType::Int64);
+}
+
+// ------------------------------------------------- FunctionsManual helpers ---
+
+// permute_backwards: grad permuted by the inverse of the forward's dims.
+Tensor permute_backwards(const Tensor& grad, const IntList& fwd_dims) {
+  const int64_t ndims = ndim_of(fwd_dims);
+  IntList dims(fwd_dims.size());
+  for (int64_t i = 0; i < ndims; ++i) dims[wrap_dim(fwd_dims[i], ndims, "PermuteBackward0")] = i;
+  return permute(grad, dims);
+}
+
+// The squeeze nodes' grads must come back to the input's shape.
+Tensor checked_to_input_shape(const Tensor& grad_input, const Tensor& grad, const IntList& self_sym_sizes,
+                              const char* node) {
+  check(grad_input.sizes() == self_sym_sizes, node, ": grad of shape ", str(grad.sizes()),
+        " is not the squeezed input of shape ", str(self_sym_sizes));
+  return grad_input;
+}
+
+// unsqueeze_to(grad, sizes): puts back every size-1 dim of `sizes` (squeeze()).
+Tensor unsqueeze_to(const Tensor& grad, const IntList& sizes) {
+  Tensor result = grad;
+  for (int64_t dim = 0; dim < ndim_of(sizes); ++dim)
+    if (sizes[dim] == 1) result = unsqueeze(result, dim);
+  return result;
+}
+
+// unsqueeze_to(grad, dims, sizes): puts back the dims among `dims` that had
+// size 1 (squeeze.dim and squeeze.dims left the others in place).
+Tensor unsqueeze_to(const Tensor& grad, const IntList& dims, const IntList& sizes) {
+  std::vector<bool> squeezed(sizes.size(), false);
+  for (int64_t dim : dims) squeezed[wrap_dim(dim, ndim_of(sizes), "squeeze backward")] = true;
+  Tensor result = grad;
+  for (int64_t dim = 0; dim < ndim_of(sizes); ++dim)
+    if (squeezed[dim] && sizes[dim] == 1) result = unsqueeze(result, dim);
+  return result;
+}
+
+// zeros(input_sizes) with `grad` added at `index` along `dim`: what PyTorch
+// does by copying into a view of zeros (select_backward, slice_backward).
+Tensor scatter_into_zeros(const Tensor& grad, const IntList& input_sizes, int64_t dim, const Tensor& index,
+                          const char* node) {
+  Shape expected = input_sizes;
+  expected[dim] = index.numel();
+  check(grad.sizes() == expected, node, ": grad has shape ", str(grad.sizes()), ", expected ", str(expected),
+        " for an input of shape ", str(input_sizes));
+  return index_add(zeros(input_sizes, grad.dtype()), dim, index, grad);
+}
+
+// select_backward(grad, input_sizes, dim, index)
+Tensor select_backward(const Tensor& grad, const IntList& input_sizes, int64_t dim, int64_t index) {
+  dim = wrap_dim(dim, ndim_of(input_sizes), "SelectBackward0");
+  const int64_t size = input_sizes[dim];
+  check(index >= -size && index < size, "SelectBackward0: index ", index, " is out of range for dim ", dim,
+        " of size ", size, " (input shape ", str(input_sizes), ")");
+  if (index < 0) index += size;
+  return scatter_into_zeros(unsqueeze(grad, dim), input_sizes, dim, strided_indices(index, 1, 1),
+                            "SelectBackward0");
+}
+
+// slice_backward_wrapper(grad, input_sizes, dim, start, end, step): start and
+// end are clamped to the dim as the forward slice clamped them.
+Tensor slice_backward_wrapper(const Tensor& grad, const IntList& input_sizes, int64_t dim,
+                              std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+  dim = wrap_dim(dim, ndim_of(input_sizes), "SliceBackward0");
+  check(step > 0, "SliceBackward0: step must be positive, got ", step);
+  const int64_t size = input_sizes[dim];
+  int64_t start_val = start.value_or(0);
+  int64_t end_val = end.value_or(std::numeric_limits<int64_t>::max());
+  if (start_val < 0) start_val += size;
+  if (end_val < 0) end_val += size;
+  start_val = std::clamp<int64_t>(start_val, 0, size);
+  end_val = std::clamp<int64_t>(end_val, start_val, size);
+  const int64_t count = (end_val - start_val + step - 1) / step;
+  return scatter_into_zeros(grad, input_sizes, dim, strided_indices(start_val, step, count), "SliceBackward0");
+}
+
+// split_with_sizes_backward(grads, split_sizes, dim, sizes, options): an
+// undefined grad becomes zeros of its piece's shape, then the pieces are cat.
+Tensor split_with_sizes_backward(const Grads& grads, const IntList& split_sizes, int64_t dim, const IntList& sizes,
+                                 const TensorOptions& options, const char* node) {
+  dim = wrap_dim(dim, ndim_of(sizes), node);
+  check(grads.size() == split_sizes.size(), node, ": ", grads.size(), " incoming grads for ", split_sizes.size(),
+        " pieces (input shape ", str(sizes), ")");
+  TensorList pieces;
+  for (std::size_t j = 0; j < grads.size(); ++j) {
+    if (grads[j]) {
+      pieces.push_back(*grads[j]);
+    } else {
+      Shape piece_sizes = sizes;
+      piece_sizes[dim] = split_sizes[j];
+      pieces.push_back(zeros(piece_sizes, options.dtype.value_or(default_dtype())));
+    }
+  }
+  Tensor result = cat(pieces, dim);
+  check(result.sizes() == sizes, node, ": the grads make a tensor of shape ", str(result.sizes()),
+        ", the input had shape ", str(sizes));
+  return result;
+}
+
+// repeat_backward(grad, repeats, input_shape): sums the copies. The leading
+// dims repeat added are summed away; every other dim is split into
+// (repeat, size) and the repeat part summed.
+Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList& input_shape) {
+  check(repeats.size() >= input_shape.size() && grad.dim() == ndim_of(repeats), "RepeatBackward0: repeats ",
+        str(repeats), " do not fit an input of shape ", str(input_shape), " and a grad of shape ",
+        str(grad.sizes()));
+  if (std::find(repeats.begin(), repeats.end(), 0) != repeats.end()) return zeros(input_shape, grad.dtype());
+  const int64_t num_unsqueezed = ndim_of(repeats) - ndim_of(input_shape);
+  Shape grad_size;
+  IntList sum_dims;
+  for (int64_t i = 0; i < num_unsqueezed; ++i) {
+    grad_size.push_back(repeats[i]);
+    sum_dims.push_back(i);
+  }
+  for (int64_t dim = 0; dim < ndim_of(input_shape); ++dim) {
+    grad_size.push_back(repeats[dim + num_unsqueezed]);
+    sum_dims.push_back(ndim_of(grad_size) - 1);
+    grad_size.push_back(input_shape[dim]);
+  }
+  check(numel_of(grad_size) == grad.numel(), "RepeatBackward0: grad of shape ", str(grad.sizes()),
+        " is not input shape ", str(input_shape), " repeated ", str(repeats));
+  return sum(reshape(grad, grad_size), sum_dims);
+}
+
+// constant_pad_nd_backward(grad, pad): padding by the negated pads crops.
+Tensor constant_pad_nd_backward(const Tensor& grad, const IntList& pad) {
+  IntList negated_pad(pad.size());
+  std::transform(pad.begin(), pad.end(), negated_pad.begin(), [](int64_t p) { return -p; });
+  return constant_pad_nd(grad, negated_pad, 0);
+}
+
+// unfold_backward(grad, input_sizes, dim, size, step): window k of the
+// forward covers input positions k*step .. k*step+size-1 along dim, so each
+// grad element is added at its position. grad's dims are the input's, with
+// dim holding the windows and a last dim the position in the window; that
+// last dim is moved next to dim and merged with it, and one index_add adds
+// everything.
+Tensor unfold_backward(const Tensor& grad, const IntList& input_sizes, int64_t dim, int64_t size, int64_t step) {
+  const int64_t ndim = ndim_of(input_sizes);
+  dim = wrap_dim(dim, std::max<int64_t>(ndim, 1), "UnfoldBackward0");
+  check(grad.dim() == ndim + 1 && grad.size(-1) == size, "UnfoldBackward0: grad of shape ", str(grad.sizes()),
+        " does not fit windows of size ", size, " over an input of shape ", str(input_sizes));
+  if (ndim == 0) return reshape(grad, {});  // a 0-d input unfolds to its one element
+  const int64_t windows = grad.size(dim);
+  IntList order;
+  for (int64_t d = 0; d < ndim; ++d) {
+    order.push_back(d);
+    if (d == dim) order.push_back(ndim);
+  }
+  Shape merged = input_sizes;
+  merged[dim] = windows * size;
+  const Tensor flat_grad = reshape(permute(grad, order), merged);
+  std::vector<int64_t> positions;
+  for (int64_t k = 0; k < windows; ++k)
+    for (int64_t j = 0; j < size; ++j) positions.push_back(k * step + j);
+  const Tensor index = from_vector(positions, {ndim_of(positions)});
+  return scatter_into_zeros(flat_grad, input_sizes, dim, index, "UnfoldBackward0");
+}
+
+// _maybe_overlapping_memory: whether a strided geometry may address one
+// element twice (false means it certainly does not).
+bool maybe_overlapping_memory(const IntList& sizes, const IntList& strides) {
+  std::vector<std::size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return strides[a] < strides[b]; });
+  int64_t max_index_in_slice = 0;
+  for (std::size_t i : order) {
+    if (strides[i] <= max_index_in_slice) return true;
+    max_index_in_slice += strides[i] * (sizes[i] - 1);
+  }
+  return false;
+}
+
+// _min_storage_size: the storage a geometry needs.
+int64_t min_storage_size(const IntList& sizes, const IntList& strides, int64_t storage_offset) {
+  int64_t storage_size = storage_offset + 1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return storage_offset;
+    storage_size += (sizes[i] - 1) * strides[i];
+  }
+  return storage_size;
+}
+
+// as_strided_backward(grad, input_geometry, sizes, strides, storage_offset),
+// FunctionsManual's algorithm: scatter grad into a zero storage through the
+// output's geometry (adding where the output overlaps itself), divide each
+// storage element by the number of times the input's geometry reads it, and
+// view the storage with the input's geometry. PyTorch copies when the output
+// cannot overlap; an index_add into zeros is the same then.
+Tensor as_strided_backward(Tensor grad, const Tensor& input_geometry, const IntList& sizes, const IntList& strides,
+                           std::optional<int64_t> storage_offset_) {
+  check(ndim_of(sizes) == grad.dim() && sizes.size() == strides.size() && grad.sizes() == sizes,
+        "AsStridedBackward0: grad of shape ", str(grad.sizes()), " does not fit the view's size ", str(sizes),
+        " and stride ", str(strides));
+  const int64_t storage_offset = storage_offset_.value_or(input_geometry.storage_offset());
+  const Shape& input_sizes = input_geometry.sizes();
+  // The output's geometry without size-1 dims, with its expanded (stride 0) dims summed away.
+  IntList out_sizes, out_strides;
+  for (int64_t i = grad.dim() - 1; i >= 0; --i) {
+    if (sizes[i] == 0) return zeros(input_sizes, grad.dtype());
+    if (sizes[i] == 1) {
+      grad = squeeze(grad, i);
+    } else if (strides[i] == 0) {
+      grad = sum(grad, IntList{i});
+    } else {
+      out_sizes.insert(out_sizes.begin(), sizes[i]);
+      out_strides.insert(out_strides.begin(), strides[i]);
+    }
+  }
+  IntList inp_sizes, inp_strides;
+  for (int64_t i = input_geometry.dim() - 1; i >= 0; --i) {
+    if (input_sizes[i] == 0) return zeros(input_sizes, grad.dtype());
+    if (input_sizes[i] != 1) {
+      inp_sizes.insert(inp_sizes.begin(), input_sizes[i]);
+      inp_strides.insert(inp_strides.begin(), input_geometry.stride(i));
+    }
+  }
+  const int64_t shared_offset = std::min(input_geometry.storage_offset(), storage_offset);
+  const int64_t inp_effective_offset = input_geometry.storage_offset() - shared_offset;
+  const int64_t out_effective_offset = storage_offset - shared_offset;
+  const int64_t base_size = std::max(min_storage_size(inp_sizes, inp_strides, inp_effective_offset),
+                                     min_storage_size(out_sizes, out_strides, out_effective_offset));
+  const Tensor flatten_full_indices = arange(Scalar(base_size), DType::Int64);
+  const Tensor out_indices =
+      reshape(as_strided(flatten_full_indices, out_sizes, out_strides, out_effective_offset), {-1});
+  Tensor storage = index_add(zeros({base_size}, grad.dtype()), 0, out_indices, reshape(grad, {-1}));
+  if (maybe_overlapping_memory(inp_sizes, inp_strides)) {
+    // Divides by how often each element is read: 0/0 = nan outside the input's view, never read.
+    const Tensor inp_indices =
+        reshape(as_strided(flatten_full_indices, inp_sizes, inp_strides, inp_effective_offset), {-1});
+    const Tensor count =
+        index_add(zeros({base_size}, grad.dtype()), 0, inp_indices, ones({inp_indices.numel()}, grad.dtype()));
+    storage = div(storage, count);
+  }
+  return as_strided(storage, input_sizes, input_geometry.strides(), inp_effective_offset);
+}
+
+// ------------------------------------------------------------------ nodes ---
+
+// ViewBackward0 — view(Tensor(a) self, SymInt[] size)
+// UnsafeViewBackward0 — _unsafe_view(Tensor self, SymInt[] size)
+// ReshapeAliasBackward0 — _reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride)
+//   self: grad.reshape_symint(self.sym_sizes())
+// reshape() gives ViewBackward0 when the input can be viewed, else
+// CloneBackward0 then UnsafeViewBackward0.
+struct ReshapeToSelfSaved {
+  IntList self_sym_sizes;
+};
+
+Grads ReshapeToSelf(const Grads& grads, const ReshapeToSelfSaved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{reshape(*grads[0], saved.self_sym_sizes)};
+}
+
+// TBackward0 — t(Tensor(a) self)
+//   self: grad.t()
+struct TBackward0Saved {};
+
+Grads TBackward0(const Grads& grads, const TBackward0Saved& /*saved*/, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{t(*grads[0])};
+}
+
+// TransposeBackward0 — transpose.int(Tensor(a) self, int dim0, int dim1)
+//   self: grad.transpose(dim0, dim1)
+struct TransposeBackward0Saved {
+  int64_t dim0;
+  int64_t dim1;
+};
+
+Grads TransposeBackward0(const Grads& grads, const TransposeBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{transpose(*grads[0], saved.dim0, saved.dim1)};
+}
+
+// PermuteBackward0 — permute(Tensor(a) self, int[] dims)
+//   self: permute_backwards(grad, dims)
+struct PermuteBackward0Saved {
+  IntList dims;
+};
+
+Grads PermuteBackward0(const Grads& grads, const PermuteBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check(grads[0]->dim() == ndim_of(saved.dims), "PermuteBackward0: grad of shape ", str(grads[0]->sizes()),
+        " does not fit dims ", str(saved.dims));
+  return Grads{permute_backwards(*grads[0], saved.dims)};
+}
+
+// ExpandBackward0 — expand(Tensor(a) self, SymInt[] size, *, bool implicit=False)
+//   self: at::sum_to(grad, self.sym_sizes())
+struct ExpandBackward0Saved {
+  IntList self_sym_sizes;
+};
+
+Grads ExpandBackward0(const Grads& grads, const ExpandBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{sum_to(*grads[0], saved.self_sym_sizes)};
+}
+
+// UnsqueezeBackward0 — unsqueeze(Tensor(a) self, int dim)
+//   self: grad.squeeze(dim)
+struct UnsqueezeBackward0Saved {
+  int64_t dim;
+};
+
+Grads UnsqueezeBackward0(const Grads& grads, const UnsqueezeBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{squeeze(*grads[0], saved.dim)};
+}
+
+// SqueezeBackward0 — squeeze(Tensor(a) self)
+//   self: unsqueeze_to(grad, self.sym_sizes())
+struct SqueezeBackward0Saved {
+  IntList self_sym_sizes;
+};
+
+Grads SqueezeBackward0(const Grads& grads, const SqueezeBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{checked_to_input_shape(unsqueeze_to(*grads[0], saved.self_sym_sizes), *grads[0],
+                                      saved.self_sym_sizes, "SqueezeBackward0")};
+}
+
+// SqueezeBackward1 — squeeze.dim(Tensor(a) self, int dim)
+//   self: unsqueeze_to(grad, dim, self.sym_sizes())
+struct SqueezeBackward1Saved {
+  int64_t dim;
+  IntList self_sym_sizes;
+};
+
+Grads SqueezeBackward1(const Grads& grads, const SqueezeBackward1Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{checked_to_input_shape(unsqueeze_to(*grads[0], IntList{saved.dim}, saved.self_sym_sizes), *grads[0],
+                                      saved.self_sym_sizes, "SqueezeBackward1")};
+}
+
+// SqueezeBackward2 — squeeze.dims(Tensor(a) self, int[] dim)
+//   self: unsqueeze_to(grad, dim, self.sym_sizes())
+struct SqueezeBackward2Saved {
+  IntList dim;
+  IntList self_sym_sizes;
+};
+
+Grads SqueezeBackward2(const Grads& grads, const SqueezeBackward2Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{checked_to_input_shape(unsqueeze_to(*grads[0], saved.dim, saved.self_sym_sizes), *grads[0],
+                                      saved.self_sym_sizes, "SqueezeBackward2")};
+}
+
+// SelectBackward0 — select.int(Tensor(a) self, int dim, SymInt index)
+//   self: select_backward_symint(grad, self.sym_sizes(), dim, index)
+struct SelectBackward0Saved {
+  int64_t dim;
+  int64_t index;
+  IntList self_sym_sizes;
+};
+
+Grads SelectBackward0(const Grads& grads, const SelectBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{select_backward(*grads[0], saved.self_sym_sizes, saved.dim, saved.index)};
+}
+
+// SliceBackward0 — slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)
+//   self: slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)
+// narrow() records a slice too.
+struct SliceBackward0Saved {
+  int64_t dim;
+  std::optional<int64_t> end;
+  IntList self_sym_sizes;
+  std::optional<int64_t> start;
+  int64_t step;
+};
+
+Grads SliceBackward0(const Grads& grads, const SliceBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{
+      slice_backward_wrapper(*grads[0], saved.self_sym_sizes, saved.dim, saved.start, saved.end, saved.step)};
+}
+
+// AsStridedBackward0 — as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)
+//   self: as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)
+// self_geometry is a tensor whose sizes, strides and storage offset are self's.
+struct AsStridedBackward0Saved {
+  Tensor self_geometry;
+  IntList size;
+  std::optional<int64_t> storage_offset;
+  IntList stride;
+};
+
+Grads AsStridedBackward0(const Grads& grads, const AsStridedBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{as_strided_backward(*grads[0], saved.self_geometry, saved.size, saved.stride, saved.storage_offset)};
+}
+
+// CatBackward0 — cat(Tensor[] tensors, int dim=0)
+//   tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)
+// Tensor[] convention: one need bit, one output per list element (the count
+// is the number of saved sizes). A legacy empty 1-d input ([0]) takes no part
+// in the cat and gets an empty grad. The scalar types only matter for complex.
+struct CatBackward0Saved {
+  int64_t dim;
+  TensorList tensors_args_scalartypes;
+  TensorList tensors_args_sizes_symint;
+};
+
+Grads CatBackward0(const Grads& grads, const CatBackward0Saved& saved, const Need& need) {
+  const TensorList& shapes = saved.tensors_args_sizes_symint;
+  if (!grads[0] || !need[0]) return Grads(shapes.size());
+  const Tensor& grad = *grads[0];
+  auto is_legacy_empty = [](const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
+  // legacy_cat_wrap_dim: the first input that is not a legacy empty decides the rank.
+  const auto ranked = std::find_if_not(shapes.begin(), shapes.end(), is_legacy_empty);
+  const int64_t dim = ranked == shapes.end() ? saved.dim : wrap_dim(saved.dim, ranked->dim(), "CatBackward0");
+  Grads out;
+  int64_t accumulate = 0;
+  for (const Tensor& shape : shapes) {
+    if (is_legacy_empty(shape)) {
+      out.push_back(zeros({0}, grad.dtype()));
+      continue;
+    }
+    const int64_t size = shape.size(dim);
+    check(accumulate + size <= grad.size(dim), "CatBackward0: grad of shape ", str(grad.sizes()),
+          " is too small along dim ", dim, " for the inputs' sizes");
+    out.push_back(narrow(grad, dim, accumulate, size));
+    accumulate += size;
+  }
+  return out;
+}
+
+// StackBackward0 — stack(Tensor[] tensors, int dim=0)
+//   tensors: stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))
+// Tensor[] convention: one need bit, one output per list element (the count
+// is the number of saved scalar types): grad.unbind(dim).
+struct StackBackward0Saved {
+  int64_t dim;
+  TensorList tensors_args_scalartypes;
+};
+
+Grads StackBackward0(const Grads& grads, const StackBackward0Saved& saved, const Need& need) {
+  const auto count = static_cast<int64_t>(saved.tensors_args_scalartypes.size());
+  if (!grads[0] || !need[0]) return Grads(count);
+  const Tensor& grad = *grads[0];
+  const int64_t dim = wrap_dim(saved.dim, grad.dim(), "StackBackward0");
+  check(grad.size(dim) == count, "StackBackward0: grad of shape ", str(grad.sizes()), " has ", grad.size(dim),
+        " entries along dim ", dim, " for ", count, " stacked tensors");
+  Grads out;
+  for (int64_t i = 0; i < count; ++i) out.push_back(select(grad, dim, i));
+  return out;
+}
+
+// SplitWithSizesBackward0 — split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0)
+//   self: split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())
+struct SplitWithSizesBackward0Saved {
+  int64_t dim;
+  TensorOptions self_options;
+  IntList self_sym_sizes;
+  IntList split_sizes;
+};
+
+Grads SplitWithSizesBackward0(const Grads& grads, const SplitWithSizesBackward0Saved& saved, const Need& need) {
+  if (!any_grad_defined(grads) || !need[0]) return Grads(1);
+  return Grads{split_with_sizes_backward(grads, saved.split_sizes, saved.dim, saved.self_sym_sizes,
+                                         saved.self_options, "SplitWithSizesBackward0")};
+}
+
+// UnbindBackward0 — unbind.int(Tensor(a -> *) self, int dim=0)
+//   self: unbind_backward(grads, dim)
+// An undefined grad becomes zeros shaped and typed like the first defined one.
+struct UnbindBackward0Saved {
+  int64_t dim;
+};
+
+Grads UnbindBackward0(const Grads& grads, const UnbindBackward0Saved& saved, const Need& need) {
+  if (!any_grad_defined(grads) || !need[0]) return Grads(1);
+  const auto defined = std::find_if(grads.begin(), grads.end(), [](const auto& g) { return g.has_value(); });
+  const Tensor zero = zeros_like(**defined);
+  TensorList pieces;
+  for (const auto& g : grads) {
+    check(!g || g->sizes() == zero.sizes(), "UnbindBackward0: grads of shapes ", str(zero.sizes()), " and ",
+          str(g ? g->sizes() : Shape{}), " cannot come from one unbind");
+    pieces.push_back(g ? *g : zero);
+  }
+  return Grads{stack(pieces, saved.dim)};
+}
+
+// RepeatBackward0 — repeat(Tensor self, SymInt[] repeats)
+//   self: repeat_backward(grad, repeats, self.sym_sizes())
+struct RepeatBackward0Saved {
+  IntList repeats;
+  IntList self_sym_sizes;
+};
+
+Grads RepeatBackward0(const Grads& grads, const RepeatBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{repeat_backward(*grads[0], saved.repeats, saved.self_sym_sizes)};
+}
+
+// ConstantPadNdBackward0 — constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0)
+//   self: constant_pad_nd_backward(grad, pad)
+struct ConstantPadNdBackward0Saved {
+  IntList pad;
+};
+
+Grads ConstantPadNdBackward0(const Grads& grads, const ConstantPadNdBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{constant_pad_nd_backward(*grads[0], saved.pad)};
+}
+
+// FlipBackward0 — flip(Tensor self, int[] dims)
+//   self: grad.flip(dims)
+struct FlipBackward0Saved {
+  IntList dims;
+};
+
+Grads FlipBackward0(const Grads& grads, const FlipBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{flip(*grads[0], saved.dims)};
+}
+
+// TrilBackward0 — tril(Tensor self, SymInt diagonal=0)
+//   self: grad.tril_symint(diagonal)
+struct TrilBackward0Saved {
+  int64_t diagonal;
+};
+
+Grads TrilBackward0(const Grads& grads, const TrilBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{tril(*grads[0], saved.diagonal)};
+}
+
+// TriuBackward0 — triu(Tensor self, SymInt diagonal=0)
+//   self: grad.triu_symint(diagonal)
+struct TriuBackward0Saved {
+  int64_t diagonal;
+};
+
+Grads TriuBackward0(const Grads& grads, const TriuBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{triu(*grads[0], saved.diagonal)};
+}
+
+// UnfoldBackward0 — unfold(Tensor(a) self, int dimension, int size, int step)
+//   self: unfold_backward_symint(grad, self.sym_sizes(), dimension, size, step)
+struct UnfoldBackward0Saved {
+  int64_t dimension;
+  IntList self_sym_sizes;
+  int64_t size;
+  int64_t step;
+};
+
+Grads UnfoldBackward0(const Grads& grads, const UnfoldBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{unfold_backward(*grads[0], saved.self_sym_sizes, saved.dimension, saved.size, saved.step)};
+}
+
+}  // namespace
+
+void add_shape_nodes(std::vector<NodeDef>& registry) {
+  const char* reshape_formula = "self: grad.reshape_symint(self.sym_sizes())";
+  for (const auto& [name, aten_op] : {std::pair{"ViewBackward0", "view"},
+                                      std::pair{"UnsafeViewBackward0", "_unsafe_view"},
+                                      std::pair{"ReshapeAliasBackward0", "_reshape_alias"}}) {
+    registry.push_back(define_node<ReshapeToSelfSaved, ReshapeToSelf>(
+        {name, aten_op, {"self"}, 1, {}, reshape_formula},
+        {saved<&ReshapeToSelfSaved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  }
+  registry.push_back(
+      define_node<TBackward0Saved, TBackward0>({"TBackward0", "t", {"self"}, 1, {}, "self: grad.t()"}, {}));
+  registry.push_back(define_node<TransposeBackward0Saved, TransposeBackward0>(
+      {"TransposeBackward0", "transpose.int", {"self"}, 1, {}, "self: grad.transpose(dim0, dim1)"},
+      {saved<&TransposeBackward0Saved::dim0>("dim0", FieldKind::Int),
+       saved<&TransposeBackward0Saved::dim1>("dim1", FieldKind::Int)}));
+  registry.push_back(define_node<PermuteBackward0Saved, PermuteBackward0>(
+      {"PermuteBackward0", "permute", {"self"}, 1, {}, "self: permute_backwards(grad, dims)"},
+      {saved<&PermuteBackward0Saved::dims>("dims", FieldKind::IntList)}));
+  registry.push_back(define_node<ExpandBackward0Saved, ExpandBackward0>(
+      {"ExpandBackward0", "expand", {"self"}, 1, {}, "self: at::sum_to(grad, self.sym_sizes())"},
+      {saved<&ExpandBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<UnsqueezeBackward0Saved, UnsqueezeBackward0>(
+      {"UnsqueezeBackward0", "unsqueeze", {"self"}, 1, {}, "self: grad.squeeze(dim)"},
+      {saved<&UnsqueezeBackward0Saved::dim>("dim", FieldKind::Int)}));
+  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0>(
+      {"SqueezeBackward0", "squeeze", {"self"}, 1, {}, "self: unsqueeze_to(grad, self.sym_sizes())"},
+      {saved<&SqueezeBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1>(
+      {"SqueezeBackward1", "squeeze.dim", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
+      {saved<&SqueezeBackward1Saved::dim>("dim", FieldKind::Int),
+       saved<&SqueezeBackward1Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<SqueezeBackward2Saved, SqueezeBackward2>(
+      {"SqueezeBackward2", "squeeze.dims", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
+      {saved<&SqueezeBackward2Saved::dim>("dim", FieldKind::IntList),
+       saved<&SqueezeBackward2Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<SelectBackward0Saved, SelectBackward0>(
+      {"SelectBackward0", "select.int", {"self"}, 1, {},
+       "self: select_backward_symint(grad, self.sym_sizes(), dim, index)"},
+      {saved<&SelectBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&SelectBackward0Saved::index>("index", FieldKind::Int),
+       saved<&SelectBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<SliceBackward0Saved, SliceBackward0>(
+      {"SliceBackward0", "slice.Tensor", {"self"}, 1, {},
+       "self: slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)"},
+      {saved<&SliceBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&SliceBackward0Saved::end>("end", FieldKind::Int, true),
+       saved<&SliceBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&SliceBackward0Saved::start>("start", FieldKind::Int, true),
+       saved<&SliceBackward0Saved::step>("step", FieldKind::Int)}));
+  registry.push_back(define_node<AsStridedBackward0Saved, AsStridedBackward0>(
+      {"AsStridedBackward0", "as_strided", {"self"}, 1, {},
+       "self: as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)"},
+      {hidden<&AsStridedBackward0Saved::self_geometry>("self_geometry", FieldKind::Tensor),
+       saved<&AsStridedBackward0Saved::size>("size", FieldKind::Sizes),
+       saved<&AsStridedBackward0Saved::storage_offset>("storage_offset", FieldKind::Int, true),
+       saved<&AsStridedBackward0Saved::stride>("stride", FieldKind::Sizes)}));
+  registry.push_back(define_node<CatBackward0Saved, CatBackward0>(
+      {"CatBackward0", "cat", {"tensors"}, 1, {},
+       "tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)"},
+      {saved<&CatBackward0Saved::dim>("dim", FieldKind::Int),
+       hidden<&CatBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::TensorList),
+       hidden<&CatBackward0Saved::tensors_args_sizes_symint>("tensors_args_sizes_symint", FieldKind::TensorList)}));
+  registry.push_back(define_node<StackBackward0Saved, StackBackward0>(
+      {"StackBackward0", "stack", {"tensors"}, 1, {},
+       "tensors: stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))"},
+      {saved<&StackBackward0Saved::dim>("dim", FieldKind::Int),
+       hidden<&StackBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::TensorList)}));
+  registry.push_back(define_node<SplitWithSizesBackward0Saved, SplitWithSizesBackward0>(
+      {"SplitWithSizesBackward0", "split_with_sizes", {"self"}, kVariadic, {},
+       "self: split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())"},
+      {saved<&SplitWithSizesBackward0Saved::dim>("dim", FieldKind::Int),
+       hidden<&SplitWithSizesBackward0Saved::self_options>("self_options", FieldKind::TensorOptions),
+       saved<&SplitWithSizesBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&SplitWithSizesBackward0Saved::split_sizes>("split_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<UnbindBackward0Saved, UnbindBackward0>(
+      {"UnbindBackward0", "unbind.int", {"self"}, kVariadic, {}, "self: unbind_backward(grads, dim)"},
+      {saved<&UnbindBackward0Saved::dim>("dim", FieldKind::Int)}));
+  registry.push_back(define_node<RepeatBackward0Saved, RepeatBackward0>(
+      {"RepeatBackward0", "repeat", {"self"}, 1, {}, "self: repeat_backward(grad, repeats, self.sym_sizes())"},
+      {saved<&RepeatBackward0Saved::repeats>("repeats", FieldKind::Sizes),
+       saved<&RepeatBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<ConstantPadNdBackward0Saved, ConstantPadNdBackward0>(
+      {"ConstantPadNdBackward0", "constant_pad_nd", {"self"}, 1, {}, "self: constant_pad_nd_backward(grad, pad)"},
+      {saved<&ConstantPadNdBackward0Saved::pad>("pad", FieldKind::Sizes)}));
+  registry.push_back(define_node<FlipBackward0Saved, FlipBackward0>(
+      {"FlipBackward0", "flip", {"self"}, 1, {}, "self: grad.flip(dims)"},
+      {saved<&FlipBackward0Saved::dims>("dims", FieldKind::IntList)}));
+  registry.push_back(define_node<TrilBackward0Saved, TrilBackward0>(
+      {"TrilBackward0", "tril", {"self"}, 1, {}, "self: grad.tril_symint(diagonal)"},
+      {saved<&TrilBackward0Saved::diagonal>("diagonal", FieldKind::Int)}));
+  registry.push_back(define_node<TriuBackward0Saved, TriuBackward0>(
+      {"TriuBackward0", "triu", {"self"}, 1, {}, "self: grad.triu_symint(diagonal)"},
+      {saved<&TriuBackward0Saved::diagonal>("diagonal", FieldKind::Int)}));
+  registry.push_back(define_node<UnfoldBackward0Saved, UnfoldBackward0>(
+      {"UnfoldBackward0", "unfold", {"self"}, 1, {},
+       "self: unfold_backward_symint(grad, self.sym_sizes(), dimension, size, step)"},
+      {saved<&UnfoldBackward0Saved::dimension>("dimension", FieldKind::Int),
+       saved<&UnfoldBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&UnfoldBackward0Saved::size>("size", FieldKind::Int),
+       saved<&UnfoldBackward0Saved::step>("step", FieldKind::Int)}));
+}
 
 }  // namespace refgrad::nodes

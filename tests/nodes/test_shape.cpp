@@ -1,2 +1,786 @@
-// Placeholder: the node tests of this group.
+// Suite "nodes", shape group: views, cat/stack/split/unbind, repeat, pad,
+// flip, tril/triu, unfold.
 #include "node_test.hpp"
+
+using namespace refgrad;
+using namespace refgrad::testing;
+
+namespace {
+
+// torch shows a negative saved int64 dim as its uint64 bit pattern
+// (18446744073709551615 for -1); i64/ints turn them back.
+std::string py(const std::string& code) {
+  return "i64 = lambda v: v - 2**64 if v >= 2**63 else v\n"
+         "ints = lambda l: torch.tensor([i64(v) for v in l], dtype=torch.int64)\n" +
+         code;
+}
+
+std::int64_t int_of(const Tensor& t) { return t.item<std::int64_t>(); }
+
+// (a) for a node with one input and one incoming grad.
+void check_fd(const std::string& node, const Saved& saved, const Forward& forward, const Tensor& x,
+              const Tensor& g) {
+  check_against_finite_differences(call_node(node, {g}, {true}, saved), 0, forward, {x}, g);
+}
+
+// (b) for a node with one input and one incoming grad.
+void check_need_and_undefined(const std::string& node, const Saved& saved, const Tensor& g) {
+  CHECK_FALSE(call_node(node, {g}, {false}, saved)[0].has_value());
+  CHECK_FALSE(call_node(node, {std::nullopt}, {true}, saved)[0].has_value());
+}
+
+// A tensor with the given geometry, standing for a TensorGeometry field.
+Tensor geometry(const Shape& sizes, const Shape& strides, std::int64_t storage_offset) {
+  std::int64_t storage_size = storage_offset + 1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) storage_size += (sizes[i] - 1) * strides[i];
+  return as_strided(zeros({std::max<std::int64_t>(storage_size, 0)}, DType::Float64), sizes, strides, storage_offset);
+}
+
+// Metadata tensors for CatBackward0/StackBackward0's per-element fields.
+TensorList like(const std::vector<Shape>& shapes, DType dtype = DType::Float64) {
+  TensorList out;
+  for (const Shape& shape : shapes) out.push_back(zeros(shape, dtype));
+  return out;
+}
+
+// self_options of a float64 input that requires grad.
+const TensorOptions kFloat64Options{DType::Float64, Device::CPU, Layout::Strided, true};
+
+Tensor one_grad(const std::string& node, const Saved& saved, const Tensor& g) {
+  const Grads out = call_node(node, {g}, {true}, saved);
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].has_value());
+  return *out[0];
+}
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+TEST_CASE("ViewBackward0") {
+  const Tensor x = random64({2, 3, 4}, 20), g = random64({6, 4}, 21);
+  const Saved saved = {{"self_sym_sizes", IntList{2, 3, 4}}};
+  SUBCASE("finite differences") {
+    check_fd("ViewBackward0", saved, [](const std::vector<Tensor>& in) { return view(in[0], {6, 4}); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("ViewBackward0", saved, g); }
+  SUBCASE("against torch: view, and reshape of a contiguous input") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.view(6, 4)
+assert out.grad_fn.name() == "ViewBackward0"
+assert x.reshape(6, 4).grad_fn.name() == "ViewBackward0"
+result = (ints(out.grad_fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK_TENSOR(one_grad("ViewBackward0", {{"self_sym_sizes", int_list(r[0])}}, g), r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("ViewBackward0", {random64({5}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("UnsafeViewBackward0") {
+  const Tensor x = random64({2, 3, 4}, 22), g = random64({12, 2}, 23);
+  const Saved saved = {{"self_sym_sizes", IntList{3, 2, 4}}};
+  SUBCASE("finite differences") {
+    check_fd("UnsafeViewBackward0", saved,
+             [](const std::vector<Tensor>& in) { return reshape(in[0], {12, 2}); }, contiguous(transpose(x, 0, 1)), g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("UnsafeViewBackward0", saved, g); }
+  SUBCASE("against torch: reshape of a non-contiguous input clones, then _unsafe_view") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.transpose(0, 1).reshape(12, 2)
+fn = out.grad_fn
+assert fn.name() == "UnsafeViewBackward0"
+assert fn.next_functions[0][0].name() == "CloneBackward0"
+assert fn.next_functions[0][0].next_functions[0][0].name() == "TransposeBackward0"
+result = (ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    // The clone passes the grad on unchanged; TransposeBackward0 undoes the transpose.
+    const Tensor through_view = one_grad("UnsafeViewBackward0", {{"self_sym_sizes", int_list(r[0])}}, g);
+    CHECK_TENSOR(one_grad("TransposeBackward0", {{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}}, through_view),
+                 r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("UnsafeViewBackward0", {random64({7}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("ReshapeAliasBackward0") {
+  const Tensor x = random64({6}, 24), g = random64({2, 3}, 25);
+  const Saved saved = {{"self_sym_sizes", IntList{6}}};
+  SUBCASE("finite differences") {
+    check_fd("ReshapeAliasBackward0", saved, [](const std::vector<Tensor>& in) { return view(in[0], {2, 3}); }, x,
+             g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("ReshapeAliasBackward0", saved, g); }
+  SUBCASE("against torch: only aten._reshape_alias itself records it") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = torch.ops.aten._reshape_alias(x, (2, 3), (3, 1))
+assert out.grad_fn.name() == "ReshapeAliasBackward0"
+result = (ints(out.grad_fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK_TENSOR(one_grad("ReshapeAliasBackward0", {{"self_sym_sizes", int_list(r[0])}}, g), r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("ReshapeAliasBackward0", {random64({4}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("TBackward0") {
+  const Tensor x = random64({2, 3}, 26), g = random64({3, 2}, 27);
+  SUBCASE("finite differences") {
+    check_fd("TBackward0", {}, [](const std::vector<Tensor>& in) { return t(in[0]); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("TBackward0", {}, g); }
+  SUBCASE("against torch: t(); .T and .mT record other nodes") {
+    const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = x.t()
+assert out.grad_fn.name() == "TBackward0"
+assert x.T.grad_fn.name() == "PermuteBackward0" and x.mT.grad_fn.name() == "TransposeBackward0"
+result = torch.autograd.grad(out, (x,), b)
+)", {x, g});
+    CHECK_TENSOR(one_grad("TBackward0", {}, g), r[0]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("TBackward0", {random64({2, 2, 2}, 1)}, {true}, Saved{}), Error);
+  }
+}
+
+TEST_CASE("TransposeBackward0") {
+  const Tensor x = random64({2, 3, 4}, 28), g = random64({4, 3, 2}, 29);
+  const Saved saved = {{"dim0", std::int64_t{-1}}, {"dim1", std::int64_t{0}}};
+  SUBCASE("finite differences") {
+    check_fd("TransposeBackward0", saved, [](const std::vector<Tensor>& in) { return transpose(in[0], -1, 0); }, x,
+             g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("TransposeBackward0", saved, g); }
+  SUBCASE("against torch, a negative dim") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.transpose(-1, 0)
+fn = out.grad_fn
+assert fn.name() == "TransposeBackward0"
+result = (i64(fn._saved_dim0), i64(fn._saved_dim1), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK(int_of(r[0]) == -1);
+    CHECK_TENSOR(one_grad("TransposeBackward0", {{"dim0", int_of(r[0])}, {"dim1", int_of(r[1])}}, g), r[2]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("TransposeBackward0", {g}, {true}, Saved{{"dim0", std::int64_t{5}}, {"dim1", std::int64_t{0}}}),
+                    Error);
+  }
+}
+
+TEST_CASE("PermuteBackward0") {
+  const Tensor x = random64({2, 3, 4}, 30), g = random64({4, 2, 3}, 31);
+  const Saved saved = {{"dims", IntList{-1, 0, 1}}};
+  SUBCASE("finite differences") {
+    check_fd("PermuteBackward0", saved, [](const std::vector<Tensor>& in) { return permute(in[0], {2, 0, 1}); },
+             x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("PermuteBackward0", saved, g); }
+  SUBCASE("against torch, a negative dim") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.permute(-1, 0, 1)
+fn = out.grad_fn
+assert fn.name() == "PermuteBackward0"
+result = (ints(fn._saved_dims), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK(int_list(r[0]) == IntList{-1, 0, 1});
+    CHECK_TENSOR(one_grad("PermuteBackward0", {{"dims", int_list(r[0])}}, g), r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("PermuteBackward0", {random64({2, 3}, 1)}, {true}, saved),
+                         "PermuteBackward0: grad of shape [2,3] does not fit dims [-1,0,1]", Error);
+  }
+}
+
+TEST_CASE("ExpandBackward0") {
+  const Tensor x = random64({3, 1}, 32), g = random64({2, 3, 4}, 33);
+  const Saved saved = {{"self_sym_sizes", IntList{3, 1}}};
+  SUBCASE("finite differences") {
+    check_fd("ExpandBackward0", saved, [](const std::vector<Tensor>& in) { return expand(in[0], {2, 3, 4}); }, x,
+             g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("ExpandBackward0", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.expand(2, -1, 4)
+fn = out.grad_fn
+assert fn.name() == "ExpandBackward0"
+result = (ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    const Tensor grad = one_grad("ExpandBackward0", {{"self_sym_sizes", int_list(r[0])}}, g);
+    CHECK_TENSOR(grad, r[1]);
+    CHECK(grad.sizes() == Shape{3, 1});
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("ExpandBackward0", {random64({2, 5}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("UnsqueezeBackward0") {
+  const Tensor x = random64({2, 3}, 34), g = random64({2, 3, 1}, 35);
+  const Saved saved = {{"dim", std::int64_t{-1}}};
+  SUBCASE("finite differences") {
+    check_fd("UnsqueezeBackward0", saved, [](const std::vector<Tensor>& in) { return unsqueeze(in[0], -1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("UnsqueezeBackward0", saved, g); }
+  SUBCASE("against torch, a negative dim (of the output)") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.unsqueeze(-1)
+fn = out.grad_fn
+assert fn.name() == "UnsqueezeBackward0"
+result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK(int_of(r[0]) == -1);
+    const Tensor grad = one_grad("UnsqueezeBackward0", {{"dim", int_of(r[0])}}, g);
+    CHECK_TENSOR(grad, r[1]);
+    CHECK(grad.sizes() == Shape{2, 3});
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("UnsqueezeBackward0", {random64({2}, 1)}, {true}, Saved{{"dim", std::int64_t{3}}}),
+                    Error);
+  }
+}
+
+TEST_CASE("SqueezeBackward0") {
+  const Tensor x = random64({1, 2, 1, 3}, 36), g = random64({2, 3}, 37);
+  const Saved saved = {{"self_sym_sizes", IntList{1, 2, 1, 3}}};
+  SUBCASE("finite differences") {
+    check_fd("SqueezeBackward0", saved, [](const std::vector<Tensor>& in) { return squeeze(in[0]); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SqueezeBackward0", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.squeeze()
+fn = out.grad_fn
+assert fn.name() == "SqueezeBackward0"
+result = (ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    const Tensor grad = one_grad("SqueezeBackward0", {{"self_sym_sizes", int_list(r[0])}}, g);
+    CHECK_TENSOR(grad, r[1]);
+    CHECK(grad.sizes() == Shape{1, 2, 1, 3});
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("SqueezeBackward0", {random64({2, 3}, 1)}, {true},
+                                   Saved{{"self_sym_sizes", IntList{1, 1, 1, 1, 1}}}),
+                         "SqueezeBackward0: grad of shape [2,3] is not the squeezed input of shape [1,1,1,1,1]", Error);
+  }
+}
+
+TEST_CASE("SqueezeBackward1") {
+  const Tensor x = random64({2, 1, 3, 1}, 38), g = random64({2, 1, 3}, 39);
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"self_sym_sizes", IntList{2, 1, 3, 1}}};
+  SUBCASE("finite differences") {
+    check_fd("SqueezeBackward1", saved, [](const std::vector<Tensor>& in) { return squeeze(in[0], -1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SqueezeBackward1", saved, g); }
+  SUBCASE("against torch: a size-1 dim, a dim that was not squeezed, a negative dim") {
+    for (const std::int64_t dim : {-1, 0, 1}) {
+      CAPTURE(dim);
+      const Tensor grad = random64(squeeze(x, dim).sizes(), 40);
+      const auto r = torch_exec(py("x = a.requires_grad_()\nout = x.squeeze(" + std::to_string(dim) + R"()
+fn = out.grad_fn
+assert fn.name() == "SqueezeBackward1"
+result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, grad});
+      CHECK(int_of(r[0]) == dim);
+      const Tensor out = one_grad("SqueezeBackward1", {{"dim", int_of(r[0])}, {"self_sym_sizes", int_list(r[1])}}, grad);
+      CHECK_TENSOR(out, r[2]);
+      CHECK(out.sizes() == x.sizes());
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("SqueezeBackward1", {g}, {true}, Saved{{"dim", std::int64_t{7}}, {"self_sym_sizes", IntList{2, 1}}}),
+                    Error);
+  }
+}
+
+TEST_CASE("SqueezeBackward2") {
+  const Tensor x = random64({2, 1, 3, 1}, 41), g = random64({2, 3}, 42);
+  const Saved saved = {{"dim", IntList{1, -1}}, {"self_sym_sizes", IntList{2, 1, 3, 1}}};
+  SUBCASE("finite differences") {
+    check_fd("SqueezeBackward2", saved, [](const std::vector<Tensor>& in) { return squeeze(in[0], IntList{1, -1}); },
+             x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SqueezeBackward2", saved, g); }
+  SUBCASE("against torch: negative dims, and a dim of size > 1 that stays") {
+    const Tensor grad = random64({2, 3}, 43);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.squeeze((1, -1, 0))
+fn = out.grad_fn
+assert fn.name() == "SqueezeBackward2"
+result = (ints(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, grad});
+    CHECK(int_list(r[0]) == IntList{1, -1, 0});
+    const Tensor out = one_grad("SqueezeBackward2", {{"dim", int_list(r[0])}, {"self_sym_sizes", int_list(r[1])}}, grad);
+    CHECK_TENSOR(out, r[2]);
+    CHECK(out.sizes() == x.sizes());
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("SqueezeBackward2", {g}, {true}, Saved{{"dim", IntList{4}}, {"self_sym_sizes", IntList{2, 1}}}),
+                    Error);
+  }
+}
+
+TEST_CASE("SelectBackward0") {
+  const Tensor x = random64({2, 3, 4}, 44), g = random64({2, 4}, 45);
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", std::int64_t{-1}}, {"self_sym_sizes", IntList{2, 3, 4}}};
+  SUBCASE("finite differences") {
+    check_fd("SelectBackward0", saved, [](const std::vector<Tensor>& in) { return select(in[0], 1, -1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SelectBackward0", saved, g); }
+  SUBCASE("against torch: negative dim and index, and x[:, 1]") {
+    const Tensor g2 = random64({2, 3}, 46);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+outs = (x.select(-1, -2), x[:, 1])
+saved = [(i64(o.grad_fn._saved_dim), i64(o.grad_fn._saved_index), ints(o.grad_fn._saved_self_sym_sizes)) for o in outs]
+assert all(o.grad_fn.name() == "SelectBackward0" for o in outs)
+result = (*saved[0], *saved[1], *torch.autograd.grad(outs[0], (x,), b), *torch.autograd.grad(outs[1], (x,), c))
+)"), {x, g2, g});
+    CHECK(int_of(r[0]) == -1);
+    CHECK(int_of(r[1]) == -2);
+    CHECK_TENSOR(one_grad("SelectBackward0", {{"dim", int_of(r[0])}, {"index", int_of(r[1])}, {"self_sym_sizes", int_list(r[2])}}, g2),
+                 r[6]);
+    CHECK_TENSOR(one_grad("SelectBackward0", {{"dim", int_of(r[3])}, {"index", int_of(r[4])}, {"self_sym_sizes", int_list(r[5])}}, g),
+                 r[7]);
+  }
+  SUBCASE("errors") {
+    Saved out_of_range = saved;
+    out_of_range["index"] = std::int64_t{3};
+    CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {g}, {true}, out_of_range),
+                         "SelectBackward0: index 3 is out of range for dim 1 of size 3 (input shape [2,3,4])", Error);
+    CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {random64({2, 5}, 1)}, {true}, saved),
+                         "SelectBackward0: grad has shape [2,1,5], expected [2,1,4] for an input of shape [2,3,4]",
+                         Error);
+  }
+}
+
+TEST_CASE("SliceBackward0") {
+  const Tensor x = random64({2, 7}, 47), g = random64({2, 3}, 48);
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"end", std::int64_t{-1}}, {"self_sym_sizes", IntList{2, 7}},
+                       {"start", std::int64_t{1}}, {"step", std::int64_t{2}}};
+  SUBCASE("finite differences") {
+    check_fd("SliceBackward0", saved, [](const std::vector<Tensor>& in) { return slice(in[0], -1, 1, -1, 2); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SliceBackward0", saved, g); }
+  SUBCASE("against torch: steps, negative and out-of-range bounds, narrow") {
+    for (const char* expression : {"x[:, 1:-1:2]", "x[:, -3::2]", "x[:, 2:100]", "x[:, 5:2]", "x.narrow(-1, 2, 4)",
+                                   "x[1:]", "x[:, -100:3]"}) {
+      const std::string shown = expression;  // CAPTURE shows a const char* as a pointer
+      CAPTURE(shown);
+      const auto r = torch_exec(py(std::string("x = a.requires_grad_()\nout = ") + expression + R"(
+fn = out.grad_fn
+assert fn.name() == "SliceBackward0"
+g = torch.randn(out.shape, dtype=torch.float64)
+none = lambda v: torch.tensor([] if v is None else [i64(v)], dtype=torch.int64)
+result = (i64(fn._saved_dim), none(fn._saved_start), none(fn._saved_end), ints(fn._saved_self_sym_sizes),
+          i64(fn._saved_step), g, *torch.autograd.grad(out, (x,), g))
+)"), {x});
+      auto optional_int = [](const Tensor& t) -> FieldValue {
+        if (t.numel() == 0) return None{};
+        return int_list(t)[0];
+      };
+      CHECK_TENSOR(one_grad("SliceBackward0", {{"dim", int_of(r[0])}, {"start", optional_int(r[1])},
+                                               {"end", optional_int(r[2])}, {"self_sym_sizes", int_list(r[3])},
+                                               {"step", int_of(r[4])}}, r[5]),
+                   r[6]);
+    }
+  }
+  SUBCASE("start and end None") {
+    Saved whole = saved;
+    whole["start"] = None{};
+    whole["end"] = None{};
+    whole["step"] = std::int64_t{3};
+    check_fd("SliceBackward0", whole, [](const std::vector<Tensor>& in) { return slice(in[0], 1, std::nullopt, std::nullopt, 3); },
+             x, g);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("SliceBackward0", {random64({2, 4}, 1)}, {true}, saved),
+                         "SliceBackward0: grad has shape [2,4], expected [2,3] for an input of shape [2,7]", Error);
+    Saved zero_step = saved;
+    zero_step["step"] = std::int64_t{0};
+    CHECK_THROWS_WITH_AS(call_node("SliceBackward0", {g}, {true}, zero_step),
+                         "SliceBackward0: step must be positive, got 0", Error);
+  }
+}
+
+TEST_CASE("AsStridedBackward0") {
+  const Tensor x = random64({3, 4}, 50), g = random64({2, 2}, 51);
+  const Saved saved = {{"self_geometry", geometry({3, 4}, {4, 1}, 0)}, {"size", IntList{2, 2}},
+                       {"storage_offset", std::int64_t{1}}, {"stride", IntList{1, 2}}};
+  SUBCASE("finite differences") {
+    check_fd("AsStridedBackward0", saved,
+             [](const std::vector<Tensor>& in) { return as_strided(contiguous(in[0]), {2, 2}, {1, 2}, 1); }, x, g);
+  }
+  SUBCASE("finite differences, an output that reads elements twice") {
+    const Tensor g33 = random64({3, 3}, 52);
+    Saved overlapping = saved;
+    overlapping["size"] = IntList{3, 3};
+    overlapping["stride"] = IntList{1, 1};
+    check_fd("AsStridedBackward0", overlapping,
+             [](const std::vector<Tensor>& in) { return as_strided(contiguous(in[0]), {3, 3}, {1, 1}, 1); }, x, g33);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("AsStridedBackward0", saved, g); }
+  SUBCASE("against torch: offsets, None offset, overlapping output and input, size 0 and 1, stride 0") {
+    struct Case {
+      const char* input;  // a view of the leaf b
+      const char* view;   // as_strided arguments
+    };
+    for (const Case& c : {Case{"b.view(3, 4)", "(2, 2), (1, 2), 1"}, Case{"b.view(3, 4)[1:]", "(2, 2), (1, 2)"},
+                          Case{"b.view(3, 4)[1:]", "(2, 3), (4, 1), 2"}, Case{"b.view(3, 4)", "(3, 3), (1, 1), 0"},
+                          Case{"b.view(3, 4).t()", "(2, 1, 3), (2, 5, 3), 0"},
+                          Case{"b.view(3, 4)", "(2, 4, 2), (0, 1, 3), 1"},
+                          Case{"b.view(3, 4)", "(2, 0), (1, 1), 0"},
+                          Case{"b.view(3, 4).expand(2, 3, 4)", "(2, 2), (1, 2), 1"},
+                          Case{"b.view(3, 4)[:, :2]", "(3,), (4,), 1"}}) {
+      const std::string input = c.input, view = c.view;  // CAPTURE shows a const char* as a pointer
+      CAPTURE(input);
+      CAPTURE(view);
+      const auto r = torch_exec(py(std::string("b = a.clone().requires_grad_()\ninp = ") + c.input +
+                                   "\nout = inp.as_strided(" + c.view + R"()
+fn = out.grad_fn
+assert fn.name() == "AsStridedBackward0"
+offset = fn._saved_storage_offset
+g = torch.randn(out.shape, dtype=torch.float64)
+gi, = torch.autograd.grad(out, (inp,), g)
+result = (ints(fn._saved_size), ints(fn._saved_stride), torch.tensor([] if offset is None else [offset]),
+          ints(inp.shape), ints(inp.stride()), inp.storage_offset(), g, gi, ints(gi.stride()))
+)"), {random64({12}, 53)});
+      const Saved from_torch = {
+          {"self_geometry", geometry(int_list(r[3]), int_list(r[4]), int_of(r[5]))},
+          {"size", int_list(r[0])},
+          {"storage_offset", r[2].numel() == 0 ? FieldValue{None{}} : FieldValue{int_list(r[2].to(DType::Int64))[0]}},
+          {"stride", int_list(r[1])}};
+      const Tensor grad = one_grad("AsStridedBackward0", from_torch, r[6]);
+      CHECK_TENSOR(grad, r[7]);
+      CHECK(grad.sizes() == r[7].sizes());
+      CHECK(grad.strides() == int_list(r[8]));  // the input's geometry, as torch returns it
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("AsStridedBackward0", {random64({2, 3}, 1)}, {true}, saved),
+                         "AsStridedBackward0: grad of shape [2,3] does not fit the view's size [2,2] and stride [1,2]",
+                         Error);
+  }
+}
+
+TEST_CASE("CatBackward0") {
+  const Tensor x = random64({2, 1}, 54), y = random64({2, 3}, 55), g = random64({2, 4}, 56);
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"tensors_args_scalartypes", like({{}, {}})},
+                       {"tensors_args_sizes_symint", like({{2, 1}, {2, 3}})}};
+  SUBCASE("finite differences, one output per list element") {
+    const Grads out = call_node("CatBackward0", {g}, {true}, saved);
+    REQUIRE(out.size() == 2);
+    auto forward = [](const std::vector<Tensor>& in) { return cat({in[0], in[1]}, -1); };
+    check_against_finite_differences(out, 0, forward, {x, y}, g);
+    check_against_finite_differences(out, 1, forward, {x, y}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads not_needed = call_node("CatBackward0", {g}, {false}, saved);
+    REQUIRE(not_needed.size() == 2);
+    CHECK_FALSE(not_needed[0].has_value());
+    const Grads undefined = call_node("CatBackward0", {std::nullopt}, {true}, saved);
+    REQUIRE(undefined.size() == 2);
+    CHECK_FALSE(undefined[1].has_value());
+  }
+  SUBCASE("against torch, with a legacy empty 1-d input") {
+    const Tensor empty = zeros({0}, DType::Float64);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_(); e = b.requires_grad_(); y = c.requires_grad_()
+out = torch.cat((x, e, y), -1)
+fn = out.grad_fn
+assert fn.name() == "CatBackward0"
+result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x, e, y), d))
+)"), {x, empty, y, g});
+    const Grads out = call_node("CatBackward0", {g}, {true},
+                                {{"dim", int_of(r[0])},
+                                 {"tensors_args_scalartypes", like({{}, {}, {}})},
+                                 {"tensors_args_sizes_symint", like({x.sizes(), empty.sizes(), y.sizes()})}});
+    REQUIRE(out.size() == 3);
+    CHECK_TENSOR(*out[0], r[1]);
+    CHECK_TENSOR(*out[1], r[2]);
+    CHECK_TENSOR(*out[2], r[3]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("CatBackward0", {random64({2, 3}, 1)}, {true}, saved),
+                         "CatBackward0: grad of shape [2,3] is too small along dim 1 for the inputs' sizes", Error);
+  }
+}
+
+TEST_CASE("StackBackward0") {
+  const Tensor x = random64({2, 3}, 57), y = random64({2, 3}, 58), g = random64({2, 3, 2}, 59);
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"tensors_args_scalartypes", like({{}, {}})}};
+  SUBCASE("finite differences, one output per list element") {
+    const Grads out = call_node("StackBackward0", {g}, {true}, saved);
+    REQUIRE(out.size() == 2);
+    auto forward = [](const std::vector<Tensor>& in) { return stack({in[0], in[1]}, -1); };
+    check_against_finite_differences(out, 0, forward, {x, y}, g);
+    check_against_finite_differences(out, 1, forward, {x, y}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    REQUIRE(call_node("StackBackward0", {g}, {false}, saved).size() == 2);
+    CHECK_FALSE(call_node("StackBackward0", {g}, {false}, saved)[1].has_value());
+    CHECK_FALSE(call_node("StackBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch") {
+    const Tensor g3 = random64({2, 3, 3}, 60);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_(); y = b.requires_grad_()
+out = torch.stack((x, y, x), -1)
+fn = out.grad_fn
+assert fn.name() == "StackBackward0"
+result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x, y), c))
+)"), {x, y, g3});
+    const Grads out = call_node("StackBackward0", {g3}, {true},
+                                {{"dim", int_of(r[0])}, {"tensors_args_scalartypes", like({{}, {}, {}})}});
+    REQUIRE(out.size() == 3);
+    CHECK_TENSOR(add(*out[0], *out[2]), r[1]);  // x is stacked twice: the engine adds its two grads
+    CHECK_TENSOR(*out[1], r[2]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("StackBackward0", {random64({2, 3, 4}, 1)}, {true}, saved),
+                         "StackBackward0: grad of shape [2,3,4] has 4 entries along dim 2 for 2 stacked tensors", Error);
+  }
+}
+
+TEST_CASE("SplitWithSizesBackward0") {
+  const Tensor x = random64({4, 2}, 65);
+  const Tensor g0 = random64({1, 2}, 66), g1 = random64({0, 2}, 67), g2 = random64({3, 2}, 68);
+  const Saved saved = {{"dim", std::int64_t{0}}, {"self_options", kFloat64Options},
+                       {"self_sym_sizes", IntList{4, 2}}, {"split_sizes", IntList{1, 0, 3}}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("SplitWithSizesBackward0", {g0, g1, g2}, {true}, saved);
+    check_against_finite_differences(
+        out, 0, [](const std::vector<Tensor>& in) { return cat(split_with_sizes(in[0], {1, 0, 3}, 0), 0); }, {x},
+        cat({g0, g1, g2}, 0));
+  }
+  SUBCASE("need mask and undefined grads") {
+    CHECK_FALSE(call_node("SplitWithSizesBackward0", {g0, g1, g2}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("SplitWithSizesBackward0", {std::nullopt, std::nullopt, std::nullopt}, {true}, saved)[0]);
+  }
+  SUBCASE("against torch: an undefined grad, negative dim") {
+    const Tensor h0 = random64({4, 1}, 69);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+outs = x.split([1, 1], -1)
+fn = outs[0].grad_fn
+assert fn.name() == "SplitWithSizesBackward0"
+result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), ints(fn._saved_split_sizes),
+          *torch.autograd.grad((outs[0],), (x,), (b,)))
+)"), {x, h0});
+    CHECK(int_of(r[0]) == -1);
+    const Grads out = call_node("SplitWithSizesBackward0", {h0, std::nullopt}, {true},
+                                {{"dim", int_of(r[0])}, {"self_options", kFloat64Options},
+                                 {"self_sym_sizes", int_list(r[1])}, {"split_sizes", int_list(r[2])}});
+    CHECK_TENSOR(*out[0], r[3]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("SplitWithSizesBackward0", {g0, g2}, {true}, saved),
+                         "SplitWithSizesBackward0: 2 incoming grads for 3 pieces (input shape [4,2])", Error);
+  }
+}
+
+TEST_CASE("UnbindBackward0") {
+  const Tensor x = random64({2, 3}, 70);
+  const Tensor g0 = random64({2}, 71), g1 = random64({2}, 72), g2 = random64({2}, 73);
+  const Saved saved = {{"dim", std::int64_t{-1}}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("UnbindBackward0", {g0, g1, g2}, {true}, saved);
+    auto forward = [](const std::vector<Tensor>& in) {
+      return stack({select(in[0], 1, 0), select(in[0], 1, 1), select(in[0], 1, 2)}, 1);
+    };
+    check_against_finite_differences(out, 0, forward, {x}, stack({g0, g1, g2}, 1));
+  }
+  SUBCASE("need mask and undefined grads") {
+    CHECK_FALSE(call_node("UnbindBackward0", {g0, g1, g2}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("UnbindBackward0", {std::nullopt, std::nullopt, std::nullopt}, {true}, saved)[0]);
+  }
+  SUBCASE("against torch: undefined grads are zeros in their slot") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+outs = x.unbind(-1)
+fn = outs[0].grad_fn
+assert fn.name() == "UnbindBackward0"
+result = (i64(fn._saved_dim), *torch.autograd.grad((outs[1],), (x,), (b,)))
+)"), {x, g1});
+    const Grads out = call_node("UnbindBackward0", {std::nullopt, g1, std::nullopt}, {true}, Saved{{"dim", int_of(r[0])}});
+    CHECK_TENSOR(*out[0], r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("UnbindBackward0", {g0, random64({3}, 1)}, {true}, saved),
+                         "UnbindBackward0: grads of shapes [2] and [3] cannot come from one unbind", Error);
+  }
+}
+
+TEST_CASE("RepeatBackward0") {
+  const Tensor x = random64({2, 3}, 74), g = random64({2, 4, 3}, 75);
+  const Saved saved = {{"repeats", IntList{2, 2, 1}}, {"self_sym_sizes", IntList{2, 3}}};
+  SUBCASE("finite differences") {
+    check_fd("RepeatBackward0", saved, [](const std::vector<Tensor>& in) { return repeat(in[0], {2, 2, 1}); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("RepeatBackward0", saved, g); }
+  SUBCASE("against torch, a zero repeat included") {
+    for (const IntList& repeats : {IntList{2, 2, 1}, IntList{3, 1}, IntList{2, 0, 1}}) {
+      CAPTURE(str(repeats));
+      const Tensor grad = random64(repeat(x, repeats).sizes(), 76);
+      const auto r = torch_exec(py("x = a.requires_grad_()\nout = x.repeat(" + str(repeats).substr(1, str(repeats).size() - 2) + R"()
+fn = out.grad_fn
+assert fn.name() == "RepeatBackward0"
+result = (ints(fn._saved_repeats), ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, grad});
+      CHECK_TENSOR(one_grad("RepeatBackward0", {{"repeats", int_list(r[0])}, {"self_sym_sizes", int_list(r[1])}}, grad),
+                   r[2]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("RepeatBackward0", {random64({2, 4, 5}, 1)}, {true}, saved),
+                         "RepeatBackward0: grad of shape [2,4,5] is not input shape [2,3] repeated [2,2,1]", Error);
+    CHECK_THROWS_AS(call_node("RepeatBackward0", {g}, {true}, Saved{{"repeats", IntList{2}}, {"self_sym_sizes", IntList{2, 3}}}),
+                    Error);
+  }
+}
+
+TEST_CASE("ConstantPadNdBackward0") {
+  const Tensor x = random64({2, 3}, 77), g = random64({5, 2}, 78);
+  const Saved saved = {{"pad", IntList{1, -2, 2, 1}}};
+  SUBCASE("finite differences, a negative pad included") {
+    check_fd("ConstantPadNdBackward0", saved,
+             [](const std::vector<Tensor>& in) { return constant_pad_nd(in[0], {1, -2, 2, 1}, 1.5); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("ConstantPadNdBackward0", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = F.pad(x, (1, -2, 2, 1), value=1.5)
+fn = out.grad_fn
+assert fn.name() == "ConstantPadNdBackward0"
+result = (ints(fn._saved_pad), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK(int_list(r[0]) == IntList{1, -2, 2, 1});
+    CHECK_TENSOR(one_grad("ConstantPadNdBackward0", {{"pad", int_list(r[0])}}, g), r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("ConstantPadNdBackward0", {random64({2}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("FlipBackward0") {
+  const Tensor x = random64({2, 3, 2}, 79), g = random64({2, 3, 2}, 80);
+  const Saved saved = {{"dims", IntList{0, -1}}};
+  SUBCASE("finite differences") {
+    check_fd("FlipBackward0", saved, [](const std::vector<Tensor>& in) { return flip(in[0], {0, -1}); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("FlipBackward0", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.flip(0, -1)
+fn = out.grad_fn
+assert fn.name() == "FlipBackward0"
+result = (ints(fn._saved_dims), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK_TENSOR(one_grad("FlipBackward0", {{"dims", int_list(r[0])}}, g), r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("FlipBackward0", {g}, {true}, Saved{{"dims", IntList{5}}}), Error);
+  }
+}
+
+TEST_CASE("TrilBackward0") {
+  const Tensor x = random64({3, 4}, 81), g = random64({3, 4}, 82);
+  const Saved saved = {{"diagonal", std::int64_t{-1}}};
+  SUBCASE("finite differences") {
+    check_fd("TrilBackward0", saved, [](const std::vector<Tensor>& in) { return tril(in[0], -1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("TrilBackward0", saved, g); }
+  SUBCASE("against torch, batched") {
+    const Tensor xb = random64({2, 3, 4}, 83), gb = random64({2, 3, 4}, 84);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = torch.tril(x, 1)
+fn = out.grad_fn
+assert fn.name() == "TrilBackward0"
+result = (i64(fn._saved_diagonal), *torch.autograd.grad(out, (x,), b))
+)"), {xb, gb});
+    CHECK_TENSOR(one_grad("TrilBackward0", {{"diagonal", int_of(r[0])}}, gb), r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("TrilBackward0", {random64({3}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("TriuBackward0") {
+  const Tensor x = random64({3, 4}, 85), g = random64({3, 4}, 86);
+  const Saved saved = {{"diagonal", std::int64_t{1}}};
+  SUBCASE("finite differences") {
+    check_fd("TriuBackward0", saved, [](const std::vector<Tensor>& in) { return triu(in[0], 1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("TriuBackward0", saved, g); }
+  SUBCASE("against torch, a negative diagonal") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.triu(-1)
+fn = out.grad_fn
+assert fn.name() == "TriuBackward0"
+result = (i64(fn._saved_diagonal), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK(int_of(r[0]) == -1);
+    CHECK_TENSOR(one_grad("TriuBackward0", {{"diagonal", int_of(r[0])}}, g), r[1]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_AS(call_node("TriuBackward0", {random64({3}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("UnfoldBackward0") {
+  const Tensor x = random64({2, 7}, 87);
+  const Saved saved = {{"dimension", std::int64_t{-1}}, {"self_sym_sizes", IntList{2, 7}}, {"size", std::int64_t{3}},
+                       {"step", std::int64_t{2}}};
+  const Tensor g = random64({2, 3, 3}, 88);
+  SUBCASE("finite differences: overlapping windows add up") {
+    // unfold as a strided view of the contiguous input: windows start every `step` elements.
+    auto forward = [](const std::vector<Tensor>& in) { return as_strided(contiguous(in[0]), {2, 3, 3}, {7, 2, 1}, 0); };
+    check_fd("UnfoldBackward0", saved, forward, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("UnfoldBackward0", saved, g); }
+  SUBCASE("against torch: overlapping, gapped and exact windows, a middle dim") {
+    struct Case {
+      Shape input;
+      std::int64_t dimension, size, step;
+    };
+    for (const Case& c : {Case{{2, 7}, -1, 3, 2}, Case{{2, 7}, 1, 2, 3}, Case{{3, 5, 2}, 1, 2, 2}, Case{{4}, 0, 4, 1}}) {
+      CAPTURE(str(c.input));
+      const Tensor input = random64(c.input, 89);
+      const auto r = torch_exec(py("x = a.requires_grad_()\nout = x.unfold(" + std::to_string(c.dimension) + ", " +
+                                   std::to_string(c.size) + ", " + std::to_string(c.step) + R"()
+fn = out.grad_fn
+assert fn.name() == "UnfoldBackward0"
+g = torch.randn(out.shape, dtype=torch.float64)
+result = (i64(fn._saved_dimension), ints(fn._saved_self_sym_sizes), fn._saved_size, fn._saved_step, g,
+          *torch.autograd.grad(out, (x,), g))
+)"), {input});
+      CHECK_TENSOR(one_grad("UnfoldBackward0", {{"dimension", int_of(r[0])}, {"self_sym_sizes", int_list(r[1])},
+                                                {"size", int_of(r[2])}, {"step", int_of(r[3])}}, r[4]),
+                   r[5]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("UnfoldBackward0", {random64({2, 3, 2}, 1)}, {true}, saved),
+                         "UnfoldBackward0: grad of shape [2,3,2] does not fit windows of size 3 over an input of shape [2,7]",
+                         Error);
+  }
+}
+
+}  // TEST_SUITE
