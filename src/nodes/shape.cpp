@@ -138,6 +138,16 @@ Tensor split_with_sizes_backward(const Grads& grads, const IntList& split_sizes,
   return result;
 }
 
+// split_backward: the pieces have split_size along dim, the last one the rest.
+Tensor split_backward(const Grads& grads, int64_t split_size, int64_t dim, const IntList& sizes,
+                      const TensorOptions& options) {
+  dim = wrap_dim(dim, ndim_of(sizes), "SplitBackward0");
+  const auto num_splits = static_cast<int64_t>(grads.size());
+  IntList split_sizes(grads.size(), split_size);
+  if (num_splits > 0) split_sizes.back() = sizes[dim] - split_size * (num_splits - 1);
+  return split_with_sizes_backward(grads, split_sizes, dim, sizes, options, "SplitBackward0");
+}
+
 // repeat_backward(grad, repeats, input_shape): sums the copies. The leading
 // dims repeat added are summed away; every other dim is split into
 // (repeat, size) and the repeat part summed.
@@ -488,6 +498,20 @@ Grads StackBackward0(const Grads& grads, const StackBackward0Saved& saved, const
   return out;
 }
 
+// SplitBackward0 — split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0)
+//   self: split_backward(grads, split_size, dim, self.sym_sizes(), self.options())
+struct SplitBackward0Saved {
+  int64_t dim;
+  TensorOptions self_options;
+  IntList self_sym_sizes;
+  int64_t split_size;
+};
+
+Grads SplitBackward0(const Grads& grads, const SplitBackward0Saved& saved, const Need& need) {
+  if (!any_grad_defined(grads) || !need[0]) return Grads(1);
+  return Grads{split_backward(grads, saved.split_size, saved.dim, saved.self_sym_sizes, saved.self_options)};
+}
+
 // SplitWithSizesBackward0 — split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0)
 //   self: split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())
 struct SplitWithSizesBackward0Saved {
@@ -662,6 +686,13 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
        "tensors: stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))"},
       {saved<&StackBackward0Saved::dim>("dim", FieldKind::Int),
        hidden<&StackBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::TensorList)}));
+  registry.push_back(define_node<SplitBackward0Saved, SplitBackward0>(
+      {"SplitBackward0", "split.Tensor", {"self"}, kVariadic, {},
+       "self: split_backward(grads, split_size, dim, self.sym_sizes(), self.options())"},
+      {saved<&SplitBackward0Saved::dim>("dim", FieldKind::Int),
+       hidden<&SplitBackward0Saved::self_options>("self_options", FieldKind::TensorOptions),
+       saved<&SplitBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&SplitBackward0Saved::split_size>("split_size", FieldKind::Int)}));
   registry.push_back(define_node<SplitWithSizesBackward0Saved, SplitWithSizesBackward0>(
       {"SplitWithSizesBackward0", "split_with_sizes", {"self"}, kVariadic, {},
        "self: split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())"},

@@ -555,6 +555,48 @@ result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x, y), c))
   }
 }
 
+TEST_CASE("SplitBackward0") {
+  const Tensor x = random64({2, 5}, 61);
+  const Tensor g0 = random64({2, 2}, 62), g1 = random64({2, 2}, 63), g2 = random64({2, 1}, 64);
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"self_options", kFloat64Options},
+                       {"self_sym_sizes", IntList{2, 5}}, {"split_size", std::int64_t{2}}};
+  SUBCASE("finite differences, each output") {
+    const Grads out = call_node("SplitBackward0", {g0, g1, g2}, {true}, saved);
+    for (std::size_t k = 0; k < 3; ++k) {
+      CAPTURE(k);
+      const Tensor gk = k == 0 ? g0 : k == 1 ? g1 : g2;
+      auto forward = [k](const std::vector<Tensor>& in) { return split(in[0], 2, -1)[k]; };
+      Grads only_k(3);
+      only_k[k] = gk;
+      check_against_finite_differences(call_node("SplitBackward0", only_k, {true}, saved), 0, forward, {x}, gk);
+    }
+    check_against_finite_differences(
+        out, 0, [](const std::vector<Tensor>& in) { return cat(split(in[0], 2, -1), -1); }, {x}, cat({g0, g1, g2}, -1));
+  }
+  SUBCASE("need mask and undefined grads") {
+    CHECK_FALSE(call_node("SplitBackward0", {g0, g1, g2}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("SplitBackward0", {std::nullopt, std::nullopt, std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: undefined grads become zeros of the piece's shape and the input's dtype") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+outs = x.split(2, -1)
+fn = outs[0].grad_fn
+assert fn.name() == "SplitBackward0" and all(o.grad_fn is fn for o in outs)
+result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), i64(fn._saved_split_size),
+          *torch.autograd.grad((outs[1],), (x,), (b,)))
+)"), {x, g1});
+    const Grads out = call_node("SplitBackward0", {std::nullopt, g1, std::nullopt}, {true},
+                                {{"dim", int_of(r[0])}, {"self_options", kFloat64Options},
+                                 {"self_sym_sizes", int_list(r[1])}, {"split_size", int_of(r[2])}});
+    CHECK_TENSOR(*out[0], r[3]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("SplitBackward0", {g0, g1, g0}, {true}, saved),
+                         "SplitBackward0: the grads make a tensor of shape [2,6], the input had shape [2,5]", Error);
+  }
+}
+
 TEST_CASE("SplitWithSizesBackward0") {
   const Tensor x = random64({4, 2}, 65);
   const Tensor g0 = random64({1, 2}, 66), g1 = random64({0, 2}, 67), g2 = random64({3, 2}, 68);
