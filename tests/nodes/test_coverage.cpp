@@ -22,18 +22,10 @@ const std::set<std::string> kNotYet = {
     "NativeBatchNormBackward0",
     "NativeGroupNormBackward0",
     "NativeLayerNormBackward0",
-    "PermuteBackward0",
     "ScaledDotProductFlashAttentionForCpuBackward0",
-    "SelectBackward0",
-    "SqueezeBackward1",
     "SumBackward1",
-    "TBackward0",
-    "TransposeBackward0",
-    "UnsafeViewBackward0",
-    "UnsqueezeBackward0",
     "UpsampleBilinear2DBackward0",
     "UpsampleNearest2DBackward0",
-    "ViewBackward0",
 };
 
 }  // namespace

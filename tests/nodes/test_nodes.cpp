@@ -271,7 +271,9 @@ TEST_CASE("saved field names agree with torch's Functions.h") {
   text << file.rdbuf();
   const std::string header = text.str();
 
-  const std::regex member(R"(^\s+[\w:<>, ]+?\s+(\w+?)_?(?: = [^;]+)?;\s*$)");
+  // "  TYPE NAME_;" or "  TYPE NAME = VALUE;": the name, and whether it ends in '_' (a SavedVariable, or
+  // bookkeeping such as `tensors_released_` and `tensors_size_`).
+  const std::regex member(R"(^\s+[\w:<>, ]+?\s+(\w+?)(_?)(?: = [^;]+)?;\s*$)");
   for (const NodeDef* def : all_nodes()) {
     const std::string& name = def->schema.name;
     CAPTURE(name);
@@ -288,8 +290,11 @@ TEST_CASE("saved field names agree with torch's Functions.h") {
       std::smatch match;
       if (!std::regex_match(line, match, member)) continue;
       const std::string field = match[1];
-      if (field.size() > 9 && field.substr(field.size() - 9) == "_released") continue;
-      if (field.size() > 5 && field.substr(field.size() - 5) == "_size") continue;
+      const bool underscored = match[2].length() == 1;
+      auto ends_with = [&](const std::string& suffix) {
+        return field.size() > suffix.size() && field.compare(field.size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
+      if (underscored && (ends_with("_released") || ends_with("_size"))) continue;  // a list's bookkeeping
       torch_fields.insert(field);
     }
     std::set<std::string> refgrad_fields;
