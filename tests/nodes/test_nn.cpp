@@ -1,7 +1,4 @@
 // Node tests of the nn group: normalization, convolution, pooling, upsampling, attention.
-#include <cmath>
-#include <limits>
-
 #include "node_test.hpp"
 
 using namespace refgrad;
@@ -68,28 +65,30 @@ out = F.layer_norm(x, (4,), w, bb) if affine else F.layer_norm(x, (4,))
 fn = out.grad_fn
 assert fn.name() == "NativeLayerNormBackward0"
 )" + kSeededGrad + R"(
-saved = (fn._saved_input, fn._saved_result1, fn._saved_result2, T(fn._saved_normalized_shape))
+opt = lambda t: torch.zeros(0) if t is None else t
+saved = (fn._saved_input, fn._saved_result1, fn._saved_result2, T(fn._saved_normalized_shape),
+         fn._saved_weight is None, opt(fn._saved_weight), fn._saved_bias is None, opt(fn._saved_bias))
 ins = (x, w, bb) if affine else (x,)
 grads = torch.autograd.grad(out, ins, g)
-result = (*saved, g, *grads, (x.detach() - x.detach().mean(-1, keepdim=True)).pow(2).mean(-1, keepdim=True))
+result = (*saved, (x.detach() - x.detach().mean(-1, keepdim=True)).pow(2).mean(-1, keepdim=True), g, *grads)
 )", {x, random64({4}, 24), random64({4}, 25)});
       // result1 is the mean, result2 is 1/sqrt(var + eps): checked here against the input itself.
       CHECK_TENSOR(r[1], mean(x, {2}, true));
-      CHECK_TENSOR(r[2], rsqrt(add(r[r.size() - 1], 1e-5)));
+      CHECK_TENSOR(r[2], rsqrt(add(r[8], 1e-5)));
       CHECK(int_list(r[3]) == IntList{4});
-      const Tensor weight = random64({4}, 24), bias = random64({4}, 25);
-      const Saved from_torch = {{"bias", affine ? FieldValue(bias) : FieldValue(None{})},
+      CHECK(r[4].item<bool>() == !affine);  // no weight or bias: saved as None
+      CHECK(r[6].item<bool>() == !affine);
+      const Saved from_torch = {{"bias", affine ? FieldValue(r[7]) : FieldValue(None{})},
                                 {"input", r[0]},
                                 {"normalized_shape", int_list(r[3])},
-                                {"weight", affine ? FieldValue(weight) : FieldValue(None{})},
+                                {"weight", affine ? FieldValue(r[5]) : FieldValue(None{})},
                                 {"result1", r[1]},
                                 {"result2", r[2]}};
-      const Grads out = call_node("NativeLayerNormBackward0", {r[4], std::nullopt, std::nullopt},
-                                  {true, affine, affine}, from_torch);
-      CHECK_TENSOR(*out[0], r[5]);
+      const Grads out = call_node("NativeLayerNormBackward0", first_of_3(r[9]), {true, affine, affine}, from_torch);
+      CHECK_TENSOR(*out[0], r[10]);
       if (affine) {
-        CHECK_TENSOR(*out[1], r[6]);
-        CHECK_TENSOR(*out[2], r[7]);
+        CHECK_TENSOR(*out[1], r[11]);
+        CHECK_TENSOR(*out[2], r[12]);
       }
     }
   }
@@ -203,8 +202,7 @@ result = (*saved, g, *torch.autograd.grad(out, ins, g))
                                 {"weight", affine ? FieldValue(r[4]) : FieldValue(None{})},
                                 {"result1", r[5]},
                                 {"result2", r[6]}};
-      const Grads out = call_node("NativeBatchNormBackward0", {r[10], std::nullopt, std::nullopt},
-                                  {true, affine, affine}, from_torch);
+      const Grads out = call_node("NativeBatchNormBackward0", first_of_3(r[10]), {true, affine, affine}, from_torch);
       CHECK_TENSOR(*out[0], r[11]);
       if (affine) {
         CHECK_TENSOR(*out[1], r[12]);
@@ -264,7 +262,7 @@ assert fn.name() == "NativeGroupNormBackward0"
 )" + kSeededGrad + R"(
 ins = (x, w, bb) if affine else (x,)
 saved = (fn._saved_input, fn._saved_result1, fn._saved_result2, fn._saved_N, fn._saved_C, fn._saved_HxW,
-         fn._saved_group, fn._saved_eps)
+         fn._saved_group, fn._saved_eps, torch.zeros(0) if fn._saved_weight is None else fn._saved_weight)
 result = (*saved, g, *torch.autograd.grad(out, ins, g))
 )", {random64({2, 6, 2, 2}, 44), random64({6}, 45), random64({6}, 46)});
       const Tensor grouped_input = reshape(r[0], {2, 3, -1});
@@ -273,14 +271,13 @@ result = (*saved, g, *torch.autograd.grad(out, ins, g))
       const Saved from_torch = {{"C", r[4].item<std::int64_t>()}, {"HxW", r[5].item<std::int64_t>()},
                                 {"N", r[3].item<std::int64_t>()}, {"eps", r[7].item<double>()},
                                 {"group", r[6].item<std::int64_t>()}, {"input", r[0]},
-                                {"weight", affine ? FieldValue(random64({6}, 45)) : FieldValue(None{})},
+                                {"weight", affine ? FieldValue(r[8]) : FieldValue(None{})},
                                 {"result1", r[1]}, {"result2", r[2]}};
-      const Grads out = call_node("NativeGroupNormBackward0", {r[8], std::nullopt, std::nullopt},
-                                  {true, affine, affine}, from_torch);
-      CHECK_TENSOR(*out[0], r[9]);
+      const Grads out = call_node("NativeGroupNormBackward0", first_of_3(r[9]), {true, affine, affine}, from_torch);
+      CHECK_TENSOR(*out[0], r[10]);
       if (affine) {
-        CHECK_TENSOR(*out[1], r[10]);
-        CHECK_TENSOR(*out[2], r[11]);
+        CHECK_TENSOR(*out[1], r[11]);
+        CHECK_TENSOR(*out[2], r[12]);
       }
     }
   }
