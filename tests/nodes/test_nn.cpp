@@ -1,2 +1,725 @@
-// Placeholder: the node tests of this group.
+// Node tests of the nn group: normalization, convolution, pooling, upsampling, attention.
 #include "node_test.hpp"
+
+using namespace refgrad;
+using namespace refgrad::testing;
+
+namespace {
+
+// torch code that leaves, after the forward `out` and its node `fn`, a seeded grad `g` of out's shape.
+constexpr const char* kSeededGrad =
+    "\ng = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(7))\n"
+    "T = lambda s: torch.tensor(list(s), dtype=torch.int64)\n";
+
+std::optional<double> optional_double(const Tensor& is_none, const Tensor& value) {
+  if (is_none.item<bool>()) return std::nullopt;
+  return value.item<double>();
+}
+
+const Grads kNoGrads3 = {std::nullopt, std::nullopt, std::nullopt};
+const Need kAll3 = {true, true, true};
+
+// The incoming grads of a three-output forward whose first output alone is used.
+Grads first_of_3(const Tensor& grad) { return {grad, std::nullopt, std::nullopt}; }
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+// ------------------------------------------------------------------ layer norm ---
+
+TEST_CASE("NativeLayerNormBackward0") {
+  const Tensor x = random64({2, 3, 4}, 20), w = random64({3, 4}, 21), b = random64({3, 4}, 22),
+               g = random64({2, 3, 4}, 23);
+  const double eps = 1e-5;
+  const IntList inner = {1, 2};
+  const Saved saved = {{"bias", b},
+                       {"input", x},
+                       {"normalized_shape", IntList{3, 4}},
+                       {"weight", w},
+                       {"result1", mean(x, inner, true)},
+                       {"result2", rsqrt(add(var(x, inner, 0, true), eps))}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("NativeLayerNormBackward0", first_of_3(g), kAll3, saved);
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor centered = sub(in[0], mean(in[0], inner, true));
+      return add(mul(div(centered, sqrt(add(var(in[0], inner, 0, true), eps))), in[1]), in[2]);
+    };
+    for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, b}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("NativeLayerNormBackward0", first_of_3(g), {false, true, false}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{3, 4});
+    CHECK_FALSE(out[2].has_value());
+    const Grads undefined = call_node("NativeLayerNormBackward0", kNoGrads3, {true, true, true}, saved);
+    for (const auto& grad : undefined) CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: result1 is the mean, result2 the rstd; with and without weight and bias") {
+    for (const bool affine : {true, false}) {
+      CAPTURE(affine);
+      const auto r = torch_exec(std::string("affine = ") + (affine ? "True" : "False") + R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bb = c.requires_grad_()
+out = F.layer_norm(x, (4,), w, bb) if affine else F.layer_norm(x, (4,))
+fn = out.grad_fn
+assert fn.name() == "NativeLayerNormBackward0"
+)" + kSeededGrad + R"(
+opt = lambda t: torch.zeros(0) if t is None else t
+saved = (fn._saved_input, fn._saved_result1, fn._saved_result2, T(fn._saved_normalized_shape),
+         fn._saved_weight is None, opt(fn._saved_weight), fn._saved_bias is None, opt(fn._saved_bias))
+ins = (x, w, bb) if affine else (x,)
+grads = torch.autograd.grad(out, ins, g)
+result = (*saved, (x.detach() - x.detach().mean(-1, keepdim=True)).pow(2).mean(-1, keepdim=True), g, *grads)
+)", {x, random64({4}, 24), random64({4}, 25)});
+      // result1 is the mean, result2 is 1/sqrt(var + eps): checked here against the input itself.
+      CHECK_TENSOR(r[1], mean(x, {2}, true));
+      CHECK_TENSOR(r[2], rsqrt(add(r[8], 1e-5)));
+      CHECK(int_list(r[3]) == IntList{4});
+      CHECK(r[4].item<bool>() == !affine);  // no weight or bias: saved as None
+      CHECK(r[6].item<bool>() == !affine);
+      const Saved from_torch = {{"bias", affine ? FieldValue(r[7]) : FieldValue(None{})},
+                                {"input", r[0]},
+                                {"normalized_shape", int_list(r[3])},
+                                {"weight", affine ? FieldValue(r[5]) : FieldValue(None{})},
+                                {"result1", r[1]},
+                                {"result2", r[2]}};
+      const Grads out = call_node("NativeLayerNormBackward0", first_of_3(r[9]), {true, affine, affine}, from_torch);
+      CHECK_TENSOR(*out[0], r[10]);
+      if (affine) {
+        CHECK_TENSOR(*out[1], r[11]);
+        CHECK_TENSOR(*out[2], r[12]);
+      }
+    }
+  }
+  SUBCASE("float32 stays float32") {
+    Saved saved32 = saved;
+    for (const char* name : {"bias", "input", "weight", "result1", "result2"})
+      saved32[name] = std::get<Tensor>(saved.at(name)).to(DType::Float32);
+    const Grads out = call_node("NativeLayerNormBackward0", {g.to(DType::Float32), std::nullopt, std::nullopt},
+                                {true, true, true}, saved32);
+    for (const auto& grad : out) CHECK(grad->dtype() == DType::Float32);
+  }
+  SUBCASE("errors") {
+    Saved bad_shape = saved;
+    bad_shape["normalized_shape"] = IntList{4, 3};
+    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", first_of_3(g), kAll3, bad_shape),
+                         "NativeLayerNormBackward0: input [2,3,4] does not end in normalized_shape [4,3]", Error);
+    Saved bad_mean = saved;
+    bad_mean["result1"] = random64({3}, 1);
+    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", first_of_3(g), kAll3, bad_mean),
+                         "NativeLayerNormBackward0: mean [3] and rstd [2,1,1] do not fit input [2,3,4]", Error);
+  }
+}
+
+// ------------------------------------------------------------------ batch norm ---
+
+TEST_CASE("NativeBatchNormBackward0") {
+  const Tensor x = random64({3, 2, 2, 2}, 30), w = random64({2}, 31), b = random64({2}, 32),
+               g = random64({3, 2, 2, 2}, 33);
+  const Tensor running_mean = random64({2}, 34), running_var = add(abs(random64({2}, 35)), 0.5);
+  const double eps = 1e-5;
+  const IntList reduce = {0, 2, 3};
+  auto channel = [](const Tensor& v) { return reshape(v, {1, -1, 1, 1}); };
+  const Saved train = {{"eps", eps},
+                       {"input", x},
+                       {"running_mean", running_mean},
+                       {"running_var", running_var},
+                       {"training", true},
+                       {"weight", w},
+                       {"result1", mean(x, reduce)},
+                       {"result2", rsqrt(add(var(x, reduce, 0), eps))}};
+  Saved eval = train;
+  eval["training"] = false;
+  eval["result1"] = zeros({0}, DType::Float64);
+  eval["result2"] = zeros({0}, DType::Float64);
+
+  SUBCASE("finite differences, train and eval") {
+    auto train_forward = [&](const std::vector<Tensor>& in) {
+      const Tensor centered = sub(in[0], mean(in[0], reduce, true));
+      return add(mul(div(centered, sqrt(add(var(in[0], reduce, 0, true), eps))), channel(in[1])), channel(in[2]));
+    };
+    auto eval_forward = [&](const std::vector<Tensor>& in) {
+      const Tensor x_hat = div(sub(in[0], channel(running_mean)), sqrt(add(channel(running_var), eps)));
+      return add(mul(x_hat, channel(in[1])), channel(in[2]));
+    };
+    const Grads out_train = call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, train);
+    const Grads out_eval = call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, eval);
+    for (std::size_t k = 0; k < 3; ++k) {
+      check_against_finite_differences(out_train, k, train_forward, {x, w, b}, g);
+      check_against_finite_differences(out_eval, k, eval_forward, {x, w, b}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("NativeBatchNormBackward0", first_of_3(g), {false, false, true}, train);
+    CHECK_FALSE(out[0].has_value());
+    CHECK_FALSE(out[1].has_value());
+    CHECK(out[2]->sizes() == Shape{2});
+    for (const auto& grad : call_node("NativeBatchNormBackward0", kNoGrads3, {true, true, true}, eval))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: BatchNorm2d in train and eval mode, and batch_norm without running stats or weight") {
+    for (const std::string mode : {"train", "eval", "functional", "batchnorm1d"}) {
+      CAPTURE(mode);
+      const auto r = torch_exec("mode = '" + mode + R"('
+torch.manual_seed(0)
+x = a.requires_grad_()
+if mode == 'functional':
+    out = F.batch_norm(x, None, None, training=True)
+else:
+    bn = (torch.nn.BatchNorm1d(2) if mode == 'batchnorm1d' else torch.nn.BatchNorm2d(2)).double()
+    if mode == 'batchnorm1d':
+        x = x.detach().reshape(3, 2, 4).requires_grad_()
+    with torch.no_grad():
+        bn.weight.normal_(); bn.bias.normal_(); bn(x * 2 + 1)  # running statistics away from 0 and 1
+    if mode == 'eval':
+        bn.eval()
+    out = bn(x)
+fn = out.grad_fn
+assert fn.name() == "NativeBatchNormBackward0"
+)" + kSeededGrad + R"(
+none = torch.zeros(0, dtype=torch.float64)
+opt = lambda t: none if t is None else t
+affine = fn._saved_weight is not None
+ins = (x, bn.weight, bn.bias) if affine else (x,)
+saved = (fn._saved_input, opt(fn._saved_running_mean), opt(fn._saved_running_var), fn._saved_training,
+         opt(fn._saved_weight), fn._saved_result1, fn._saved_result2, fn._saved_eps, affine,
+         fn._saved_running_mean is None)
+result = (*saved, g, *torch.autograd.grad(out, ins, g))
+)", {x});
+      const bool affine = r[8].item<bool>(), no_stats = r[9].item<bool>();
+      CHECK(r[3].item<bool>() == (mode != "eval"));
+      if (mode == "eval") CHECK(r[5].numel() == 0);  // result1/result2 empty in eval mode
+      if (mode == "train") {
+        CHECK_TENSOR(r[5], mean(r[0], {0, 2, 3}));  // the batch mean and invstd, not the running ones
+        CHECK_TENSOR(r[6], rsqrt(add(var(r[0], {0, 2, 3}, 0), r[7].item<double>())));
+      }
+      const Saved from_torch = {{"eps", r[7].item<double>()},
+                                {"input", r[0]},
+                                {"running_mean", no_stats ? FieldValue(None{}) : FieldValue(r[1])},
+                                {"running_var", no_stats ? FieldValue(None{}) : FieldValue(r[2])},
+                                {"training", r[3].item<bool>()},
+                                {"weight", affine ? FieldValue(r[4]) : FieldValue(None{})},
+                                {"result1", r[5]},
+                                {"result2", r[6]}};
+      const Grads out = call_node("NativeBatchNormBackward0", first_of_3(r[10]), {true, affine, affine}, from_torch);
+      CHECK_TENSOR(*out[0], r[11]);
+      if (affine) {
+        CHECK_TENSOR(*out[1], r[12]);
+        CHECK_TENSOR(*out[2], r[13]);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    Saved no_stats = eval;
+    no_stats["running_var"] = None{};
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, no_stats),
+                         "NativeBatchNormBackward0: eval mode needs running_mean and running_var, which were not saved",
+                         Error);
+    Saved bad_stats = train;
+    bad_stats["result1"] = random64({3}, 1);
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, bad_stats),
+                         "NativeBatchNormBackward0: statistics [3] and [2] do not match the 2 channels of input "
+                         "[3,2,2,2]",
+                         Error);
+  }
+}
+
+// ------------------------------------------------------------------ group norm ---
+
+TEST_CASE("NativeGroupNormBackward0") {
+  const Tensor x = random64({2, 4, 3}, 40), w = random64({4}, 41), b = random64({4}, 42), g = random64({2, 4, 3}, 43);
+  const double eps = 1e-5;
+  const Tensor grouped = reshape(x, {2, 2, -1});
+  const Saved saved = {{"C", std::int64_t{4}}, {"HxW", std::int64_t{3}}, {"N", std::int64_t{2}}, {"eps", eps},
+                       {"group", std::int64_t{2}}, {"input", x}, {"weight", w},
+                       {"result1", mean(grouped, {2})}, {"result2", rsqrt(add(var(grouped, {2}, 0), eps))}};
+
+  SUBCASE("finite differences") {
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor xg = reshape(in[0], {2, 2, -1});
+      const Tensor x_hat = div(sub(xg, mean(xg, {2}, true)), sqrt(add(var(xg, {2}, 0, true), eps)));
+      return add(mul(reshape(x_hat, {2, 4, 3}), reshape(in[1], {1, 4, 1})), reshape(in[2], {1, 4, 1}));
+    };
+    const Grads out = call_node("NativeGroupNormBackward0", first_of_3(g), kAll3, saved);
+    for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, b}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("NativeGroupNormBackward0", first_of_3(g), {true, false, false}, saved);
+    CHECK(out[0]->sizes() == Shape{2, 4, 3});
+    CHECK_FALSE(out[1].has_value());
+    for (const auto& grad : call_node("NativeGroupNormBackward0", kNoGrads3, {true, true, true}, saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: result1 is the mean, result2 the rstd, [N, group]") {
+    for (const bool affine : {true, false}) {
+      CAPTURE(affine);
+      const auto r = torch_exec(std::string("affine = ") + (affine ? "True" : "False") + R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bb = c.requires_grad_()
+out = F.group_norm(x, 3, w, bb) if affine else F.group_norm(x, 3)
+fn = out.grad_fn
+assert fn.name() == "NativeGroupNormBackward0"
+)" + kSeededGrad + R"(
+ins = (x, w, bb) if affine else (x,)
+saved = (fn._saved_input, fn._saved_result1, fn._saved_result2, fn._saved_N, fn._saved_C, fn._saved_HxW,
+         fn._saved_group, fn._saved_eps, torch.zeros(0) if fn._saved_weight is None else fn._saved_weight)
+result = (*saved, g, *torch.autograd.grad(out, ins, g))
+)", {random64({2, 6, 2, 2}, 44), random64({6}, 45), random64({6}, 46)});
+      const Tensor grouped_input = reshape(r[0], {2, 3, -1});
+      CHECK_TENSOR(r[1], mean(grouped_input, {2}));
+      CHECK_TENSOR(r[2], rsqrt(add(var(grouped_input, {2}, 0), r[7].item<double>())));
+      const Saved from_torch = {{"C", r[4].item<std::int64_t>()}, {"HxW", r[5].item<std::int64_t>()},
+                                {"N", r[3].item<std::int64_t>()}, {"eps", r[7].item<double>()},
+                                {"group", r[6].item<std::int64_t>()}, {"input", r[0]},
+                                {"weight", affine ? FieldValue(r[8]) : FieldValue(None{})},
+                                {"result1", r[1]}, {"result2", r[2]}};
+      const Grads out = call_node("NativeGroupNormBackward0", first_of_3(r[9]), {true, affine, affine}, from_torch);
+      CHECK_TENSOR(*out[0], r[10]);
+      if (affine) {
+        CHECK_TENSOR(*out[1], r[11]);
+        CHECK_TENSOR(*out[2], r[12]);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad_group = saved;
+    bad_group["group"] = std::int64_t{3};
+    CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", first_of_3(g), kAll3, bad_group),
+                         doctest::Contains("do not fit N=2 C=4 HxW=3 group=3"), Error);
+    const Grads with_mean_grad = {g, random64({2, 2}, 1), std::nullopt};
+    CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", with_mean_grad, kAll3, saved),
+                         "NativeGroupNormBackward0: gradients of the mean and rstd outputs are not supported yet",
+                         Error);
+  }
+}
+
+// ------------------------------------------------------------------ convolution ---
+
+TEST_CASE("ConvolutionBackward0") {
+  struct Case {
+    const char* torch_forward;  // x, w, bias in scope
+    Shape input, weight;
+    IntList stride, padding, dilation;
+    bool transposed;
+    IntList output_padding;
+    std::int64_t groups;
+  };
+  const std::vector<Case> cases = {
+      {"F.conv1d(x, w, bias)", {2, 3, 7}, {4, 3, 2}, {1}, {0}, {1}, false, {0}, 1},
+      {"F.conv2d(x, w, bias, stride=2, padding=1, dilation=2, groups=2)", {2, 4, 6, 7}, {6, 2, 2, 3}, {2, 2}, {1, 1},
+       {2, 2}, false, {0, 0}, 2},
+      {"F.conv2d(x, w, bias, stride=(2, 3), padding=(0, 2))", {1, 2, 6, 5}, {3, 2, 3, 2}, {2, 3}, {0, 2}, {1, 1},
+       false, {0, 0}, 1},
+      {"F.conv_transpose2d(x, w, bias, stride=2, padding=1, output_padding=1, groups=2)", {2, 4, 3, 3}, {4, 3, 3, 2},
+       {2, 2}, {1, 1}, {1, 1}, true, {1, 1}, 2},
+      {"F.conv_transpose1d(x, w, bias, stride=3, dilation=2, output_padding=1)", {2, 2, 4}, {2, 3, 3}, {3}, {0}, {2},
+       true, {1}, 1},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.torch_forward);
+    const Tensor x = random64(c.input, 50), w = random64(c.weight, 51);
+    const std::int64_t out_channels = c.transposed ? c.weight[1] * c.groups : c.weight[0];
+    const Tensor bias = random64({out_channels}, 52);
+    auto forward = [&](const std::vector<Tensor>& in) {
+      return convolution(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.transposed, c.output_padding,
+                         c.groups);
+    };
+    const Tensor g = random64(forward({x, w, bias}).sizes(), 53);
+    const Saved saved = {{"bias_sym_sizes_opt", IntList{out_channels}}, {"dilation", c.dilation},
+                         {"groups", c.groups}, {"input", x}, {"output_padding", c.output_padding},
+                         {"padding", c.padding}, {"stride", c.stride}, {"transposed", c.transposed}, {"weight", w}};
+
+    SUBCASE("finite differences") {
+      const Grads out = call_node("ConvolutionBackward0", {g}, {true, true, true}, saved);
+      for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, bias}, g);
+    }
+    SUBCASE("against torch") {
+      const auto r = torch_exec(std::string(R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bias = c.requires_grad_()
+out = )") + c.torch_forward + R"(
+fn = out.grad_fn
+assert fn.name() == "ConvolutionBackward0"
+)" + kSeededGrad + R"(
+result = (fn._saved_input, fn._saved_weight, T(fn._saved_stride), T(fn._saved_padding), T(fn._saved_dilation),
+          fn._saved_transposed, T(fn._saved_output_padding), fn._saved_groups, T(fn._saved_bias_sym_sizes_opt),
+          g, *torch.autograd.grad(out, (x, w, bias), g))
+)", {x, w, bias});
+      const Saved from_torch = {{"bias_sym_sizes_opt", int_list(r[8])}, {"dilation", int_list(r[4])},
+                                {"groups", r[7].item<std::int64_t>()}, {"input", r[0]},
+                                {"output_padding", int_list(r[6])}, {"padding", int_list(r[3])},
+                                {"stride", int_list(r[2])}, {"transposed", r[5].item<bool>()}, {"weight", r[1]}};
+      CHECK(r[5].item<bool>() == c.transposed);
+      const Grads out = call_node("ConvolutionBackward0", {r[9]}, {true, true, true}, from_torch);
+      CHECK_TENSOR(*out[0], r[10]);
+      CHECK_TENSOR(*out[1], r[11]);
+      CHECK_TENSOR(*out[2], r[12]);
+    }
+  }
+  const Tensor x = random64({1, 2, 5}, 54), w = random64({3, 2, 2}, 55), g = random64({1, 3, 4}, 56);
+  const Saved saved = {{"bias_sym_sizes_opt", None{}}, {"dilation", IntList{1}}, {"groups", std::int64_t{1}},
+                       {"input", x}, {"output_padding", IntList{0}}, {"padding", IntList{0}},
+                       {"stride", IntList{1}}, {"transposed", false}, {"weight", w}};
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("ConvolutionBackward0", {g}, {false, true, false}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{3, 2, 2});
+    CHECK_FALSE(out[2].has_value());
+    for (const auto& grad : call_node("ConvolutionBackward0", {std::nullopt}, {true, true, true}, saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("errors") {
+    Saved three_d = saved;
+    three_d["input"] = random64({1, 2, 3, 3, 3}, 1);
+    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {g}, {true, true, true}, three_d),
+                         "ConvolutionBackward0: 3-d convolution (input [1,2,3,3,3]) is not supported yet; "
+                         "1-d and 2-d are",
+                         Error);
+    Saved bad_stride = saved;
+    bad_stride["stride"] = IntList{1, 1};
+    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {g}, {true, true, true}, bad_stride),
+                         doctest::Contains("do not fit stride [1,1]"), Error);
+  }
+}
+
+// ------------------------------------------------------------------ pooling ---
+
+TEST_CASE("MaxPool2DWithIndicesBackward0") {
+  const Tensor x = random64({2, 2, 4, 4}, 60), g = random64({2, 2, 2, 2}, 61);
+  const auto [pooled, indices] = max_pool2d_with_indices(x, {2, 2});
+  const Saved saved = {{"ceil_mode", false}, {"dilation", IntList{1, 1}}, {"kernel_size", IntList{2, 2}},
+                       {"padding", IntList{0, 0}}, {"self", x}, {"stride", IntList{2, 2}}, {"result1", indices}};
+
+  SUBCASE("finite differences, without ties") {
+    const Grads out = call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, saved);
+    auto forward = [](const std::vector<Tensor>& in) { return max_pool2d_with_indices(in[0], {2, 2}).first; };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MaxPool2DWithIndicesBackward0", {std::nullopt, std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: ties, overlapping windows, padding, ceil_mode, dilation, unbatched [C, H, W]") {
+    // Values rounded to integers tie often; the indices torch chose decide where the grad goes.
+    const Tensor tied = tensor({{{1.0, 3.0, 3.0, 0.0, 2.0}, {3.0, 3.0, 1.0, 3.0, 2.0}, {0.0, 2.0, 3.0, 3.0, 1.0},
+                                 {2.0, 2.0, 1.0, 0.0, 3.0}, {1.0, 3.0, 3.0, 2.0, 2.0}}},
+                               DType::Float64);
+    const std::vector<std::string> forwards = {
+        "F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, return_indices=True)[0]",
+        "F.max_pool2d(x, 2, stride=1, return_indices=True)[0]",
+        "F.max_pool2d(x, 2, dilation=2, return_indices=True)[0]",
+        "F.max_pool2d(x, 2, ceil_mode=True)"};
+    for (const std::string& forward : forwards) {
+      CAPTURE(forward);
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = )" + forward + R"(
+fn = out.grad_fn
+assert fn.name() == "MaxPool2DWithIndicesBackward0"
+)" + kSeededGrad + R"(
+result = (fn._saved_self, fn._saved_result1, T(fn._saved_kernel_size), T(fn._saved_stride), T(fn._saved_padding),
+          T(fn._saved_dilation), fn._saved_ceil_mode, g, *torch.autograd.grad(out, (x,), g))
+)", {tied});
+      const Saved from_torch = {{"ceil_mode", r[6].item<bool>()}, {"dilation", int_list(r[5])},
+                                {"kernel_size", int_list(r[2])}, {"padding", int_list(r[4])},
+                                {"self", r[0]}, {"stride", int_list(r[3])}, {"result1", r[1]}};
+      const Tensor grad_self = *call_node("MaxPool2DWithIndicesBackward0", {r[7], std::nullopt}, {true}, from_torch)[0];
+      CHECK_TENSOR(grad_self, r[8]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad_indices = saved;
+    bad_indices["result1"] = zeros({2, 2, 3, 3}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, bad_indices),
+                         "MaxPool2DWithIndicesBackward0: grad [2,2,2,2] and indices [2,2,3,3] do not fit self "
+                         "[2,2,4,4]",
+                         Error);
+    Saved float_indices = saved;
+    float_indices["result1"] = g;
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, float_indices),
+                         "MaxPool2DWithIndicesBackward0: indices must be int64, got float64", Error);
+    Saved outside = saved;
+    outside["result1"] = full({2, 2, 2, 2}, 16, DType::Int64);  // a 4x4 plane has positions 0..15
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, outside),
+                         doctest::Contains("index 16 is out of bounds"), Error);
+  }
+}
+
+TEST_CASE("AvgPool2DBackward0") {
+  struct Case {
+    const char* torch_forward;
+    IntList kernel_size, stride, padding;
+    bool ceil_mode, count_include_pad;
+    std::optional<std::int64_t> divisor_override;
+  };
+  const std::vector<Case> cases = {
+      {"F.avg_pool2d(x, 2)", {2, 2}, {}, {0, 0}, false, true, std::nullopt},
+      {"F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)", {3, 3}, {2, 2}, {1, 1}, true, true, std::nullopt},
+      {"F.avg_pool2d(x, (3, 2), stride=(2, 1), padding=1, ceil_mode=True, count_include_pad=False)", {3, 2}, {2, 1},
+       {1, 1}, true, false, std::nullopt},
+      {"F.avg_pool2d(x, 2, stride=1, padding=1, divisor_override=3)", {2, 2}, {1, 1}, {1, 1}, false, true, 3},
+  };
+  const Tensor x = random64({2, 2, 5, 6}, 70);
+  for (const Case& c : cases) {
+    CAPTURE(c.torch_forward);
+    auto forward = [&](const std::vector<Tensor>& in) {
+      return avg_pool2d(in[0], c.kernel_size, c.stride, c.padding, c.ceil_mode, c.count_include_pad,
+                        c.divisor_override);
+    };
+    const Tensor g = random64(forward({x}).sizes(), 71);
+    const FieldValue divisor_override = c.divisor_override ? FieldValue(*c.divisor_override) : FieldValue(None{});
+    const Saved saved = {{"ceil_mode", c.ceil_mode}, {"count_include_pad", c.count_include_pad},
+                         {"divisor_override", divisor_override},
+                         {"kernel_size", c.kernel_size}, {"padding", c.padding}, {"self", x}, {"stride", c.stride}};
+    SUBCASE("finite differences") {
+      check_against_finite_differences(call_node("AvgPool2DBackward0", {g}, {true}, saved), 0, forward, {x}, g);
+    }
+    SUBCASE("against torch") {
+      const auto r = torch_exec(std::string(R"(
+x = a.requires_grad_()
+out = )") + c.torch_forward + R"(
+fn = out.grad_fn
+assert fn.name() == "AvgPool2DBackward0"
+)" + kSeededGrad + R"(
+d = fn._saved_divisor_override
+result = (fn._saved_self, T(fn._saved_kernel_size), T(fn._saved_stride), T(fn._saved_padding), fn._saved_ceil_mode,
+          fn._saved_count_include_pad, d is None, 0 if d is None else d, g, *torch.autograd.grad(out, (x,), g))
+)", {x});
+      const Saved from_torch = {
+          {"ceil_mode", r[4].item<bool>()}, {"count_include_pad", r[5].item<bool>()},
+          {"divisor_override", r[6].item<bool>() ? FieldValue(None{}) : FieldValue(r[7].item<std::int64_t>())},
+          {"kernel_size", int_list(r[1])}, {"padding", int_list(r[3])}, {"self", r[0]}, {"stride", int_list(r[2])}};
+      CHECK_TENSOR(*call_node("AvgPool2DBackward0", {r[8]}, {true}, from_torch)[0], r[9]);
+    }
+  }
+  const Saved saved = {{"ceil_mode", false}, {"count_include_pad", true}, {"divisor_override", None{}},
+                       {"kernel_size", IntList{2, 2}}, {"padding", IntList{0, 0}}, {"self", x}, {"stride", IntList{}}};
+  const Tensor g = random64({2, 2, 2, 3}, 72);
+  SUBCASE("need mask, undefined grad, unbatched and float32") {
+    CHECK_FALSE(call_node("AvgPool2DBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("AvgPool2DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    Saved unbatched = saved;
+    unbatched["self"] = x.to(DType::Float32);
+    const Tensor grad_self = *call_node("AvgPool2DBackward0", {g.to(DType::Float32)}, {true}, unbatched)[0];
+    CHECK(grad_self.dtype() == DType::Float32);
+    unbatched["self"] = select(x, 0, 0);
+    CHECK(call_node("AvgPool2DBackward0", {select(g, 0, 0)}, {true}, unbatched)[0]->sizes() == Shape{2, 5, 6});
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("AvgPool2DBackward0", {random64({2, 2, 3, 3}, 1)}, {true}, saved),
+                         "AvgPool2DBackward0: grad [2,2,3,3] is not the avg_pool2d output of self [2,2,5,6] with "
+                         "kernel_size [2,2], stride [], padding [0,0]",
+                         Error);
+    Saved zero_divisor = saved;
+    zero_divisor["divisor_override"] = std::int64_t{0};
+    CHECK_THROWS_WITH_AS(call_node("AvgPool2DBackward0", {g}, {true}, zero_divisor),
+                         "AvgPool2DBackward0: divisor_override is 0", Error);
+  }
+}
+
+TEST_CASE("AdaptiveAvgPool2DBackward0") {
+  const Tensor x = random64({2, 3, 7, 5}, 80);
+  SUBCASE("finite differences and torch, with overlapping windows") {
+    for (const IntList& size : {IntList{3, 2}, IntList{4, 3}, IntList{7, 5}}) {
+      CAPTURE(str(size));
+      auto forward = [&](const std::vector<Tensor>& in) { return adaptive_avg_pool2d(in[0], size); };
+      const Tensor g = random64(forward({x}).sizes(), 81);
+      const Grads out = call_node("AdaptiveAvgPool2DBackward0", {g}, {true}, Saved{{"self", x}});
+      check_against_finite_differences(out, 0, forward, {x}, g);
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = F.adaptive_avg_pool2d(x, tuple(b.tolist()))
+fn = out.grad_fn
+assert fn.name() == "AdaptiveAvgPool2DBackward0"
+)" + std::string(kSeededGrad) + R"(
+result = (fn._saved_self, g, *torch.autograd.grad(out, (x,), g))
+)", {x, from_vector(size, {2})});
+      CHECK_TENSOR(*call_node("AdaptiveAvgPool2DBackward0", {r[1]}, {true}, Saved{{"self", r[0]}})[0], r[2]);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Tensor g = random64({2, 3, 3, 2}, 82);
+    CHECK_FALSE(call_node("AdaptiveAvgPool2DBackward0", {g}, {false}, Saved{{"self", x}})[0].has_value());
+    CHECK_FALSE(call_node("AdaptiveAvgPool2DBackward0", {std::nullopt}, {true}, Saved{{"self", x}})[0].has_value());
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveAvgPool2DBackward0", {random64({3, 3, 2}, 1)}, {true}, Saved{{"self", x}}),
+                         "AdaptiveAvgPool2DBackward0: grad [3,3,2] does not fit self [2,3,7,5]", Error);
+  }
+}
+
+// ------------------------------------------------------------------ upsampling ---
+
+TEST_CASE("UpsampleNearest2DBackward0") {
+  const Tensor x = random64({2, 2, 4, 3}, 90);
+  SUBCASE("finite differences and torch: exact doubling, a size, a fractional scale") {
+    for (const std::string& args : {std::string("scale_factor=2"), std::string("size=(5, 7)"),
+                                    std::string("scale_factor=(2.5, 1.7)")}) {
+      CAPTURE(args);
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = F.interpolate(x, mode='nearest', )" + args + R"()
+fn = out.grad_fn
+assert fn.name() == "UpsampleNearest2DBackward0"
+)" + std::string(kSeededGrad) + R"(
+sh, sw = fn._saved_scales_h, fn._saved_scales_w
+result = (T(fn._saved_output_size), T(fn._saved_self_sym_sizes), sh is None, sh or 0.0, sw is None, sw or 0.0,
+          g, *torch.autograd.grad(out, (x,), g))
+)", {x});
+      const IntList output_size = int_list(r[0]);
+      const std::optional<double> scales_h = optional_double(r[2], r[3]), scales_w = optional_double(r[4], r[5]);
+      const Saved saved = {{"output_size", output_size},
+                           {"scales_h", scales_h ? FieldValue(*scales_h) : FieldValue(None{})},
+                           {"scales_w", scales_w ? FieldValue(*scales_w) : FieldValue(None{})},
+                           {"self_sym_sizes", int_list(r[1])}};
+      const Grads out = call_node("UpsampleNearest2DBackward0", {r[6]}, {true}, saved);
+      CHECK_TENSOR(*out[0], r[7]);
+      auto forward = [&](const std::vector<Tensor>& in) {
+        return upsample_nearest2d(in[0], output_size, scales_h, scales_w);
+      };
+      check_against_finite_differences(out, 0, forward, {x}, r[6]);
+    }
+  }
+  const Saved saved = {{"output_size", IntList{8, 6}}, {"scales_h", None{}}, {"scales_w", None{}},
+                       {"self_sym_sizes", IntList{2, 2, 4, 3}}};
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("UpsampleNearest2DBackward0", {random64({2, 2, 8, 6}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("UpsampleNearest2DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("errors") {
+    Saved empty_input = saved;
+    empty_input["self_sym_sizes"] = IntList{2, 2, 0, 3};
+    CHECK_THROWS_WITH_AS(call_node("UpsampleNearest2DBackward0", {random64({2, 2, 8, 6}, 1)}, {true}, empty_input),
+                         doctest::Contains("self sizes [2,2,0,3]"), Error);
+    CHECK_THROWS_WITH_AS(call_node("UpsampleNearest2DBackward0", {random64({2, 2, 8, 5}, 1)}, {true}, saved),
+                         "UpsampleNearest2DBackward0: grad [2,2,8,5] does not fit output_size [8,6] and self sizes "
+                         "[2,2,4,3]",
+                         Error);
+  }
+}
+
+TEST_CASE("UpsampleBilinear2DBackward0") {
+  const Tensor x = random64({2, 2, 4, 3}, 100);
+  SUBCASE("finite differences and torch: align_corners both ways, a scale, downsampling") {
+    for (const std::string& args :
+         {std::string("size=(7, 5), align_corners=False"), std::string("size=(7, 5), align_corners=True"),
+          std::string("scale_factor=(1.7, 2.5)"), std::string("size=(3, 2)"),
+          std::string("size=(1, 4), align_corners=True")}) {
+      CAPTURE(args);
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = F.interpolate(x, mode='bilinear', )" + args + R"()
+fn = out.grad_fn
+assert fn.name() == "UpsampleBilinear2DBackward0"
+)" + std::string(kSeededGrad) + R"(
+sh, sw = fn._saved_scales_h, fn._saved_scales_w
+result = (T(fn._saved_output_size), T(fn._saved_self_sym_sizes), sh is None, sh or 0.0, sw is None, sw or 0.0,
+          fn._saved_align_corners, g, *torch.autograd.grad(out, (x,), g))
+)", {x});
+      const IntList output_size = int_list(r[0]);
+      const std::optional<double> scales_h = optional_double(r[2], r[3]), scales_w = optional_double(r[4], r[5]);
+      const bool align_corners = r[6].item<bool>();
+      const Saved saved = {{"align_corners", align_corners},
+                           {"output_size", output_size},
+                           {"scales_h", scales_h ? FieldValue(*scales_h) : FieldValue(None{})},
+                           {"scales_w", scales_w ? FieldValue(*scales_w) : FieldValue(None{})},
+                           {"self_sym_sizes", int_list(r[1])}};
+      const Grads out = call_node("UpsampleBilinear2DBackward0", {r[7]}, {true}, saved);
+      CHECK_TENSOR(*out[0], r[8]);
+      auto forward = [&](const std::vector<Tensor>& in) {
+        return upsample_bilinear2d(in[0], output_size, align_corners, scales_h, scales_w);
+      };
+      check_against_finite_differences(out, 0, forward, {x}, r[7]);
+    }
+  }
+  const Saved saved = {{"align_corners", false}, {"output_size", IntList{8, 6}}, {"scales_h", None{}},
+                       {"scales_w", None{}}, {"self_sym_sizes", IntList{2, 2, 4, 3}}};
+  SUBCASE("need mask, undefined grad, float32") {
+    CHECK_FALSE(call_node("UpsampleBilinear2DBackward0", {random64({2, 2, 8, 6}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("UpsampleBilinear2DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    CHECK(call_node("UpsampleBilinear2DBackward0", {random64({2, 2, 8, 6}, 1).to(DType::Float32)}, {true}, saved)[0]
+              ->dtype() == DType::Float32);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("UpsampleBilinear2DBackward0", {random64({2, 8, 6}, 1)}, {true}, saved),
+                         "UpsampleBilinear2DBackward0: grad [2,8,6] does not fit output_size [8,6] and self sizes "
+                         "[2,2,4,3]",
+                         Error);
+  }
+}
+
+// ------------------------------------------------------------------ attention ---
+
+TEST_CASE("ScaledDotProductFlashAttentionForCpuBackward0") {
+  const char* const kNode = "ScaledDotProductFlashAttentionForCpuBackward0";
+  const Tensor q = random64({2, 2, 3, 4}, 110), k = random64({2, 2, 5, 4}, 111), v = random64({2, 2, 5, 4}, 112),
+               g = random64({2, 2, 3, 4}, 113);
+  const Saved saved = {{"attn_mask", None{}}, {"dropout_p", 0.0}, {"is_causal", false}, {"key", k}, {"query", q},
+                       {"scale", None{}}, {"value", v}, {"logsumexp", zeros({2, 2, 3}, DType::Float64)},
+                       {"output", zeros({2, 2, 3, 4}, DType::Float64)}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node(kNode, {g, std::nullopt}, {true, true, true}, saved);
+    auto forward = [](const std::vector<Tensor>& in) {
+      return matmul(softmax(mul(matmul(in[0], transpose(in[1], -2, -1)), 0.5), -1), in[2]);  // scale 1/sqrt(4)
+    };
+    for (std::size_t i = 0; i < 3; ++i) check_against_finite_differences(out, i, forward, {q, k, v}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node(kNode, {g, std::nullopt}, {false, false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK_FALSE(out[1].has_value());
+    CHECK(out[2]->sizes() == Shape{2, 2, 5, 4});
+    for (const auto& grad :
+         call_node(kNode, {std::nullopt, std::nullopt}, {true, true, true}, saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  // torch takes this path only when value's head dim equals query's (else the math path, no such node).
+  SUBCASE("against torch: scale, causal, float and boolean masks, a fully masked row") {
+    const std::vector<std::string> forwards = {
+        "F.scaled_dot_product_attention(q, k, v)",
+        "F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)",
+        "F.scaled_dot_product_attention(q, k, v, attn_mask=torch.randn(3, 5, dtype=torch.float64))",
+        "F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor("
+        "[[True] * 5, [False] * 5, [True, False, True, False, True]]))",
+    };
+    for (const std::string& forward : forwards) {
+      CAPTURE(forward);
+      const auto r = torch_exec(R"(
+torch.manual_seed(0)
+q = a.requires_grad_(); k = b.requires_grad_(); v = c.requires_grad_()
+out = )" + forward + R"(
+fn = out.grad_fn
+assert fn.name() == "ScaledDotProductFlashAttentionForCpuBackward0"
+)" + std::string(kSeededGrad) + R"(
+m, s = fn._saved_attn_mask, fn._saved_scale
+result = (m is None, torch.zeros(0) if m is None else m, s is None, s or 0.0, fn._saved_is_causal, fn._saved_dropout_p,
+          fn._saved_query, fn._saved_key, fn._saved_value, fn._saved_logsumexp, fn._saved_output,
+          g, *torch.autograd.grad(out, (q, k, v), g))
+)", {q, k, v});
+      const std::optional<double> scale = optional_double(r[2], r[3]);
+      const Saved from_torch = {{"attn_mask", r[0].item<bool>() ? FieldValue(None{}) : FieldValue(r[1])},
+                                {"dropout_p", r[5].item<double>()}, {"is_causal", r[4].item<bool>()},
+                                {"key", r[7]}, {"query", r[6]},
+                                {"scale", scale ? FieldValue(*scale) : FieldValue(None{})},
+                                {"value", r[8]}, {"logsumexp", r[9]}, {"output", r[10]}};
+      const Grads out = call_node(kNode, {r[11], std::nullopt},
+                                  {true, true, true}, from_torch);
+      for (std::size_t i = 0; i < 3; ++i) CHECK_TENSOR(*out[i], r[12 + i]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved dropout = saved;
+    dropout["dropout_p"] = 0.1;
+    CHECK_THROWS_WITH_AS(call_node(kNode, {g, std::nullopt}, {true, true, true}, dropout),
+                         "ScaledDotProductFlashAttentionForCpuBackward0: dropout_p 0.1 is not supported yet (only 0)",
+                         Error);
+    Saved bad_key = saved;
+    bad_key["key"] = random64({2, 2, 5, 3}, 1);
+    CHECK_THROWS_WITH_AS(call_node(kNode, {g, std::nullopt}, {true, true, true}, bad_key),
+                         doctest::Contains("query [2,2,3,4], key [2,2,5,3], value [2,2,5,4] and grad [2,2,3,4] "
+                                           "do not fit"),
+                         Error);
+  }
+}
+
+}  // TEST_SUITE
