@@ -15,17 +15,8 @@ namespace {
 // when a node is missing and not listed here, and when a listed node has
 // arrived in the registry, so this list always says exactly what is missing.
 const std::set<std::string> kNotYet = {
-    "ConvolutionBackward0",
-    "MaxPool2DWithIndicesBackward0",
-    "AvgPool2DBackward0",
     "MeanBackward1",
-    "NativeBatchNormBackward0",
-    "NativeGroupNormBackward0",
-    "NativeLayerNormBackward0",
-    "ScaledDotProductFlashAttentionForCpuBackward0",
     "SumBackward1",
-    "UpsampleBilinear2DBackward0",
-    "UpsampleNearest2DBackward0",
 };
 
 }  // namespace
