@@ -1,9 +1,226 @@
-// Reduction nodes: sum.
+// Reduction nodes: sum, mean, prod, max/min (all, dim), amax/amin, median,
+// nanmedian, kthvalue, cumsum, linalg_vector_norm, var, std, logsumexp.
+#include <cmath>
+#include <limits>
+
 #include "define.hpp"
 #include "functions_manual.hpp"
 
 namespace refgrad::nodes {
 namespace {
+
+// ------------------------------------------------ FunctionsManual helpers ---
+// Under PyTorch's names (torch/csrc/autograd/FunctionsManual.cpp, and
+// at::dim_list_to_bitset); several are likely to be shared with other groups.
+
+// at::dim_list_to_bitset: which of a tensor's n_dims dims a dim list names
+// (wrapped); None names every dim. A 0-d tensor accepts dim 0 and -1.
+std::vector<bool> dim_list_to_bitset(const std::optional<IntList>& opt_dims, std::int64_t n_dims) {
+  std::vector<bool> bits(static_cast<std::size_t>(std::max<std::int64_t>(n_dims, 1)), !opt_dims.has_value());
+  if (!opt_dims) return bits;
+  for (const std::int64_t dim : *opt_dims) {
+    const std::int64_t d = wrap_dim(dim, n_dims, "dim_list_to_bitset");
+    check(!bits[static_cast<std::size_t>(d)], "dim ", d, " appears multiple times in the list of dims");
+    bits[static_cast<std::size_t>(d)] = true;
+  }
+  return bits;
+}
+
+// Puts back, as size-1 dims, the dims of an n_dims-d tensor that a reduction
+// without keepdim removed from t. None means every dim.
+Tensor unsqueeze_multiple(const Tensor& t, const std::optional<IntList>& opt_dim, std::int64_t n_dims) {
+  if (opt_dim && opt_dim->empty()) return t;
+  if (opt_dim && opt_dim->size() == 1) return unsqueeze(t, opt_dim->front());  // PyTorch's shortcut
+  const std::vector<bool> dims_to_unsqueeze = dim_list_to_bitset(opt_dim, n_dims);
+  Tensor res = t;
+  for (std::int64_t i = 0; i < n_dims; ++i)
+    if (dims_to_unsqueeze[static_cast<std::size_t>(i)]) res = unsqueeze(res, i);
+  return res;
+}
+
+// The number of elements a reduction over `dims` combines (1 for a 0-d tensor).
+std::int64_t _safe_size(const IntList& sizes, const IntList& dims) {
+  if (sizes.empty()) return 1;
+  std::int64_t size = 1;
+  const auto ndim = static_cast<std::int64_t>(sizes.size());
+  for (const std::int64_t dim : dims) size *= sizes[static_cast<std::size_t>(wrap_dim(dim, ndim, "_safe_size"))];
+  return size;
+}
+
+// sum's grad: the reduced dims put back (None or [] reduced every dim, so a
+// 0-d grad just expands), then expanded to the input's sizes.
+Tensor sum_backward(const Tensor& grad, const IntList& sizes, const std::optional<IntList>& opt_dims, bool keepdim) {
+  if (!keepdim && !sizes.empty() && opt_dims && !opt_dims->empty())
+    return expand(unsqueeze_multiple(grad, opt_dims, static_cast<std::int64_t>(sizes.size())), sizes);
+  return expand(grad, sizes);
+}
+
+Tensor mean_backward(const Tensor& grad, const IntList& shape, const std::optional<IntList>& opt_dim,
+                     std::int64_t numel, bool keepdim) {
+  const bool is_all_reduce = !opt_dim || opt_dim->empty();
+  const std::int64_t n = is_all_reduce ? numel : _safe_size(shape, *opt_dim);
+  return div(sum_backward(grad, shape, opt_dim, keepdim), Scalar(n));
+}
+
+// The reduced dims of `output` put back as size-1 dims (a reshape). PyTorch
+// indexes its target shape unchecked; refgrad rejects a bad or repeated dim.
+Tensor restore_reduced_dims(const Tensor& output, const IntList& dims, bool keepdim) {
+  if (keepdim) return output;
+  const std::int64_t total_dims = output.dim() + static_cast<std::int64_t>(dims.size());
+  Shape target_shape(static_cast<std::size_t>(total_dims), 0);
+  for (const std::int64_t dim : dims) {
+    const auto d = static_cast<std::size_t>(wrap_dim(dim, total_dims, "restore_reduced_dims"));
+    check(target_shape[d] == 0, "restore_reduced_dims: dim ", d, " appears multiple times in the list of dims");
+    target_shape[d] = 1;
+  }
+  std::size_t j = 0;
+  for (const std::int64_t size : output.sizes()) {
+    while (target_shape[j] > 0) ++j;
+    target_shape[j++] = size;
+  }
+  return reshape(output, target_shape);
+}
+
+// amax/amin: the grad split evenly among the elements equal to the extreme.
+Tensor scale_grad_by_count(const Tensor& grad, const Tensor& mask, const IntList& dims) {
+  return mul(div(grad, sum(mask, dims, true)), mask);
+}
+
+// max()/min()/median() over all elements: the grad split evenly among the
+// elements equal to the result (NaN ones when the result is NaN). This is
+// PyTorch's CPU path; its CUDA path gives the same values.
+Tensor evenly_distribute_backward(const Tensor& grad, const Tensor& input, const Tensor& value) {
+  check(value.numel() == 1, "evenly_distribute_backward: expected a one-element result, got shape ",
+        str(value.sizes()));
+  const Tensor mask = std::isnan(value.item<double>()) ? ne(input, input) : eq(input, value);
+  return masked_fill(zeros(input.sizes(), input.dtype()), mask, div(grad, sum(mask)));
+}
+
+// max(dim), min(dim), median(dim), kthvalue: the grad goes to the selected
+// element of each slice, named by `indices`; the others get 0.
+Tensor value_selecting_reduction_backward(const Tensor& grad, std::int64_t dim, const Tensor& indices,
+                                          const IntList& sizes, bool keepdim) {
+  const Tensor grad_in = zeros(sizes, grad.dtype());
+  if (!keepdim && !sizes.empty()) return scatter(grad_in, dim, unsqueeze(indices, dim), unsqueeze(grad, dim));
+  return scatter(grad_in, dim, indices, grad);
+}
+
+// at::cumprod. L0 has none: each prefix product is an L0 prod, which
+// multiplies in double like ATen's CPU cumprod. Quadratic in the dim's size.
+Tensor cumprod(const Tensor& self, std::int64_t dim) {
+  TensorList prefixes;
+  for (std::int64_t i = 1; i <= self.size(dim); ++i) prefixes.push_back(prod(narrow(self, dim, 0, i), dim, true));
+  return cat(prefixes, dim);
+}
+
+// The product of all other elements of each slice along dim, without
+// dividing (so zeros are safe): exclusive prefix times exclusive suffix products.
+Tensor prod_safe_zeros_backward(const Tensor& grad, const Tensor& inp, std::int64_t dim) {
+  if (inp.numel() == 0) return expand(grad, inp.sizes());
+  const std::int64_t n = inp.size(dim);
+  if (n == 1) return grad;
+  Shape ones_size = inp.sizes();
+  ones_size[static_cast<std::size_t>(dim)] = 1;
+  const Tensor ones_ = ones(ones_size, grad.dtype());
+  const Tensor exclusive_normal = cumprod(cat({ones_, narrow(inp, dim, 0, n - 1)}, dim), dim);
+  const Tensor narrow_reverse = flip(narrow(inp, dim, 1, n - 1), {dim});
+  const Tensor exclusive_reverse = flip(cumprod(cat({ones_, narrow_reverse}, dim), dim), {dim});
+  return mul(grad, mul(exclusive_normal, exclusive_reverse));
+}
+
+// prod() over all elements. No zero: result / input. One zero: the safe
+// products. Two or more: every product is 0, and PyTorch (grad mode off, as
+// always in refgrad: no double backward) returns zeros_like(input) directly.
+Tensor prod_backward(const Tensor& grad, const Tensor& input, const Tensor& result) {
+  if (input.dim() == 0) return grad;
+  const std::int64_t zeros_count = sum(eq(input, 0)).item<std::int64_t>();
+  if (zeros_count == 0) return mul(grad, div(result, input));
+  if (zeros_count > 1) return zeros_like(input);
+  return reshape(prod_safe_zeros_backward(grad, reshape(input, {-1}), 0), input.sizes());
+}
+
+// prod(dim): result / input when the input has no zero at all, else the safe
+// products (for every slice).
+Tensor prod_backward(const Tensor& grad, const Tensor& input, const Tensor& result, std::int64_t dim, bool keepdim) {
+  if (input.dim() == 0) return grad;
+  dim = wrap_dim(dim, input.dim(), "prod_backward");
+  const Tensor g = keepdim ? grad : unsqueeze(grad, dim);
+  const Tensor r = keepdim ? result : unsqueeze(result, dim);
+  if (sum(eq(input, 0)).item<std::int64_t>() == 0) return mul(g, div(r, input));
+  return prod_safe_zeros_backward(g, input, dim);
+}
+
+// The reversed cumulative sum.
+Tensor cumsum_backward(const Tensor& grad, std::int64_t dim) {
+  if (grad.numel() <= 1 || grad.size(dim) == 1) return grad;
+  return flip(cumsum(flip(grad, {dim}), dim), {dim});
+}
+
+// linalg_vector_norm's grad for each ord. ord 0 has none: PyTorch returns an
+// undefined tensor (nullopt). At a zero norm the grad is 0; for inf norms it
+// is split evenly among the elements of largest |x| (NaNs included).
+std::optional<Tensor> norm_backward(Tensor grad, const Tensor& self, double p, Tensor norm, const IntList& dim,
+                                    bool keepdim) {
+  if (!keepdim && self.dim() != 0) {
+    grad = unsqueeze_multiple(grad, dim, self.dim());
+    norm = unsqueeze_multiple(norm, dim, self.dim());
+  }
+  if (p == 0.0) return std::nullopt;
+  if (p == 1.0) return mul(sign(self), grad);
+  if (p == 2.0) return mul(grad, masked_fill(div(self, norm), eq(norm, 0), 0));
+  if (std::isinf(p)) {
+    const Tensor self_abs = abs(self);
+    const Tensor mask = logical_or(eq(self_abs, norm), ne(self_abs, self_abs));
+    return mul(sign(self), mul(div(grad, sum(mask, dim, true)), mask));
+  }
+  if (p < 1.0) {
+    const Tensor self_scaled = mul(sign(self), masked_fill(pow(abs(self), p - 1), eq(self, 0), 0));
+    return mul(mul(self_scaled, grad), pow(norm, 1 - p));
+  }
+  const Tensor self_scaled = p < 2.0 ? mul(sign(self), pow(abs(self), p - 1)) : mul(self, pow(abs(self), p - 2));
+  const Tensor scale_v = masked_fill(div(grad, pow(norm, p - 1)), eq(norm, 0), 0);
+  return mul(self_scaled, scale_v);
+}
+
+// 2 / (N - correction) * grad * (self - mean). With no dim (or a 0-d self)
+// and N <= correction, the factor is infinite: PyTorch returns grad times inf,
+// or NaN where self equals its mean; at::where(cond, Scalar, Scalar) makes
+// that factor a default-dtype (float32) tensor, and so does refgrad.
+// A dim list of [] (not None) counts N as 1 while the mean is over every dim,
+// as in PyTorch.
+Tensor var_backward(Tensor grad, const Tensor& self, const std::optional<IntList>& dim_opt,
+                    const std::optional<Scalar>& correction_opt, bool keepdim) {
+  const double correction = correction_opt.value_or(Scalar(1)).to_double();
+  if (self.dim() == 0 || !dim_opt) {
+    const double dof = static_cast<double>(self.numel()) - correction;
+    if (dof <= 0) {
+      const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+      return mul(grad, where(eq(self, mean(self)), scalar_tensor(nan), scalar_tensor(inf)));
+    }
+    return mul(mul(grad, 2.0 / dof), sub(self, mean(self)));
+  }
+  if (!keepdim && self.dim() > 1) grad = unsqueeze_multiple(grad, dim_opt, self.dim());
+  const auto rnumel = static_cast<double>(_safe_size(self.sizes(), *dim_opt));
+  return mul(mul(grad, 2.0 / (rnumel - correction)), sub(self, mean(self, *dim_opt, true)));
+}
+
+// d std = d var / (2 std); 0 where std is 0.
+Tensor std_backward(const Tensor& result, const Tensor& grad, const Tensor& self, const std::optional<IntList>& dim,
+                    const std::optional<Scalar>& correction, bool keepdim) {
+  const Tensor grad_var = masked_fill(div(grad, mul(result, 2)), eq(result, 0), 0);
+  return var_backward(grad_var, self, dim, correction, keepdim);
+}
+
+// grad * softmax(self) over the reduced dims, computed as exp(self - result).
+Tensor logsumexp_backward(Tensor grad, const Tensor& self, Tensor result, const IntList& dim, bool keepdim) {
+  if (!keepdim && self.dim() != 0) {
+    grad = unsqueeze_multiple(grad, dim, self.dim());
+    result = unsqueeze_multiple(result, dim, self.dim());
+  }
+  return mul(grad, exp(sub(self, result)));
+}
+
+// ------------------------------------------------------------------ nodes ---
 
 // SumBackward0 — sum(Tensor self, *, ScalarType? dtype=None)
 //   self: grad.expand_symint(self.sym_sizes())
@@ -16,12 +233,318 @@ Grads SumBackward0(const Grads& grads, const SumBackward0Saved& saved, const Nee
   return Grads{expand(*grads[0], saved.self_sym_sizes)};
 }
 
+// SumBackward1 — sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)
+//   self: sum_backward(grad, self.sym_sizes(), dim, keepdim)
+struct SumBackward1Saved {
+  std::optional<IntList> dim;
+  bool keepdim;
+  IntList self_sym_sizes;
+};
+
+Grads SumBackward1(const Grads& grads, const SumBackward1Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{sum_backward(*grads[0], saved.self_sym_sizes, saved.dim, saved.keepdim)};
+}
+
+// MeanBackward0 — mean(Tensor self, *, ScalarType? dtype=None)
+//   self: grad.expand_symint(self.sym_sizes()) / self.sym_numel()
+struct MeanBackward0Saved {
+  std::int64_t self_sym_numel;
+  IntList self_sym_sizes;
+};
+
+Grads MeanBackward0(const Grads& grads, const MeanBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{div(expand(*grads[0], saved.self_sym_sizes), Scalar(saved.self_sym_numel))};
+}
+
+// MeanBackward1 — mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)
+//   self: mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)
+struct MeanBackward1Saved {
+  std::optional<IntList> dim;
+  bool keepdim;
+  std::int64_t self_sym_numel;
+  IntList self_sym_sizes;
+};
+
+Grads MeanBackward1(const Grads& grads, const MeanBackward1Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{mean_backward(*grads[0], saved.self_sym_sizes, saved.dim, saved.self_sym_numel, saved.keepdim)};
+}
+
+// ProdBackward0 — prod(Tensor self, *, ScalarType? dtype=None)
+//   self: prod_backward(grad, self.to(grad.scalar_type()), result)
+struct ProdBackward0Saved {
+  Tensor self;
+  Tensor result;
+};
+
+Grads ProdBackward0(const Grads& grads, const ProdBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor& grad = *grads[0];
+  return Grads{prod_backward(grad, saved.self.to(grad.dtype()), saved.result)};
+}
+
+// ProdBackward1 — prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)
+//   self: prod_backward(grad, self.to(grad.scalar_type()), result, dim, keepdim)
+struct ProdBackward1Saved {
+  std::int64_t dim;
+  bool keepdim;
+  Tensor self;
+  Tensor result;
+};
+
+Grads ProdBackward1(const Grads& grads, const ProdBackward1Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor& grad = *grads[0];
+  return Grads{prod_backward(grad, saved.self.to(grad.dtype()), saved.result, saved.dim, saved.keepdim)};
+}
+
+// MaxBackward0 — max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+//   self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)
+// Also MinBackward0 (min.dim), MedianBackward1 (median.dim), NanmedianBackward1
+// (nanmedian.dim) and KthvalueBackward0 (kthvalue): the same fields and formula.
+// Two incoming grads (values, indices); only the values' grad is used, and
+// without it the output is undefined.
+struct ValueSelectingSaved {
+  std::int64_t dim;
+  bool keepdim;
+  IntList self_sym_sizes;
+  Tensor indices;
+};
+
+Grads ValueSelectingBackward(const Grads& grads, const ValueSelectingSaved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{
+      value_selecting_reduction_backward(*grads[0], saved.dim, saved.indices, saved.self_sym_sizes, saved.keepdim)};
+}
+
+// MaxBackward1 — max(Tensor self) -> Tensor
+//   self: evenly_distribute_backward(grad, self, result)
+// Also MinBackward1 (min), MedianBackward0 (median) and NanmedianBackward0 (nanmedian).
+struct EvenlyDistributeSaved {
+  Tensor self;
+  Tensor result;
+};
+
+Grads EvenlyDistributeBackward(const Grads& grads, const EvenlyDistributeSaved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{evenly_distribute_backward(*grads[0], saved.self, saved.result)};
+}
+
+// AmaxBackward0 — amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+//   self: scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
+//                             restore_reduced_dims(result, dim, keepdim) == self, dim)
+// Also AminBackward0 (amin).
+struct AmaxBackward0Saved {
+  IntList dim;
+  bool keepdim;
+  Tensor self;
+  Tensor result;
+};
+
+Grads AmaxBackward0(const Grads& grads, const AmaxBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor mask = eq(restore_reduced_dims(saved.result, saved.dim, saved.keepdim), saved.self);
+  return Grads{scale_grad_by_count(restore_reduced_dims(*grads[0], saved.dim, saved.keepdim), mask, saved.dim)};
+}
+
+// CumsumBackward0 — cumsum(Tensor self, int dim, *, ScalarType? dtype=None)
+//   self: cumsum_backward(grad.to(self.scalar_type()), dim)
+struct CumsumBackward0Saved {
+  std::int64_t dim;
+  DType self_scalar_type;
+};
+
+Grads CumsumBackward0(const Grads& grads, const CumsumBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{cumsum_backward(grads[0]->to(saved.self_scalar_type), saved.dim)};
+}
+
+// LinalgVectorNormBackward0 — linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None,
+//                                                bool keepdim=False, *, ScalarType? dtype=None)
+//   self: linalg_vector_norm_backward(grad, self, ord, result, dim, keepdim)
+// linalg_vector_norm_backward is norm_backward with dim None read as [].
+struct LinalgVectorNormBackward0Saved {
+  std::optional<IntList> dim;
+  bool keepdim;
+  Scalar ord;
+  Tensor self;
+  Tensor result;
+};
+
+Grads LinalgVectorNormBackward0(const Grads& grads, const LinalgVectorNormBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{norm_backward(*grads[0], saved.self, saved.ord.to_double(), saved.result,
+                             saved.dim.value_or(IntList{}), saved.keepdim)};
+}
+
+// VarBackward0 — var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)
+//   self: var_backward(grad, self, dim, correction, keepdim)
+struct VarBackward0Saved {
+  std::optional<Scalar> correction;
+  std::optional<IntList> dim;
+  bool keepdim;
+  Tensor self;
+};
+
+Grads VarBackward0(const Grads& grads, const VarBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{var_backward(*grads[0], saved.self, saved.dim, saved.correction, saved.keepdim)};
+}
+
+// StdBackward0 — std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)
+//   self: std_backward(result, grad, self, dim, correction, keepdim)
+struct StdBackward0Saved {
+  std::optional<Scalar> correction;
+  std::optional<IntList> dim;
+  bool keepdim;
+  Tensor self;
+  Tensor result;
+};
+
+Grads StdBackward0(const Grads& grads, const StdBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{std_backward(saved.result, *grads[0], saved.self, saved.dim, saved.correction, saved.keepdim)};
+}
+
+// LogsumexpBackward0 — logsumexp(Tensor self, int[1] dim, bool keepdim=False)
+//   self: logsumexp_backward(grad, self, result, dim, keepdim)
+struct LogsumexpBackward0Saved {
+  IntList dim;
+  bool keepdim;
+  Tensor self;
+  Tensor result;
+};
+
+Grads LogsumexpBackward0(const Grads& grads, const LogsumexpBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{logsumexp_backward(*grads[0], saved.self, saved.result, saved.dim, saved.keepdim)};
+}
+
+// The registrations of the nodes that share a struct and a function.
+NodeDef value_selecting_node(const char* name, const char* aten_op) {
+  using S = ValueSelectingSaved;
+  return define_node<S, ValueSelectingBackward>(
+      {name, aten_op, {"self"}, 2, {},
+       "self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)"},
+      {saved<&S::dim>("dim", FieldKind::Int), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+       saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&S::indices>("indices", FieldKind::Tensor)});
+}
+
+NodeDef evenly_distribute_node(const char* name, const char* aten_op) {
+  using S = EvenlyDistributeSaved;
+  return define_node<S, EvenlyDistributeBackward>(
+      {name, aten_op, {"self"}, 1, {}, "self: evenly_distribute_backward(grad, self, result)"},
+      {saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)});
+}
+
+NodeDef amax_node(const char* name, const char* aten_op) {
+  using S = AmaxBackward0Saved;
+  return define_node<S, AmaxBackward0>(
+      {name, aten_op, {"self"}, 1, {},
+       "self: scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim), "
+       "restore_reduced_dims(result, dim, keepdim) == self, dim)"},
+      {saved<&S::dim>("dim", FieldKind::IntList), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+       saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)});
+}
+
 }  // namespace
 
 void add_reduction_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(define_node<SumBackward0Saved, SumBackward0>(
       {"SumBackward0", "sum", {"self"}, 1, {}, "self: grad.expand_symint(self.sym_sizes())"},
       {saved<&SumBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+
+  {
+    using S = SumBackward1Saved;
+    registry.push_back(define_node<S, SumBackward1>(
+        {"SumBackward1", "sum.dim_IntList", {"self"}, 1, {},
+         "self: sum_backward(grad, self.sym_sizes(), dim, keepdim)"},
+        {saved<&S::dim>("dim", FieldKind::IntList, true), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  }
+  {
+    using S = MeanBackward0Saved;
+    registry.push_back(define_node<S, MeanBackward0>(
+        {"MeanBackward0", "mean", {"self"}, 1, {}, "self: grad.expand_symint(self.sym_sizes()) / self.sym_numel()"},
+        {saved<&S::self_sym_numel>("self_sym_numel", FieldKind::Int),
+         saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  }
+  {
+    using S = MeanBackward1Saved;
+    registry.push_back(define_node<S, MeanBackward1>(
+        {"MeanBackward1", "mean.dim", {"self"}, 1, {},
+         "self: mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)"},
+        {saved<&S::dim>("dim", FieldKind::IntList, true), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::self_sym_numel>("self_sym_numel", FieldKind::Int),
+         saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  }
+  {
+    using S = ProdBackward0Saved;
+    registry.push_back(define_node<S, ProdBackward0>(
+        {"ProdBackward0", "prod", {"self"}, 1, {}, "self: prod_backward(grad, self.to(grad.scalar_type()), result)"},
+        {saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = ProdBackward1Saved;
+    registry.push_back(define_node<S, ProdBackward1>(
+        {"ProdBackward1", "prod.dim_int", {"self"}, 1, {},
+         "self: prod_backward(grad, self.to(grad.scalar_type()), result, dim, keepdim)"},
+        {saved<&S::dim>("dim", FieldKind::Int), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  registry.push_back(value_selecting_node("MaxBackward0", "max.dim"));
+  registry.push_back(value_selecting_node("MinBackward0", "min.dim"));
+  registry.push_back(value_selecting_node("MedianBackward1", "median.dim"));
+  registry.push_back(value_selecting_node("NanmedianBackward1", "nanmedian.dim"));
+  registry.push_back(value_selecting_node("KthvalueBackward0", "kthvalue"));
+  registry.push_back(evenly_distribute_node("MaxBackward1", "max"));
+  registry.push_back(evenly_distribute_node("MinBackward1", "min"));
+  registry.push_back(evenly_distribute_node("MedianBackward0", "median"));
+  registry.push_back(evenly_distribute_node("NanmedianBackward0", "nanmedian"));
+  registry.push_back(amax_node("AmaxBackward0", "amax"));
+  registry.push_back(amax_node("AminBackward0", "amin"));
+  {
+    using S = CumsumBackward0Saved;
+    registry.push_back(define_node<S, CumsumBackward0>(
+        {"CumsumBackward0", "cumsum", {"self"}, 1, {}, "self: cumsum_backward(grad.to(self.scalar_type()), dim)"},
+        {saved<&S::dim>("dim", FieldKind::Int), hidden<&S::self_scalar_type>("self_scalar_type", FieldKind::DType)}));
+  }
+  {
+    using S = LinalgVectorNormBackward0Saved;
+    registry.push_back(define_node<S, LinalgVectorNormBackward0>(
+        {"LinalgVectorNormBackward0", "linalg_vector_norm", {"self"}, 1, {},
+         "self: linalg_vector_norm_backward(grad, self, ord, result, dim, keepdim)"},
+        {saved<&S::dim>("dim", FieldKind::IntList, true), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::ord>("ord", FieldKind::Scalar), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = VarBackward0Saved;
+    registry.push_back(define_node<S, VarBackward0>(
+        {"VarBackward0", "var.correction", {"self"}, 1, {}, "self: var_backward(grad, self, dim, correction, keepdim)"},
+        {saved<&S::correction>("correction", FieldKind::Scalar, true), saved<&S::dim>("dim", FieldKind::IntList, true),
+         saved<&S::keepdim>("keepdim", FieldKind::Bool), saved<&S::self>("self", FieldKind::Tensor)}));
+  }
+  {
+    using S = StdBackward0Saved;
+    registry.push_back(define_node<S, StdBackward0>(
+        {"StdBackward0", "std.correction", {"self"}, 1, {},
+         "self: std_backward(result, grad, self, dim, correction, keepdim)"},
+        {saved<&S::correction>("correction", FieldKind::Scalar, true), saved<&S::dim>("dim", FieldKind::IntList, true),
+         saved<&S::keepdim>("keepdim", FieldKind::Bool), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = LogsumexpBackward0Saved;
+    registry.push_back(define_node<S, LogsumexpBackward0>(
+        {"LogsumexpBackward0", "logsumexp", {"self"}, 1, {},
+         "self: logsumexp_backward(grad, self, result, dim, keepdim)"},
+        {saved<&S::dim>("dim", FieldKind::IntList), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)}));
+  }
 }
 
 }  // namespace refgrad::nodes

@@ -1,2 +1,687 @@
-// Placeholder: the node tests of this group.
+// The reduction nodes: sum, mean, prod, max/min, amax/amin, median, nanmedian,
+// kthvalue, cumsum, linalg_vector_norm, var, std, logsumexp.
+#include <cmath>
+#include <limits>
+
 #include "node_test.hpp"
+
+using namespace refgrad;
+using namespace refgrad::testing;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Runs `forward` in torch on x = a (float64, requiring grad), checks that its
+// grad_fn is `node`, and returns the tensors of the Python tuple `saved` (an
+// expression over `fn` and `x`), then the random incoming grad g torch used,
+// then whether x's grad is None, then x's grad (a 0-d zero when None).
+// Saved ints show negative dims as unsigned 64-bit values in Python (2**64 - 1
+// for -1): signed() undoes that; ints() and opt_ints() return int lists as
+// int64 tensors, opt_ints() with a leading "is None" flag.
+std::vector<Tensor> torch_backward(const std::string& node, const std::string& forward, const std::string& saved,
+                                   const Tensor& x) {
+  const std::string code = R"(
+def signed(d): return d - 2**64 if d >= 2**63 else d
+def ints(v): return torch.tensor([signed(d) for d in v], dtype=torch.int64)
+def opt_ints(v): return (torch.tensor(v is None), ints(() if v is None else v))
+def opt_float(v): return (torch.tensor(v is None), torch.tensor(0.0 if v is None else float(v), dtype=torch.float64))
+torch.manual_seed(0)
+x = a.requires_grad_()
+out = )" + forward + R"(
+fn = out.grad_fn
+assert fn.name() == ")" + node + R"(", fn.name()
+saved = )" + saved + R"(
+g = torch.randn(out.shape, dtype=out.dtype)
+(gx,) = torch.autograd.grad(out, x, g, allow_unused=True)
+result = (*saved, g, torch.tensor(gx is None), torch.zeros(()) if gx is None else gx)
+)";
+  return torch_exec(code, {x});
+}
+
+// An optional int list from opt_ints()'s two tensors.
+FieldValue opt_dims(const Tensor& is_none, const Tensor& values) {
+  if (is_none.item<bool>()) return None{};
+  return int_list(values);
+}
+
+// An optional Scalar from opt_float()'s two tensors.
+FieldValue opt_scalar(const Tensor& is_none, const Tensor& value) {
+  if (is_none.item<bool>()) return None{};
+  return Scalar(value.item<double>());
+}
+
+const Tensor& only_grad(const Grads& out) {
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].has_value());
+  return *out[0];
+}
+
+// (b) for a one-input node: need false and an undefined grad give no output.
+void check_need_and_undefined(const std::string& node, const Grads& grads, const Saved& saved) {
+  CHECK_FALSE(call_node(node, grads, {false}, saved)[0].has_value());
+  Grads undefined(grads.size());
+  CHECK_FALSE(call_node(node, undefined, {true}, saved)[0].has_value());
+}
+
+// Ties along both dims: row 0's smallest and largest values twice each, row
+// 1's largest twice; columns 0, 1 and 3 are ties.
+Tensor with_ties() { return tensor({{1.0, 3.0, 1.0, 3.0}, {1.0, 3.0, 2.0, 3.0}}, DType::Float64); }
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+// ------------------------------------------------------------------- sum ---
+
+TEST_CASE("SumBackward1") {
+  const Tensor x = random64({2, 3, 4}, 20), g = random64({3}, 21);
+  const Saved saved = {{"dim", IntList{0, -1}}, {"keepdim", false}, {"self_sym_sizes", IntList{2, 3, 4}}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("SumBackward1", {g}, {true}, saved);
+    auto forward = [](const std::vector<Tensor>& in) { return sum(in[0], {0, -1}, false); };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SumBackward1", {g}, saved); }
+  SUBCASE("against torch: dims, keepdim, None, [] and a 0-d input") {
+    const Tensor zero_d = random64({}, 22);
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "x.sum(1)"},
+             {x, "x.sum(-1, keepdim=True)"},
+             {x, "x.sum((0, -1))"},
+             {x, "x.sum((2, 0), keepdim=True)"},
+             {x, "torch.sum(x, dim=None)"},
+             {x, "x.sum([])"},
+             {x, "x.sum([], keepdim=True)"},
+             {zero_d, "x.sum(0)"},
+             {zero_d, "x.sum(-1, keepdim=True)"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward("SumBackward1", forward,
+                                    "(*opt_ints(fn._saved_dim), fn._saved_keepdim, ints(fn._saved_self_sym_sizes))",
+                                    input);
+      const Saved from_torch = {{"dim", opt_dims(r[0], r[1])},
+                                {"keepdim", r[2].item<bool>()},
+                                {"self_sym_sizes", int_list(r[3])}};
+      CHECK_TENSOR(only_grad(call_node("SumBackward1", {r[4]}, {true}, from_torch)), r[6]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved repeated = saved;
+    repeated["dim"] = IntList{1, -2};
+    CHECK_THROWS_WITH_AS(call_node("SumBackward1", {g}, {true}, repeated),
+                         "dim 1 appears multiple times in the list of dims", Error);
+    Saved out_of_range = saved;
+    out_of_range["dim"] = IntList{0, 3};
+    CHECK_THROWS_WITH_AS(call_node("SumBackward1", {g}, {true}, out_of_range), doctest::Contains("out of range"),
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("SumBackward1", {random64({5}, 1)}, {true}, saved), doctest::Contains("expand"),
+                         Error);
+  }
+}
+
+// ------------------------------------------------------------------ mean ---
+
+TEST_CASE("MeanBackward0") {
+  const Tensor x = random64({2, 3}, 23), g = random64({}, 24);
+  const Saved saved = {{"self_sym_numel", std::int64_t{6}}, {"self_sym_sizes", IntList{2, 3}}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("MeanBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return mean(in[0]); }, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("MeanBackward0", {g}, saved); }
+  SUBCASE("against torch, 0-d and empty inputs included") {
+    for (const Tensor& input : {x, random64({}, 25), random64({0, 2}, 26)}) {
+      CAPTURE(str(input.sizes()));
+      const auto r = torch_backward("MeanBackward0", "x.mean()",
+                                    "(fn._saved_self_sym_numel, ints(fn._saved_self_sym_sizes))", input);
+      const Saved from_torch = {{"self_sym_numel", r[0].item<std::int64_t>()}, {"self_sym_sizes", int_list(r[1])}};
+      CHECK_TENSOR(only_grad(call_node("MeanBackward0", {r[2]}, {true}, from_torch)), r[4]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("MeanBackward0", {random64({4}, 1)}, {true}, saved), doctest::Contains("expand"),
+                         Error);
+  }
+}
+
+TEST_CASE("MeanBackward1") {
+  const Tensor x = random64({2, 3, 4}, 27), g = random64({2, 1, 1}, 28);
+  const Saved saved = {
+      {"dim", IntList{1, 2}}, {"keepdim", true}, {"self_sym_numel", std::int64_t{24}},
+      {"self_sym_sizes", IntList{2, 3, 4}}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("MeanBackward1", {g}, {true}, saved);
+    auto forward = [](const std::vector<Tensor>& in) { return mean(in[0], {1, 2}, true); };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("MeanBackward1", {g}, saved); }
+  SUBCASE("against torch: the divisor is the reduced count, or numel for None and []") {
+    for (const std::string forward :
+         {"x.mean(1)", "x.mean((0, -1), keepdim=True)", "x.mean(dim=None)", "x.mean([])", "x.mean(-1)"}) {
+      CAPTURE(forward);
+      const auto r = torch_backward(
+          "MeanBackward1", forward,
+          "(*opt_ints(fn._saved_dim), fn._saved_keepdim, fn._saved_self_sym_numel, ints(fn._saved_self_sym_sizes))", x);
+      const Saved from_torch = {{"dim", opt_dims(r[0], r[1])},
+                                {"keepdim", r[2].item<bool>()},
+                                {"self_sym_numel", r[3].item<std::int64_t>()},
+                                {"self_sym_sizes", int_list(r[4])}};
+      CHECK_TENSOR(only_grad(call_node("MeanBackward1", {r[5]}, {true}, from_torch)), r[7]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad = saved;
+    bad["dim"] = IntList{1, 5};
+    CHECK_THROWS_WITH_AS(call_node("MeanBackward1", {g}, {true}, bad), doctest::Contains("out of range"), Error);
+  }
+}
+
+// ------------------------------------------------------------------ prod ---
+
+TEST_CASE("ProdBackward0") {
+  const Tensor x = random64({2, 3}, 29), g = random64({}, 30);
+  SUBCASE("finite differences") {
+    const Grads out = call_node("ProdBackward0", {g}, {true}, Saved{{"self", x}, {"result", prod(x)}});
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return prod(in[0]); }, {x}, g);
+  }
+  SUBCASE("finite differences with one zero (no division by it)") {
+    const Tensor z = tensor({{1.5, 0.0}, {-2.0, 0.5}}, DType::Float64);
+    const Grads out = call_node("ProdBackward0", {g}, {true}, Saved{{"self", z}, {"result", prod(z)}});
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return prod(in[0]); }, {z}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    check_need_and_undefined("ProdBackward0", {g}, Saved{{"self", x}, {"result", prod(x)}});
+  }
+  SUBCASE("against torch: no zero, one zero, two zeros, a zero with inf, 0-d") {
+    for (const Tensor& input :
+         {x, tensor({{1.5, 0.0}, {-2.0, 0.5}}, DType::Float64), tensor({0.0, 3.0, 0.0, 2.0}, DType::Float64),
+          tensor({0.0, kInf, 2.0}, DType::Float64), tensor({0.0, kInf, 0.0}, DType::Float64), random64({}, 31)}) {
+      CAPTURE(input.repr());
+      const auto r = torch_backward("ProdBackward0", "x.prod()", "(fn._saved_self, fn._saved_result)", input);
+      const Saved from_torch = {{"self", r[0]}, {"result", r[1]}};
+      CHECK_TENSOR(only_grad(call_node("ProdBackward0", {r[2]}, {true}, from_torch)), r[4]);
+    }
+  }
+  SUBCASE("a float32 input with a float64 result: self is cast to the grad's dtype") {
+    const auto r = torch_backward("ProdBackward0", "x.float().prod(dtype=torch.float64)",
+                                  "(fn._saved_self, fn._saved_result)", tensor({1.5, 0.0, -2.0}, DType::Float64));
+    CHECK(r[0].dtype() == DType::Float32);
+    const Tensor out = only_grad(call_node("ProdBackward0", {r[2]}, {true}, Saved{{"self", r[0]}, {"result", r[1]}}));
+    CHECK(out.dtype() == DType::Float64);
+    CHECK_TENSOR(out, r[4]);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("ProdBackward0", {g}, {true}, Saved{{"self", None{}}, {"result", g}}),
+                         "ProdBackward0: saved field 'self' expects Tensor, got None", Error);
+  }
+}
+
+TEST_CASE("ProdBackward1") {
+  const Tensor x = random64({2, 3}, 32), g = random64({2}, 33);
+  const auto saved_for = [](const Tensor& self, std::int64_t dim, bool keepdim) {
+    return Saved{{"dim", dim}, {"keepdim", keepdim}, {"self", self}, {"result", prod(self, dim, keepdim)}};
+  };
+  auto forward = [](const std::vector<Tensor>& in) { return prod(in[0], -1, false); };
+  SUBCASE("finite differences, without and with a zero") {
+    check_against_finite_differences(call_node("ProdBackward1", {g}, {true}, saved_for(x, -1, false)), 0, forward,
+                                     {x}, g);
+    const Tensor z = tensor({{1.5, 0.0, 2.0}, {-2.0, 0.5, 3.0}}, DType::Float64);
+    check_against_finite_differences(call_node("ProdBackward1", {g}, {true}, saved_for(z, -1, false)), 0, forward,
+                                     {z}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("ProdBackward1", {g}, saved_for(x, 1, false)); }
+  SUBCASE("against torch: zeros in one slice, two zeros in a slice, inf, keepdim, 0-d") {
+    const Tensor one_zero = tensor({{1.5, 0.0, 2.0}, {-2.0, 0.5, 3.0}}, DType::Float64);
+    const Tensor two_zeros = tensor({{0.0, 0.0, 2.0}, {-2.0, 0.5, 3.0}}, DType::Float64);
+    const Tensor zero_inf = tensor({{0.0, kInf, 2.0}, {-2.0, 0.5, 3.0}}, DType::Float64);
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "x.prod(1)"},
+             {x, "x.prod(0, keepdim=True)"},
+             {one_zero, "x.prod(-1)"},
+             {one_zero, "x.prod(0)"},
+             {two_zeros, "x.prod(1, keepdim=True)"},
+             {zero_inf, "x.prod(1)"},
+             {random64({}, 34), "x.prod(0)"}}) {
+      CAPTURE(forward);
+      CAPTURE(input.repr());
+      const auto r = torch_backward("ProdBackward1", forward,
+                                    "(signed(fn._saved_dim), fn._saved_keepdim, fn._saved_self, fn._saved_result)",
+                                    input);
+      const Saved from_torch = {
+          {"dim", r[0].item<std::int64_t>()}, {"keepdim", r[1].item<bool>()}, {"self", r[2]}, {"result", r[3]}};
+      CHECK_TENSOR(only_grad(call_node("ProdBackward1", {r[4]}, {true}, from_torch)), r[6]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad_dim = saved_for(x, 1, false);
+    bad_dim["dim"] = std::int64_t{2};
+    CHECK_THROWS_WITH_AS(call_node("ProdBackward1", {g}, {true}, bad_dim), doctest::Contains("out of range"), Error);
+  }
+}
+
+// ------------------------------------------------ max, min, median (dim) ---
+
+// MaxBackward0 and its kin: the grad goes to the element `indices` names.
+// `forward_l0` gives (values, indices) for (a); `torch_call` is the start of
+// the torch call, "max(" or "kthvalue(1, ", that the dim arguments complete.
+void check_value_selecting_node(const std::string& node, const std::string& torch_call,
+                                std::pair<Tensor, Tensor> (*forward_l0)(const Tensor&, std::int64_t, bool)) {
+  const Tensor x = random64({3, 4}, 35), g = random64({3}, 36);
+  const Tensor indices = forward_l0(x, 1, false).second;
+  const Saved saved = {
+      {"dim", std::int64_t{1}}, {"keepdim", false}, {"self_sym_sizes", IntList{3, 4}}, {"indices", indices}};
+  SUBCASE("finite differences, away from ties") {
+    const Grads out = call_node(node, {g, std::nullopt}, {true}, saved);
+    // Near x the selected index does not move, so the forward is a gather of it.
+    auto forward = [indices](const std::vector<Tensor>& in) {
+      return squeeze(gather(in[0], 1, unsqueeze(indices, 1)), 1);
+    };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grads") {
+    CHECK_FALSE(call_node(node, {g, std::nullopt}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node(node, {std::nullopt, std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: ties go to the saved index, keepdim, negative dim, 0-d") {
+    for (const auto& [input, call] : std::vector<std::pair<Tensor, std::string>>{
+             {with_ties(), "1)"},
+             {with_ties(), "0, keepdim=True)"},
+             {with_ties(), "-1, keepdim=True)"},
+             {random64({2, 3, 2}, 37), "1)"},
+             {random64({}, 38), "0)"},
+             {random64({}, 39), "-1, keepdim=True)"}}) {
+      const std::string forward = "x." + torch_call + call + "[0]";
+      CAPTURE(forward);
+      const auto r = torch_backward(node, forward,
+                                    "(signed(fn._saved_dim), fn._saved_keepdim, ints(fn._saved_self_sym_sizes), "
+                                    "fn._saved_indices)",
+                                    input);
+      const Saved from_torch = {{"dim", r[0].item<std::int64_t>()},
+                                {"keepdim", r[1].item<bool>()},
+                                {"self_sym_sizes", int_list(r[2])},
+                                {"indices", r[3]}};
+      CHECK_TENSOR(only_grad(call_node(node, {r[4], std::nullopt}, {true}, from_torch)), r[6]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad_index = saved;
+    bad_index["indices"] = tensor({0, 4, 1});
+    CHECK_THROWS_AS(call_node(node, {g, std::nullopt}, {true}, bad_index), Error);
+    CHECK_THROWS_WITH_AS(call_node(node, {g}, {true}, saved), doctest::Contains("expected 2 incoming grads"), Error);
+  }
+}
+
+std::pair<Tensor, Tensor> l0_max(const Tensor& x, std::int64_t dim, bool keepdim) { return max(x, dim, keepdim); }
+std::pair<Tensor, Tensor> l0_min(const Tensor& x, std::int64_t dim, bool keepdim) { return min(x, dim, keepdim); }
+// median and kthvalue have no L0 op; for (a) only the selected indices matter,
+// so they come from torch, and the values are gathered with them.
+std::pair<Tensor, Tensor> torch_median(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const auto r = torch_eval("a.median(" + std::to_string(dim) + ", keepdim=" + (keepdim ? "True" : "False") + ")", {x});
+  return {r[0], r[1]};
+}
+std::pair<Tensor, Tensor> torch_nanmedian(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const auto r =
+      torch_eval("a.nanmedian(" + std::to_string(dim) + ", keepdim=" + (keepdim ? "True" : "False") + ")", {x});
+  return {r[0], r[1]};
+}
+std::pair<Tensor, Tensor> torch_kthvalue(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const auto r =
+      torch_eval("a.kthvalue(1, " + std::to_string(dim) + ", keepdim=" + (keepdim ? "True" : "False") + ")", {x});
+  return {r[0], r[1]};
+}
+
+TEST_CASE("MaxBackward0") { check_value_selecting_node("MaxBackward0", "max(", l0_max); }
+TEST_CASE("MinBackward0") { check_value_selecting_node("MinBackward0", "min(", l0_min); }
+TEST_CASE("MedianBackward1") { check_value_selecting_node("MedianBackward1", "median(", torch_median); }
+TEST_CASE("NanmedianBackward1") { check_value_selecting_node("NanmedianBackward1", "nanmedian(", torch_nanmedian); }
+TEST_CASE("KthvalueBackward0") { check_value_selecting_node("KthvalueBackward0", "kthvalue(1, ", torch_kthvalue); }
+
+// ------------------------------------------------- max, min, median (all) ---
+
+// MaxBackward1 and its kin: the grad split evenly among the elements equal
+// to the result; on a tie-free input the forward reads the one it selects.
+void check_evenly_distributing_node(const std::string& node, const std::string& torch_call,
+                                    const std::vector<Tensor>& tie_inputs) {
+  const Tensor x = tensor({{0.3, -1.2, 2.5}, {1.1, -0.4, 0.7}}, DType::Float64), g = random64({}, 40);
+  const Tensor picked = torch_eval1("a." + torch_call, {x});
+  const Saved saved = {{"self", x}, {"result", picked}};
+  SUBCASE("finite differences, away from ties") {
+    const Grads out = call_node(node, {g}, {true}, saved);
+    // Near x the selected element does not change: the forward reads it.
+    const Tensor mask = eq(x, picked);
+    auto forward = [mask](const std::vector<Tensor>& in) { return sum(where(mask, in[0], Scalar(0.0))); };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined(node, {g}, saved); }
+  SUBCASE("against torch: ties split evenly, NaN") {
+    for (const Tensor& input : tie_inputs) {
+      CAPTURE(input.repr());
+      const auto r = torch_backward(node, "x." + torch_call, "(fn._saved_self, fn._saved_result)", input);
+      CHECK_TENSOR(only_grad(call_node(node, {r[2]}, {true}, Saved{{"self", r[0]}, {"result", r[1]}})), r[4]);
+    }
+  }
+  SUBCASE("a float32 input keeps its dtype under a float64 grad (new_zeros of self)") {
+    const Tensor x32 = x.to(DType::Float32);
+    const Saved saved32 = {{"self", x32}, {"result", picked.to(DType::Float32)}};
+    const Tensor out = only_grad(call_node(node, {g}, {true}, saved32));
+    CHECK(out.dtype() == DType::Float32);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node(node, {g}, {true}, Saved{{"self", x}, {"result", x}}),
+                         "evenly_distribute_backward: expected a one-element result, got shape [2,3]", Error);
+    CHECK_THROWS_WITH_AS(call_node(node, {random64({2}, 1)}, {true}, saved), doctest::Contains("masked_fill"), Error);
+  }
+}
+
+TEST_CASE("MaxBackward1") {
+  check_evenly_distributing_node("MaxBackward1", "max()",
+                                 {tensor({{3.0, 1.0}, {3.0, 3.0}}, DType::Float64),
+                                  tensor({1.0, kNaN, 2.0, kNaN}, DType::Float64), random64({}, 41)});
+}
+TEST_CASE("MinBackward1") {
+  check_evenly_distributing_node("MinBackward1", "min()",
+                                 {tensor({{-3.0, 1.0}, {-3.0, 2.0}}, DType::Float64),
+                                  tensor({1.0, kNaN, -kInf, kNaN}, DType::Float64)});
+}
+TEST_CASE("MedianBackward0") {
+  check_evenly_distributing_node("MedianBackward0", "median()",
+                                 {tensor({1.0, 2.0, 2.0, 3.0}, DType::Float64),
+                                  tensor({1.0, kNaN, 2.0}, DType::Float64)});
+}
+TEST_CASE("NanmedianBackward0") {
+  check_evenly_distributing_node("NanmedianBackward0", "nanmedian()",
+                                 {tensor({1.0, kNaN, 2.0, 2.0, 5.0}, DType::Float64),
+                                  tensor({kNaN, kNaN}, DType::Float64)});
+}
+
+// ------------------------------------------------------------ amax, amin ---
+
+void check_amax_node(const std::string& node, const std::string& torch_op,
+                     Tensor (*forward_l0)(const Tensor&, const IntList&, bool)) {
+  const Tensor x = random64({2, 3, 4}, 42), g = random64({3}, 43);
+  const Saved saved = {
+      {"dim", IntList{0, -1}}, {"keepdim", false}, {"self", x}, {"result", forward_l0(x, {0, -1}, false)}};
+  SUBCASE("finite differences, away from ties") {
+    const Grads out = call_node(node, {g}, {true}, saved);
+    auto forward = [forward_l0](const std::vector<Tensor>& in) { return forward_l0(in[0], {0, -1}, false); };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined(node, {g}, saved); }
+  SUBCASE("against torch: ties split evenly, all dims, keepdim, 0-d") {
+    const Tensor ties3 = tensor({{{1.0, 1.0}, {-1.0, 1.0}}, {{-1.0, -1.0}, {0.0, 0.0}}}, DType::Float64);
+    for (const auto& [input, call] : std::vector<std::pair<Tensor, std::string>>{
+             {with_ties(), "(1)"},
+             {with_ties(), "()"},
+             {with_ties(), "((0, 1), keepdim=True)"},
+             {with_ties(), "(-2)"},
+             {ties3, "((0, 2))"},
+             {ties3, "((-1, 1), keepdim=True)"},
+             {random64({}, 44), "(0)"}}) {
+      const std::string forward = "x." + torch_op + call;
+      CAPTURE(forward);
+      const auto r = torch_backward(
+          node, forward, "(ints(fn._saved_dim), fn._saved_keepdim, fn._saved_self, fn._saved_result)", input);
+      const Saved from_torch = {
+          {"dim", int_list(r[0])}, {"keepdim", r[1].item<bool>()}, {"self", r[2]}, {"result", r[3]}};
+      const Tensor out = only_grad(call_node(node, {r[4]}, {true}, from_torch));
+      if (input.dim() == 0) {
+        // restore_reduced_dims puts dim 0 back on the 0-d grad, so PyTorch's node
+        // returns shape [1] too; validate_outputs then sums it to [].
+        CHECK(out.sizes() == Shape{1});
+        CHECK_TENSOR(sum_to(out, input.sizes()), r[6]);
+      } else {
+        CHECK_TENSOR(out, r[6]);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    Saved repeated = saved;
+    repeated["dim"] = IntList{0, -3};
+    CHECK_THROWS_WITH_AS(call_node(node, {g}, {true}, repeated),
+                         "restore_reduced_dims: dim 0 appears multiple times in the list of dims", Error);
+    Saved out_of_range = saved;
+    out_of_range["dim"] = IntList{0, 3};
+    CHECK_THROWS_WITH_AS(call_node(node, {g}, {true}, out_of_range), doctest::Contains("out of range"), Error);
+  }
+}
+
+Tensor l0_amax(const Tensor& x, const IntList& dim, bool keepdim) { return amax(x, dim, keepdim); }
+Tensor l0_amin(const Tensor& x, const IntList& dim, bool keepdim) { return amin(x, dim, keepdim); }
+
+TEST_CASE("AmaxBackward0") { check_amax_node("AmaxBackward0", "amax", l0_amax); }
+TEST_CASE("AminBackward0") { check_amax_node("AminBackward0", "amin", l0_amin); }
+
+// ---------------------------------------------------------------- cumsum ---
+
+TEST_CASE("CumsumBackward0") {
+  const Tensor x = random64({3, 4}, 45), g = random64({3, 4}, 46);
+  const Saved saved = {{"dim", std::int64_t{1}}, {"self_scalar_type", DType::Float64}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("CumsumBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return cumsum(in[0], 1); }, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("CumsumBackward0", {g}, saved); }
+  SUBCASE("against torch: dims, a size-1 dim, 0-d, empty") {
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "x.cumsum(1)"},
+             {x, "x.cumsum(-2)"},
+             {random64({3, 1}, 47), "x.cumsum(1)"},
+             {random64({}, 48), "x.cumsum(0)"},
+             {random64({0, 2}, 49), "x.cumsum(1)"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward("CumsumBackward0", forward, "(signed(fn._saved_dim),)", input);
+      const Saved from_torch = {{"dim", r[0].item<std::int64_t>()}, {"self_scalar_type", DType::Float64}};
+      CHECK_TENSOR(only_grad(call_node("CumsumBackward0", {r[1]}, {true}, from_torch)), r[3]);
+    }
+  }
+  SUBCASE("a float32 input summed in float64: the grad is cast back to self's dtype") {
+    const auto r = torch_backward("CumsumBackward0", "x.float().cumsum(0, dtype=torch.float64)",
+                                  "(signed(fn._saved_dim),)", random64({4}, 50));
+    const Tensor out = only_grad(call_node(
+        "CumsumBackward0", {r[1]}, {true},
+        Saved{{"dim", r[0].item<std::int64_t>()}, {"self_scalar_type", DType::Float32}}));
+    CHECK(out.dtype() == DType::Float32);
+    CHECK_TENSOR(out, r[3].to(DType::Float32));
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(
+        call_node("CumsumBackward0", {g}, {true},
+                  Saved{{"dim", std::int64_t{2}}, {"self_scalar_type", DType::Float64}}),
+        doctest::Contains("out of range"), Error);
+  }
+}
+
+// ----------------------------------------------------------------- norms ---
+
+TEST_CASE("LinalgVectorNormBackward0") {
+  const Tensor x = random64({3, 4}, 51), g = random64({3}, 52);
+  const auto saved_for = [&](double ord) {
+    return Saved{{"dim", IntList{1}}, {"keepdim", false}, {"ord", Scalar(ord)}, {"self", x},
+                 {"result", linalg_vector_norm(x, ord, {1}, false)}};
+  };
+  SUBCASE("finite differences for ord 2, 1, 3, 1.5, 0.5, -1, inf") {
+    for (const double ord : {2.0, 1.0, 3.0, 1.5, 0.5, -1.0, kInf}) {
+      CAPTURE(ord);
+      const Grads out = call_node("LinalgVectorNormBackward0", {g}, {true}, saved_for(ord));
+      auto forward = [ord](const std::vector<Tensor>& in) { return linalg_vector_norm(in[0], ord, {1}, false); };
+      check_against_finite_differences(out, 0, forward, {x}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad; ord 0 has no grad") {
+    check_need_and_undefined("LinalgVectorNormBackward0", {g}, saved_for(2));
+    CHECK_FALSE(call_node("LinalgVectorNormBackward0", {g}, {true}, saved_for(0))[0].has_value());
+  }
+  SUBCASE("against torch: every ord at zero vectors, zeros, ties; None, keepdim, 0-d") {
+    const Tensor zeros_and_ties = tensor({{0.0, 0.0, 0.0}, {3.0, -3.0, 1.0}, {0.0, 2.0, -1.0}}, DType::Float64);
+    for (const std::string ord : {"2", "1", "float('inf')", "float('-inf')", "0", "3", "1.5", "0.5", "-1"}) {
+      for (const auto& [input, args] : std::vector<std::pair<Tensor, std::string>>{
+               {zeros_and_ties, "dim=1"},
+               {zeros_and_ties, "dim=(0, -1), keepdim=True"},
+               {zeros_and_ties, "dim=None"},
+               {x, "dim=-2"},
+               {random64({}, 53), "dim=None"},
+               {random64({}, 54), "dim=0, keepdim=True"}}) {
+        const std::string forward = "torch.linalg.vector_norm(x, ord=" + ord + ", " + args + ")";
+        CAPTURE(forward);
+        const auto r = torch_backward("LinalgVectorNormBackward0", forward,
+                                      "(*opt_ints(fn._saved_dim), fn._saved_keepdim, float(fn._saved_ord), "
+                                      "fn._saved_self, fn._saved_result)",
+                                      input);
+        const Saved from_torch = {{"dim", opt_dims(r[0], r[1])},
+                                  {"keepdim", r[2].item<bool>()},
+                                  {"ord", Scalar(r[3].item<double>())},
+                                  {"self", r[4]},
+                                  {"result", r[5]}};
+        const Grads out = call_node("LinalgVectorNormBackward0", {r[6]}, {true}, from_torch);
+        CHECK(out[0].has_value() == !r[7].item<bool>());
+        if (out[0]) CHECK_TENSOR(*out[0], r[8]);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad = saved_for(2);
+    bad["dim"] = IntList{2};
+    CHECK_THROWS_WITH_AS(call_node("LinalgVectorNormBackward0", {g}, {true}, bad), doctest::Contains("out of range"),
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("LinalgVectorNormBackward0", {random64({4}, 1)}, {true}, saved_for(2)),
+                         doctest::Contains("[3,4]"), Error);
+  }
+}
+
+// -------------------------------------------------------------- var, std ---
+
+TEST_CASE("VarBackward0") {
+  const Tensor x = random64({2, 3, 4}, 55), g = random64({3}, 56);
+  const Saved saved = {{"correction", Scalar(0.5)}, {"dim", IntList{0, 2}}, {"keepdim", false}, {"self", x}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("VarBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return var(in[0], {0, 2}, 0.5); },
+                                     {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("VarBackward0", {g}, saved); }
+  SUBCASE("against torch: corrections, dims, None, [] (N counted as 1), N <= correction, 0-d") {
+    const Tensor equal = tensor({2.0, 2.0, 2.0}, DType::Float64);
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "x.var(1)"},
+             {x, "x.var((0, -1), correction=0, keepdim=True)"},
+             {x, "x.var(dim=None, correction=1.5)"},
+             {x, "x.var()"},
+             {x, "x.var(-1, unbiased=False)"},
+             {x, "x.var(dim=[])"},
+             {equal, "x.var(correction=3)"},
+             {tensor({2.0, -3.0, 2.0}, DType::Float64), "x.var(correction=5)"},
+             {equal, "x.var(0)"},
+             {random64({}, 57), "x.var(0, correction=0)"},
+             {random64({}, 58), "x.var()"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward("VarBackward0", forward,
+                                    "(*opt_float(fn._saved_correction), *opt_ints(fn._saved_dim), fn._saved_keepdim, "
+                                    "fn._saved_self)",
+                                    input);
+      const Saved from_torch = {{"correction", opt_scalar(r[0], r[1])},
+                                {"dim", opt_dims(r[2], r[3])},
+                                {"keepdim", r[4].item<bool>()},
+                                {"self", r[5]}};
+      // With N <= correction the factor is float32 (see var_backward); its inf and NaN are exact.
+      CHECK_TENSOR(only_grad(call_node("VarBackward0", {r[6]}, {true}, from_torch)), r[8], 1e-6, 1e-9, false);
+    }
+  }
+  SUBCASE("output dtype: the grad's, or float32 where at::where(cond, nan, inf) makes the factor") {
+    const Tensor equal = tensor({2.0, 2.0, 2.0}, DType::Float64);
+    const Tensor g0 = random64({}, 59);
+    const Saved none_dim = {{"correction", Scalar(3)}, {"dim", None{}}, {"keepdim", false}, {"self", equal}};
+    const Tensor torch_dtype =
+        torch_eval1("(b * torch.where(a == a.mean(), float('nan'), float('inf'))).dtype", {equal, g0});
+    CHECK(only_grad(call_node("VarBackward0", {g0}, {true}, none_dim)).dtype() == torch_dtype.dtype());
+    CHECK(only_grad(call_node("VarBackward0", {g}, {true}, saved)).dtype() == DType::Float64);
+  }
+  SUBCASE("errors") {
+    Saved bad = saved;
+    bad["dim"] = IntList{0, 0};
+    CHECK_THROWS_WITH_AS(call_node("VarBackward0", {g}, {true}, bad),
+                         "dim 0 appears multiple times in the list of dims", Error);
+    Saved bad_kind = saved;
+    bad_kind["correction"] = x;
+    CHECK_THROWS_WITH_AS(call_node("VarBackward0", {g}, {true}, bad_kind),
+                         doctest::Contains("'correction' expects Scalar?"), Error);
+  }
+}
+
+TEST_CASE("StdBackward0") {
+  const Tensor x = random64({3, 4}, 60), g = random64({3}, 61);
+  const Saved saved = {{"correction", None{}}, {"dim", IntList{1}}, {"keepdim", false}, {"self", x},
+                       {"result", sqrt(var(x, {1}))}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("StdBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return sqrt(var(in[0], {1})); }, {x},
+                                     g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("StdBackward0", {g}, saved); }
+  SUBCASE("against torch: std 0 gives 0, corrections, dims, None, N <= correction, 0-d") {
+    const Tensor equal_row = tensor({{2.0, 2.0, 2.0}, {1.0, -1.0, 0.5}}, DType::Float64);
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "x.std(1)"},
+             {x, "x.std(0, correction=0, keepdim=True)"},
+             {x, "x.std()"},
+             {equal_row, "x.std(1)"},
+             {equal_row, "x.std(dim=None, correction=6)"},
+             {tensor({2.0, 2.0}, DType::Float64), "x.std()"},
+             {random64({}, 62), "x.std(0, correction=0)"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward("StdBackward0", forward,
+                                    "(*opt_float(fn._saved_correction), *opt_ints(fn._saved_dim), fn._saved_keepdim, "
+                                    "fn._saved_self, fn._saved_result)",
+                                    input);
+      const Saved from_torch = {{"correction", opt_scalar(r[0], r[1])},
+                                {"dim", opt_dims(r[2], r[3])},
+                                {"keepdim", r[4].item<bool>()},
+                                {"self", r[5]},
+                                {"result", r[6]}};
+      CHECK_TENSOR(only_grad(call_node("StdBackward0", {r[7]}, {true}, from_torch)), r[9], 1e-6, 1e-9, false);
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad = saved;
+    bad["result"] = random64({5}, 1);
+    CHECK_THROWS_WITH_AS(call_node("StdBackward0", {g}, {true}, bad), doctest::Contains("[3]"), Error);
+  }
+}
+
+// ------------------------------------------------------------- logsumexp ---
+
+TEST_CASE("LogsumexpBackward0") {
+  const Tensor x = random64({2, 3, 4}, 63), g = random64({2}, 64);
+  const Saved saved = {{"dim", IntList{1, -1}}, {"keepdim", false}, {"self", x}, {"result", logsumexp(x, {1, -1})}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("LogsumexpBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return logsumexp(in[0], {1, -1}); },
+                                     {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("LogsumexpBackward0", {g}, saved); }
+  SUBCASE("against torch: dims, keepdim, -inf rows, 0-d") {
+    const Tensor infs = tensor({{-kInf, -kInf}, {-kInf, 0.0}, {kInf, 1.0}}, DType::Float64);
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "x.logsumexp(1)"},
+             {x, "x.logsumexp((0, -1), keepdim=True)"},
+             {x, "x.logsumexp(-1)"},
+             {infs, "x.logsumexp(1)"},
+             {random64({}, 65), "x.logsumexp(0)"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward("LogsumexpBackward0", forward,
+                                    "(ints(fn._saved_dim), fn._saved_keepdim, fn._saved_self, fn._saved_result)",
+                                    input);
+      const Saved from_torch = {
+          {"dim", int_list(r[0])}, {"keepdim", r[1].item<bool>()}, {"self", r[2]}, {"result", r[3]}};
+      CHECK_TENSOR(only_grad(call_node("LogsumexpBackward0", {r[4]}, {true}, from_torch)), r[6]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad = saved;
+    bad["dim"] = IntList{1, 1};
+    CHECK_THROWS_WITH_AS(call_node("LogsumexpBackward0", {g}, {true}, bad),
+                         "dim 1 appears multiple times in the list of dims", Error);
+  }
+}
+
+}  // TEST_SUITE
