@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -113,8 +114,9 @@ using BoundSaved = std::shared_ptr<const void>;
 struct NodeDef {
   NodeSchema schema;
   // Checks every value against the schema (kind, None only where optional)
-  // and fills the node's typed struct. Values in schema.saved order.
-  BoundSaved (*bind)(const NodeSchema& schema, const std::vector<FieldValue>& values);
+  // and fills the node's typed struct. Values in schema.saved order. Runs
+  // once per node of a program, at load time.
+  std::function<BoundSaved(const std::vector<FieldValue>& values)> bind;
   // The pure function. `saved` is what bind returned.
   Grads (*apply)(const Grads& grads, const void* saved, const Need& need);
 };

@@ -14,13 +14,6 @@
 namespace refgrad::nodes {
 namespace {
 
-// The elementwise backwards take grad and the saved self (or result) of one
-// shape; anything else is a corrupt program, reported instead of broadcast.
-void check_same_sizes(const char* node, const Tensor& grad, const Tensor& self, const char* self_name) {
-  check(grad.sizes() == self.sizes(), node, ": grad has shape ", str(grad.sizes()), " but ", self_name,
-        " has shape ", str(self.sizes()));
-}
-
 // 1 - t, exactly (negation is exact, and rounding is symmetric).
 Tensor one_minus(const Tensor& t) { return neg(sub(t, Scalar(1))); }
 
@@ -166,7 +159,7 @@ struct ThresholdBackward0Saved {
 
 Grads ThresholdBackward0(const Grads& grads, const ThresholdBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("ThresholdBackward0", *grads[0], saved.self, "self");
+  check_same_shape("ThresholdBackward0", *grads[0], saved.self, "self");
   return Grads{threshold_backward(*grads[0], saved.self, saved.threshold)};
 }
 
@@ -179,7 +172,7 @@ struct GeluBackward0Saved {
 
 Grads GeluBackward0(const Grads& grads, const GeluBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("GeluBackward0", *grads[0], saved.self, "self");
+  check_same_shape("GeluBackward0", *grads[0], saved.self, "self");
   return Grads{gelu_backward(*grads[0], saved.self, saved.approximate)};
 }
 
@@ -192,7 +185,7 @@ struct SiluBackward0Saved {
 
 Grads SiluBackward0(const Grads& grads, const SiluBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("SiluBackward0", *grads[0], saved.self, "self");
+  check_same_shape("SiluBackward0", *grads[0], saved.self, "self");
   return Grads{silu_backward(*grads[0], saved.self)};
 }
 
@@ -204,7 +197,7 @@ struct MishBackward0Saved {
 
 Grads MishBackward0(const Grads& grads, const MishBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("MishBackward0", *grads[0], saved.self, "self");
+  check_same_shape("MishBackward0", *grads[0], saved.self, "self");
   return Grads{mish_backward(*grads[0], saved.self)};
 }
 
@@ -219,7 +212,7 @@ struct HardtanhBackward0Saved {
 
 Grads HardtanhBackward0(const Grads& grads, const HardtanhBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("HardtanhBackward0", *grads[0], saved.self, "self");
+  check_same_shape("HardtanhBackward0", *grads[0], saved.self, "self");
   return Grads{hardtanh_backward(*grads[0], saved.self, saved.min_val, saved.max_val)};
 }
 
@@ -232,7 +225,7 @@ struct LeakyReluBackward0Saved {
 
 Grads LeakyReluBackward0(const Grads& grads, const LeakyReluBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("LeakyReluBackward0", *grads[0], saved.self, "self");
+  check_same_shape("LeakyReluBackward0", *grads[0], saved.self, "self");
   return Grads{leaky_relu_backward("LeakyReluBackward0", *grads[0], saved.self, saved.negative_slope, false)};
 }
 
@@ -246,7 +239,7 @@ struct SoftplusBackward0Saved {
 
 Grads SoftplusBackward0(const Grads& grads, const SoftplusBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("SoftplusBackward0", *grads[0], saved.self, "self");
+  check_same_shape("SoftplusBackward0", *grads[0], saved.self, "self");
   return Grads{softplus_backward(*grads[0], saved.self, saved.beta, saved.threshold)};
 }
 
@@ -262,7 +255,7 @@ struct EluBackward0Saved {
 
 Grads EluBackward0(const Grads& grads, const EluBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("EluBackward0", *grads[0], saved.self, "self");
+  check_same_shape("EluBackward0", *grads[0], saved.self, "self");
   return Grads{
       elu_backward("EluBackward0", *grads[0], saved.alpha, saved.scale, saved.input_scale, false, saved.self)};
 }
@@ -276,7 +269,7 @@ struct CeluBackward0Saved {
 
 Grads CeluBackward0(const Grads& grads, const CeluBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("CeluBackward0", *grads[0], saved.self, "self");
+  check_same_shape("CeluBackward0", *grads[0], saved.self, "self");
   const Scalar input_scale(1.0 / saved.alpha.to_double());
   return Grads{elu_backward("CeluBackward0", *grads[0], saved.alpha, Scalar(1), input_scale, false, saved.self)};
 }
@@ -288,7 +281,7 @@ using ThresholdBackward1Saved = ThresholdBackward0Saved;
 
 Grads ThresholdBackward1(const Grads& grads, const ThresholdBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("ThresholdBackward1", *grads[0], saved.self, "self");
+  check_same_shape("ThresholdBackward1", *grads[0], saved.self, "self");
   return Grads{threshold_backward(*grads[0], saved.self, saved.threshold)};
 }
 
@@ -301,7 +294,7 @@ struct LeakyReluBackward1Saved {
 
 Grads LeakyReluBackward1(const Grads& grads, const LeakyReluBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("LeakyReluBackward1", *grads[0], saved.result, "result");
+  check_same_shape("LeakyReluBackward1", *grads[0], saved.result, "result");
   return Grads{leaky_relu_backward("LeakyReluBackward1", *grads[0], saved.result, saved.negative_slope, true)};
 }
 
@@ -317,7 +310,7 @@ struct EluBackward1Saved {
 
 Grads EluBackward1(const Grads& grads, const EluBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("EluBackward1", *grads[0], saved.result, "result");
+  check_same_shape("EluBackward1", *grads[0], saved.result, "result");
   return Grads{
       elu_backward("EluBackward1", *grads[0], saved.alpha, saved.scale, saved.input_scale, true, saved.result)};
 }
@@ -331,7 +324,7 @@ struct CeluBackward1Saved {
 
 Grads CeluBackward1(const Grads& grads, const CeluBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("CeluBackward1", *grads[0], saved.result, "result");
+  check_same_shape("CeluBackward1", *grads[0], saved.result, "result");
   const Scalar input_scale(1.0 / saved.alpha.to_double());
   return Grads{elu_backward("CeluBackward1", *grads[0], saved.alpha, Scalar(1), input_scale, true, saved.result)};
 }
@@ -344,7 +337,7 @@ struct HardsigmoidBackward0Saved {
 
 Grads HardsigmoidBackward0(const Grads& grads, const HardsigmoidBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("HardsigmoidBackward0", *grads[0], saved.self, "self");
+  check_same_shape("HardsigmoidBackward0", *grads[0], saved.self, "self");
   return Grads{hardsigmoid_backward(*grads[0], saved.self)};
 }
 
@@ -356,7 +349,7 @@ struct HardswishBackward0Saved {
 
 Grads HardswishBackward0(const Grads& grads, const HardswishBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("HardswishBackward0", *grads[0], saved.self, "self");
+  check_same_shape("HardswishBackward0", *grads[0], saved.self, "self");
   return Grads{hardswish_backward(*grads[0], saved.self)};
 }
 
@@ -372,7 +365,7 @@ struct SoftmaxBackward0Saved {
 
 Grads SoftmaxBackward0(const Grads& grads, const SoftmaxBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("SoftmaxBackward0", *grads[0], saved.result, "result");
+  check_same_shape("SoftmaxBackward0", *grads[0], saved.result, "result");
   return Grads{softmax_backward_data(*grads[0], saved.result, saved.dim, saved.self_scalar_type)};
 }
 
@@ -383,7 +376,7 @@ using SafeSoftmaxBackward0Saved = SoftmaxBackward0Saved;
 
 Grads SafeSoftmaxBackward0(const Grads& grads, const SafeSoftmaxBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("SafeSoftmaxBackward0", *grads[0], saved.result, "result");
+  check_same_shape("SafeSoftmaxBackward0", *grads[0], saved.result, "result");
   return Grads{softmax_backward_data(*grads[0], saved.result, saved.dim, saved.self_scalar_type)};
 }
 
@@ -397,7 +390,7 @@ struct LogSoftmaxBackward0Saved {
 
 Grads LogSoftmaxBackward0(const Grads& grads, const LogSoftmaxBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("LogSoftmaxBackward0", *grads[0], saved.result, "result");
+  check_same_shape("LogSoftmaxBackward0", *grads[0], saved.result, "result");
   return Grads{log_softmax_backward_data(*grads[0], saved.result, saved.dim, saved.self_scalar_type)};
 }
 
@@ -415,7 +408,7 @@ struct NativeDropoutBackward0Saved {
 
 Grads NativeDropoutBackward0(const Grads& grads, const NativeDropoutBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check_same_sizes("NativeDropoutBackward0", *grads[0], saved.result1, "result1");
+  check_same_shape("NativeDropoutBackward0", *grads[0], saved.result1, "result1");
   const bool training = saved.train.has_value() && *saved.train;
   const double scale = !training ? 1.0 : (saved.p == 1 ? 0.0 : 1.0 / (1.0 - saved.p));
   return Grads{native_dropout_backward(*grads[0], saved.result1, scale)};

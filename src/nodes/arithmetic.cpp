@@ -8,13 +8,6 @@
 namespace refgrad::nodes {
 namespace {
 
-// A tensor PyTorch saves only when another input needs its grad; raises when
-// `input`'s grad is needed but the tensor was not saved.
-const Tensor& needed(const std::optional<Tensor>& tensor, const char* node, const char* input, const char* field) {
-  check(tensor.has_value(), node, ": ", input, "'s grad is needed but `", field, "` was not saved");
-  return *tensor;
-}
-
 // FunctionsManual's div_tensor_self_backward: grad / other, or zeros of self's
 // dtype when the division rounds (floor and trunc are piecewise constant).
 template <class Other>
@@ -102,12 +95,12 @@ Grads MulBackward0(const Grads& grads, const MulBackward0Saved& saved, const Nee
   const Tensor& grad = *grads[0];
   Grads out(2);
   if (need[0]) {
-    check(saved.other.has_value(), "MulBackward0: self's grad is needed but `other` was not saved");
-    out[0] = mul_tensor_backward(grad, *saved.other, saved.self_scalar_type);
+    const Tensor& other = needed(saved.other, "MulBackward0", "self", "other");
+    out[0] = mul_tensor_backward(grad, other, saved.self_scalar_type);
   }
   if (need[1]) {
-    check(saved.self.has_value(), "MulBackward0: other's grad is needed but `self` was not saved");
-    out[1] = mul_tensor_backward(grad, *saved.self, saved.other_scalar_type);
+    const Tensor& self = needed(saved.self, "MulBackward0", "other", "self");
+    out[1] = mul_tensor_backward(grad, self, saved.other_scalar_type);
   }
   return out;
 }

@@ -72,18 +72,15 @@ auto hidden(std::string name, FieldKind kind, bool optional = false) {
 //   Grads Function(const Grads&, const Saved&, const Need&).
 template <class Saved, Grads (*Function)(const Grads&, const Saved&, const Need&)>
 NodeDef define_node(NodeSchema schema, std::vector<Field<Saved>> fields) {
-  static std::vector<Field<Saved>> bound_fields;  // one node type per (Saved, Function) pair
-  bound_fields = fields;
   for (const Field<Saved>& field : fields) schema.saved.push_back(field.schema);
   NodeDef def;
   def.schema = std::move(schema);
-  def.bind = [](const NodeSchema& node, const std::vector<FieldValue>& values) -> BoundSaved {
-    check(values.size() == bound_fields.size(), node.name, ": expected ", bound_fields.size(), " saved fields, got ",
-          values.size());
+  def.bind = [fields = std::move(fields), node = def.schema.name](const std::vector<FieldValue>& values) -> BoundSaved {
+    check(values.size() == fields.size(), node, ": expected ", fields.size(), " saved fields, got ", values.size());
     auto typed = std::make_shared<Saved>();
     for (std::size_t i = 0; i < values.size(); ++i) {
-      check_field(values[i], bound_fields[i].schema.type, node.name, bound_fields[i].schema.name);
-      bound_fields[i].assign(*typed, values[i]);
+      check_field(values[i], fields[i].schema.type, node, fields[i].schema.name);
+      fields[i].assign(*typed, values[i]);
     }
     return typed;
   };
@@ -91,6 +88,23 @@ NodeDef define_node(NodeSchema schema, std::vector<Field<Saved>> fields) {
     return Function(grads, *static_cast<const Saved*>(saved), need);
   };
   return def;
+}
+
+// A tensor PyTorch saves only when another input needs its grad (None
+// otherwise): returns it, or raises when `input`'s grad is needed but the
+// tensor was not saved.
+inline const Tensor& needed(const std::optional<Tensor>& tensor, const char* node, const char* input,
+                            const char* field) {
+  check(tensor.has_value(), node, ": ", input, "'s grad is needed but `", field, "` was not saved");
+  return *tensor;
+}
+
+// An elementwise op's incoming grad and its saved self or result both have
+// the forward output's shape; anything else is a malformed program, reported
+// instead of broadcast.
+inline void check_same_shape(const char* node, const Tensor& grad, const Tensor& saved, const char* field) {
+  check(grad.sizes() == saved.sizes(), node, ": grad has shape ", str(grad.sizes()), " but ", field,
+        " has shape ", str(saved.sizes()));
 }
 
 // The node groups, each adding its nodes to the registry (registry.cpp calls them).

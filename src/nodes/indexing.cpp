@@ -158,8 +158,8 @@ Grads ScatterAddBackward0(const Grads& grads, const ScatterAddBackward0Saved& sa
   Grads out(2);
   if (need[0]) out[0] = grad;
   if (need[1]) {
-    check(saved.index.has_value(), "ScatterAddBackward0: src's grad is needed but `index` was not saved");
-    out[1] = gather(grad, saved.dim, *saved.index);
+    const Tensor& index = needed(saved.index, "ScatterAddBackward0", "src", "index");
+    out[1] = gather(grad, saved.dim, index);
   }
   return out;
 }
@@ -183,11 +183,10 @@ Grads IndexAddBackward0(const Grads& grads, const IndexAddBackward0Saved& saved,
   Grads out(2);
   if (need[0]) out[0] = grad;
   if (need[1]) {
-    check(saved.index.has_value() && saved.source.has_value(),
-          "IndexAddBackward0: source's grad is needed but `index` or `source` was not saved");
-    const Tensor selected = saved.source_dim > 0
-                                ? expand(index_select(grad, saved.dim, *saved.index), saved.source->sizes())
-                                : index_select(grad, saved.dim, squeeze(*saved.index, 0));
+    const Tensor& index = needed(saved.index, "IndexAddBackward0", "source", "index");
+    const Tensor& source = needed(saved.source, "IndexAddBackward0", "source", "source");
+    const Tensor selected = saved.source_dim > 0 ? expand(index_select(grad, saved.dim, index), source.sizes())
+                                                 : index_select(grad, saved.dim, squeeze(index, 0));
     out[1] = maybe_multiply(selected, saved.alpha);
   }
   return out;

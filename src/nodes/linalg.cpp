@@ -31,12 +31,12 @@ Grads MmBackward0(const Grads& grads, const MmBackward0Saved& saved, const Need&
   const Tensor& grad = *grads[0];
   Grads out(2);
   if (need[0]) {
-    check(saved.mat2.has_value(), "MmBackward0: self's grad is needed but `mat2` was not saved");
-    out[0] = mm_mat1_backward(grad, *saved.mat2, saved.self_sym_sizes, saved.self_sym_strides, saved.self_layout, 1);
+    const Tensor& mat2 = needed(saved.mat2, "MmBackward0", "self", "mat2");
+    out[0] = mm_mat1_backward(grad, mat2, saved.self_sym_sizes, saved.self_sym_strides, saved.self_layout, 1);
   }
   if (need[1]) {
-    check(saved.self.has_value(), "MmBackward0: mat2's grad is needed but `self` was not saved");
-    out[1] = mm_mat2_backward(grad, *saved.self, saved.mat2_sym_sizes, saved.mat2_sym_strides, saved.mat2_layout, 1);
+    const Tensor& self = needed(saved.self, "MmBackward0", "mat2", "self");
+    out[1] = mm_mat2_backward(grad, self, saved.mat2_sym_sizes, saved.mat2_sym_strides, saved.mat2_layout, 1);
   }
   return out;
 }
@@ -66,13 +66,13 @@ Grads AddmmBackward0(const Grads& grads, const AddmmBackward0Saved& saved, const
   Grads out(3);
   if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
   if (need[1]) {
-    check(saved.mat2.has_value(), "AddmmBackward0: mat1's grad is needed but `mat2` was not saved");
-    out[1] = mm_mat1_backward(grad, *saved.mat2, saved.mat1_sym_sizes, saved.mat1_sym_strides, saved.mat1_layout,
+    const Tensor& mat2 = needed(saved.mat2, "AddmmBackward0", "mat1", "mat2");
+    out[1] = mm_mat1_backward(grad, mat2, saved.mat1_sym_sizes, saved.mat1_sym_strides, saved.mat1_layout,
                               saved.alpha);
   }
   if (need[2]) {
-    check(saved.mat1.has_value(), "AddmmBackward0: mat2's grad is needed but `mat1` was not saved");
-    out[2] = mm_mat2_backward(grad, *saved.mat1, saved.mat2_sym_sizes, saved.mat2_sym_strides, saved.mat2_layout,
+    const Tensor& mat1 = needed(saved.mat1, "AddmmBackward0", "mat2", "mat1");
+    out[2] = mm_mat2_backward(grad, mat1, saved.mat2_sym_sizes, saved.mat2_sym_strides, saved.mat2_layout,
                               saved.alpha);
   }
   return out;
@@ -91,12 +91,12 @@ Grads BmmBackward0(const Grads& grads, const BmmBackward0Saved& saved, const Nee
   const Tensor& grad = *grads[0];
   Grads out(2);
   if (need[0]) {
-    check(saved.mat2.has_value(), "BmmBackward0: self's grad is needed but `mat2` was not saved");
-    out[0] = bmm(grad, transpose(*saved.mat2, 1, 2));
+    const Tensor& mat2 = needed(saved.mat2, "BmmBackward0", "self", "mat2");
+    out[0] = bmm(grad, transpose(mat2, 1, 2));
   }
   if (need[1]) {
-    check(saved.self.has_value(), "BmmBackward0: mat2's grad is needed but `self` was not saved");
-    out[1] = bmm(transpose(*saved.self, 1, 2), grad);
+    const Tensor& self = needed(saved.self, "BmmBackward0", "mat2", "self");
+    out[1] = bmm(transpose(self, 1, 2), grad);
   }
   return out;
 }
@@ -118,12 +118,12 @@ Grads BaddbmmBackward0(const Grads& grads, const BaddbmmBackward0Saved& saved, c
   Grads out(3);
   if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
   if (need[1]) {
-    check(saved.batch2.has_value(), "BaddbmmBackward0: batch1's grad is needed but `batch2` was not saved");
-    out[1] = maybe_multiply(bmm(grad, transpose(*saved.batch2, 1, 2)), saved.alpha);
+    const Tensor& batch2 = needed(saved.batch2, "BaddbmmBackward0", "batch1", "batch2");
+    out[1] = maybe_multiply(bmm(grad, transpose(batch2, 1, 2)), saved.alpha);
   }
   if (need[2]) {
-    check(saved.batch1.has_value(), "BaddbmmBackward0: batch2's grad is needed but `batch1` was not saved");
-    out[2] = maybe_multiply(bmm(transpose(*saved.batch1, 1, 2), grad), saved.alpha);
+    const Tensor& batch1 = needed(saved.batch1, "BaddbmmBackward0", "batch2", "batch1");
+    out[2] = maybe_multiply(bmm(transpose(batch1, 1, 2), grad), saved.alpha);
   }
   return out;
 }
@@ -142,12 +142,12 @@ Grads DotBackward0(const Grads& grads, const DotBackward0Saved& saved, const Nee
   check(grad.dim() == 0, "DotBackward0: the incoming grad must be 0-d, got ", str(grad.sizes()));
   Grads out(2);
   if (need[0]) {
-    check(saved.tensor.has_value(), "DotBackward0: self's grad is needed but `tensor` was not saved");
-    out[0] = mul(grad, *saved.tensor);
+    const Tensor& tensor = needed(saved.tensor, "DotBackward0", "self", "tensor");
+    out[0] = mul(grad, tensor);
   }
   if (need[1]) {
-    check(saved.self.has_value(), "DotBackward0: tensor's grad is needed but `self` was not saved");
-    out[1] = mul(grad, *saved.self);
+    const Tensor& self = needed(saved.self, "DotBackward0", "tensor", "self");
+    out[1] = mul(grad, self);
   }
   return out;
 }
@@ -166,12 +166,11 @@ Grads MvBackward0(const Grads& grads, const MvBackward0Saved& saved, const Need&
   check(grad.dim() == 1, "MvBackward0: the incoming grad must be 1-d, got ", str(grad.sizes()));
   Grads out(2);
   if (need[0]) {
-    check(saved.vec.has_value(), "MvBackward0: self's grad is needed but `vec` was not saved");
-    out[0] = outer(grad, *saved.vec);
+    const Tensor& vec = needed(saved.vec, "MvBackward0", "self", "vec");
+    out[0] = outer(grad, vec);
   }
   if (need[1]) {
-    check(saved.self.has_value(), "MvBackward0: vec's grad is needed but `self` was not saved");
-    const Tensor& self = *saved.self;
+    const Tensor& self = needed(saved.self, "MvBackward0", "vec", "self");
     check(self.dim() == 2 && self.size(0) == grad.size(0), "MvBackward0: self ", str(self.sizes()),
           " does not match the grad ", str(grad.sizes()));
     out[1] = matmul(t(self), grad);  // mv

@@ -152,8 +152,14 @@ Grads call_node(std::string_view name, const Grads& grads, const Need& need, con
         schema.num_grads == 1 ? "" : "s", ", got ", grads.size());
   check(need.size() == schema.inputs.size(), schema.name, ": the need mask has ", need.size(),
         " entries, the node has ", schema.inputs.size(), " inputs");
-  const BoundSaved bound = def.bind(schema, saved);
-  return def.apply(grads, bound.get(), need);
+  const BoundSaved bound = def.bind(saved);
+  try {
+    return def.apply(grads, bound.get(), need);
+  } catch (const Error& error) {  // errors from shared helpers and L0 ops get the node's name in front
+    const std::string message = error.what();
+    if (message.rfind(schema.name + ":", 0) == 0) throw;
+    throw Error(schema.name + ": " + message);
+  }
 }
 
 Grads call_node(std::string_view name, const Grads& grads, const Need& need,

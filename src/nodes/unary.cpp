@@ -11,13 +11,6 @@
 namespace refgrad::nodes {
 namespace {
 
-// An elementwise op's incoming grad and its saved self or result both have the
-// forward output's shape; anything else is a malformed program.
-void check_same_shape(const char* node, const Tensor& grad, const Tensor& saved, const char* field) {
-  check(grad.sizes() == saved.sizes(), node, ": grad has shape ", str(grad.sizes()), " but ", field,
-        " has shape ", str(saved.sizes()));
-}
-
 // ------------------------------------------------------- exp, log and kin ---
 
 // ExpBackward0 — exp(Tensor self)

@@ -168,7 +168,7 @@ result = (*saved, gx, gw, sizes(gx.stride()))
     CHECK_THROWS_WITH_AS(call_node("MmBackward0", {g}, {true, true}, bad_sizes),
                          "MmBackward0: saved field 'self_sym_sizes' expects SymInt[], got Scalar 4", Error);
     CHECK_THROWS_WITH_AS(call_node("MmBackward0", {random64({4, 5}, 1)}, {true, false}, saved),
-                         "mm: shapes [4,5] and [2,3] cannot be multiplied", Error);
+                         "MmBackward0: mm: shapes [4,5] and [2,3] cannot be multiplied", Error);
   }
 }
 

@@ -110,7 +110,7 @@ TEST_CASE("SumBackward1") {
     Saved repeated = saved;
     repeated["dim"] = IntList{1, -2};
     CHECK_THROWS_WITH_AS(call_node("SumBackward1", {g}, {true}, repeated),
-                         "dim 1 appears multiple times in the list of dims", Error);
+                         doctest::Contains("dim 1 appears multiple times in the list of dims"), Error);
     Saved out_of_range = saved;
     out_of_range["dim"] = IntList{0, 3};
     CHECK_THROWS_WITH_AS(call_node("SumBackward1", {g}, {true}, out_of_range), doctest::Contains("out of range"),
@@ -369,7 +369,7 @@ void check_evenly_distributing_node(const std::string& node, const std::string& 
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(call_node(node, {g}, {true}, Saved{{"self", x}, {"result", x}}),
-                         "evenly_distribute_backward: expected a one-element result, got shape [2,3]", Error);
+                         doctest::Contains("evenly_distribute_backward: expected a one-element result, got shape [2,3]"), Error);
     CHECK_THROWS_WITH_AS(call_node(node, {random64({2}, 1)}, {true}, saved), doctest::Contains("masked_fill"), Error);
   }
 }
@@ -439,7 +439,7 @@ void check_amax_node(const std::string& node, const std::string& torch_op,
     Saved repeated = saved;
     repeated["dim"] = IntList{0, -3};
     CHECK_THROWS_WITH_AS(call_node(node, {g}, {true}, repeated),
-                         "restore_reduced_dims: dim 0 appears multiple times in the list of dims", Error);
+                         doctest::Contains("restore_reduced_dims: dim 0 appears multiple times in the list of dims"), Error);
     Saved out_of_range = saved;
     out_of_range["dim"] = IntList{0, 3};
     CHECK_THROWS_WITH_AS(call_node(node, {g}, {true}, out_of_range), doctest::Contains("out of range"), Error);
@@ -600,7 +600,7 @@ TEST_CASE("VarBackward0") {
     Saved bad = saved;
     bad["dim"] = IntList{0, 0};
     CHECK_THROWS_WITH_AS(call_node("VarBackward0", {g}, {true}, bad),
-                         "dim 0 appears multiple times in the list of dims", Error);
+                         doctest::Contains("dim 0 appears multiple times in the list of dims"), Error);
     Saved bad_kind = saved;
     bad_kind["correction"] = x;
     CHECK_THROWS_WITH_AS(call_node("VarBackward0", {g}, {true}, bad_kind),
@@ -680,7 +680,7 @@ TEST_CASE("LogsumexpBackward0") {
     Saved bad = saved;
     bad["dim"] = IntList{1, 1};
     CHECK_THROWS_WITH_AS(call_node("LogsumexpBackward0", {g}, {true}, bad),
-                         "dim 1 appears multiple times in the list of dims", Error);
+                         doctest::Contains("dim 1 appears multiple times in the list of dims"), Error);
   }
 }
 
