@@ -117,5 +117,6 @@ void add_shape_nodes(std::vector<NodeDef>& registry);
 void add_indexing_nodes(std::vector<NodeDef>& registry);
 void add_nn_nodes(std::vector<NodeDef>& registry);
 void add_loss_nodes(std::vector<NodeDef>& registry);
+void add_engine_nodes(std::vector<NodeDef>& registry);
 
 }  // namespace refgrad::nodes

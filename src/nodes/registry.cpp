@@ -114,6 +114,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_indexing_nodes(registry);
   nodes::add_nn_nodes(registry);
   nodes::add_loss_nodes(registry);
+  nodes::add_engine_nodes(registry);
   std::sort(registry.begin(), registry.end(),
             [](const NodeDef& a, const NodeDef& b) { return a.schema.name < b.schema.name; });
   return registry;

@@ -1,0 +1,2 @@
+// Placeholder: the engine-node tests.
+#include "node_test.hpp"
