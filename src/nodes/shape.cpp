@@ -650,6 +650,14 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {"SqueezeBackward1", "squeeze.dim", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
       {saved<&SqueezeBackward1Saved::dim>("dim", FieldKind::Int),
        saved<&SqueezeBackward1Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  // squeeze_ and squeeze_.dim (in place) have the formulas of squeeze and squeeze.dim.
+  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0>(
+      {"SqueezeBackward3", "squeeze_", {"self"}, 1, {}, "self: unsqueeze_to(grad, self.sym_sizes())"},
+      {saved<&SqueezeBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1>(
+      {"SqueezeBackward4", "squeeze_.dim", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
+      {saved<&SqueezeBackward1Saved::dim>("dim", FieldKind::Int),
+       saved<&SqueezeBackward1Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
   registry.push_back(define_node<SqueezeBackward2Saved, SqueezeBackward2>(
       {"SqueezeBackward2", "squeeze.dims", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
       {saved<&SqueezeBackward2Saved::dim>("dim", FieldKind::IntList),

@@ -305,6 +305,48 @@ result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.gr
   }
 }
 
+// The in-place squeezes: what nn.Linear without bias on a 1-d input produces (squeeze_.dim).
+TEST_CASE("SqueezeBackward3") {
+  const Tensor x = random64({2, 1, 3, 1}, 44), g = random64({2, 3}, 45);
+  const Saved saved = {{"self_sym_sizes", IntList{2, 1, 3, 1}}};
+  SUBCASE("finite differences") {
+    check_fd("SqueezeBackward3", saved, [](const std::vector<Tensor>& in) { return squeeze(in[0]); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SqueezeBackward3", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.clone().squeeze_()
+fn = out.grad_fn
+assert fn.name() == "SqueezeBackward3"
+result = (ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK_TENSOR(one_grad("SqueezeBackward3", {{"self_sym_sizes", int_list(r[0])}}, g), r[1]);
+  }
+}
+
+TEST_CASE("SqueezeBackward4") {
+  const Tensor x = random64({3, 1}, 46), g = random64({3}, 47);
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"self_sym_sizes", IntList{3, 1}}};
+  SUBCASE("finite differences") {
+    check_fd("SqueezeBackward4", saved, [](const std::vector<Tensor>& in) { return squeeze(in[0], -1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("SqueezeBackward4", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.clone().squeeze_(-1)
+fn = out.grad_fn
+assert fn.name() == "SqueezeBackward4"
+linear = torch.nn.functional.linear(torch.ones(3, requires_grad=True), torch.ones(2, 3, requires_grad=True))
+assert linear.grad_fn.name() == "SqueezeBackward4"  # where models meet it
+result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK(int_of(r[0]) == -1);
+    CHECK_TENSOR(one_grad("SqueezeBackward4", {{"dim", int_of(r[0])}, {"self_sym_sizes", int_list(r[1])}}, g), r[2]);
+  }
+}
+
 TEST_CASE("SqueezeBackward2") {
   const Tensor x = random64({2, 1, 3, 1}, 41), g = random64({2, 3}, 42);
   const Saved saved = {{"dim", IntList{1, -1}}, {"self_sym_sizes", IntList{2, 1, 3, 1}}};

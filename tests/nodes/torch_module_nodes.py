@@ -29,6 +29,7 @@ def module_nodes():
     cases = {
         "Linear": lambda: nn.Linear(6, 3)(x2).sum(),
         "Linear (3-d input)": lambda: nn.Linear(8, 3)(seq).sum(),
+        "Linear (1-d input, no bias)": lambda: nn.Linear(6, 3, bias=False)(x2[0]).sum(),
         "Conv1d": lambda: nn.Conv1d(5, 4, 3, padding=1)(seq).sum(),
         "Conv2d": lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1, groups=1)(img).sum(),
         "BatchNorm2d (train)": lambda: nn.BatchNorm2d(3).train()(img).sum(),
