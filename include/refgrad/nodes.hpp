@@ -46,6 +46,23 @@ struct TensorOptions {
   bool operator==(const TensorOptions& other) const = default;
 };
 
+// c10's TensorGeometry: a tensor's sizes, strides and storage offset
+// (AsStridedBackward0's self_geometry, CopySlices' base and view).
+struct TensorGeometry {
+  Shape sizes;
+  Shape strides;
+  std::int64_t storage_offset = 0;
+  bool operator==(const TensorGeometry& other) const = default;
+};
+
+// torch::autograd's TypeAndSize: a tensor's sizes and options, enough to make
+// zeros like it (IndexPutBackward0's values_info).
+struct TypeAndSize {
+  Shape sizes;
+  TensorOptions options;
+  bool operator==(const TypeAndSize& other) const = default;
+};
+
 // ------------------------------------------------------- saved-field kinds ---
 
 // The closed list of kinds a saved field can have: the C++ types PyTorch
@@ -64,6 +81,10 @@ enum class FieldKind : std::uint8_t {
   DType,                // at::ScalarType
   Layout,               // c10::Layout
   TensorOptions,        // c10::TensorOptions
+  TensorGeometry,       // at::TensorGeometry
+  TypeAndSize,          // torch::autograd::TypeAndSize
+  DTypeList,            // std::vector<at::ScalarType> (cat's tensors_args_scalartypes)
+  SizesList,            // std::vector<std::vector<c10::SymInt>> (cat's tensors_args_sizes_symint)
 };
 
 // A kind, possibly optional (PyTorch's `Tensor?`, `int?`, `int[]?`, `Scalar?`,
@@ -83,9 +104,13 @@ struct None {
 // Tensor -> Tensor; TensorList -> TensorList; OptionalTensorList ->
 // std::vector<OptionalTensor>; Int -> int64_t; IntList and Sizes -> IntList;
 // Float -> double; Bool -> bool; Scalar -> Scalar; String -> std::string;
-// DType, Layout, TensorOptions -> themselves; None for an optional field.
-using FieldValue = std::variant<None, Tensor, TensorList, std::vector<OptionalTensor>, std::int64_t, IntList, double,
-                                bool, Scalar, std::string, DType, Layout, TensorOptions>;
+// DType, Layout, TensorOptions, TensorGeometry, TypeAndSize -> themselves;
+// DTypeList -> std::vector<DType>; SizesList -> std::vector<IntList>; None
+// for an optional field.
+using FieldValue =
+    std::variant<None, Tensor, TensorList, std::vector<OptionalTensor>, std::int64_t, IntList, double, bool, Scalar,
+                 std::string, DType, Layout, TensorOptions, TensorGeometry, TypeAndSize, std::vector<DType>,
+                 std::vector<IntList>>;
 std::string describe(const FieldValue& value);  // "Tensor f32[2,3]", "int 4", "None", ...
 
 // ----------------------------------------------------------------- schema ---

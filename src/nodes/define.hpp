@@ -24,7 +24,9 @@ M field_as(const FieldValue& value) {
                 std::is_same_v<M, std::vector<OptionalTensor>> || std::is_same_v<M, std::int64_t> ||
                 std::is_same_v<M, IntList> || std::is_same_v<M, double> || std::is_same_v<M, bool> ||
                 std::is_same_v<M, Scalar> || std::is_same_v<M, std::string> || std::is_same_v<M, DType> ||
-                std::is_same_v<M, Layout> || std::is_same_v<M, TensorOptions>) {
+                std::is_same_v<M, Layout> || std::is_same_v<M, TensorOptions> || std::is_same_v<M, TensorGeometry> ||
+                std::is_same_v<M, TypeAndSize> || std::is_same_v<M, std::vector<DType>> ||
+                std::is_same_v<M, std::vector<IntList>>) {
     return std::get<M>(value);
   } else {  // std::optional<T>: None becomes nullopt
     using T = typename M::value_type;

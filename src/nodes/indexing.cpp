@@ -195,14 +195,14 @@ Grads IndexAddBackward0(const Grads& grads, const IndexAddBackward0Saved& saved,
 // IndexPutBackward0 — index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
 //   self:   accumulate ? grad : grad.index_put(indices, zeros_like(values), false)
 //   values: grad.index(indices)
-// zeros_like(values) is values_info.zeros(): values' sizes and options. Only
-// the sizes are kept here; the dtype is grad's, as index_put requires values
-// and self (hence grad) to share a dtype. With duplicate indices and
+// zeros_like(values) is values_info.zeros(): values' sizes and options (the
+// dtype is grad's when the options have none; index_put requires values and
+// self, hence grad, to share a dtype). With duplicate indices and
 // accumulate=false every duplicate gets the grad, as in PyTorch.
 struct IndexPutBackward0Saved {
   bool accumulate;
   std::vector<OptionalTensor> indices;
-  IntList values_info;
+  TypeAndSize values_info;
 };
 
 Grads IndexPutBackward0(const Grads& grads, const IndexPutBackward0Saved& saved, const Need& need) {
@@ -211,7 +211,7 @@ Grads IndexPutBackward0(const Grads& grads, const IndexPutBackward0Saved& saved,
   Grads out(2);
   if (need[0]) {
     out[0] = saved.accumulate ? grad
-                              : index_put(grad, saved.indices, zeros(saved.values_info, grad.dtype()), false);
+                              : index_put(grad, saved.indices, zeros(saved.values_info.sizes, saved.values_info.options.dtype.value_or(grad.dtype())), false);
   }
   if (need[1]) out[1] = index(grad, saved.indices);
   return out;
@@ -326,7 +326,7 @@ void add_indexing_nodes(std::vector<NodeDef>& registry) {
       {saved<&IndexPutBackward0Saved::accumulate>("accumulate", FieldKind::Bool),
        saved<&IndexPutBackward0Saved::indices>("indices", FieldKind::OptionalTensorList),
        // TypeAndSize (sizes, options) in PyTorch; refgrad has no such kind, see the node's comment.
-       hidden<&IndexPutBackward0Saved::values_info>("values_info", FieldKind::Sizes)}));
+       hidden<&IndexPutBackward0Saved::values_info>("values_info", FieldKind::TypeAndSize)}));
 
   registry.push_back(define_node<MaskedSelectBackward0Saved, MaskedSelectBackward0>(
       {"MaskedSelectBackward0", "masked_select", {"self"}, 1, {}, "self: masked_select_backward(grad, self, mask)"},

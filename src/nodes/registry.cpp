@@ -35,6 +35,10 @@ std::string type_name(FieldType type) {
     case FieldKind::DType: base = "ScalarType"; break;
     case FieldKind::Layout: base = "Layout"; break;
     case FieldKind::TensorOptions: base = "TensorOptions"; break;
+    case FieldKind::TensorGeometry: base = "TensorGeometry"; break;
+    case FieldKind::TypeAndSize: base = "TypeAndSize"; break;
+    case FieldKind::DTypeList: base = "ScalarType[]"; break;
+    case FieldKind::SizesList: base = "SymInt[][]"; break;
   }
   return std::string(base) + (type.optional ? "?" : "");
 }
@@ -72,6 +76,17 @@ std::string describe(const FieldValue& value) {
     std::string operator()(DType v) const { return "ScalarType " + dtype_name(v); }
     std::string operator()(Layout v) const { return "Layout " + layout_name(v); }
     std::string operator()(const TensorOptions&) const { return "TensorOptions"; }
+    std::string operator()(const TensorGeometry& g) const {
+      return "TensorGeometry " + str(g.sizes) + " strides " + str(g.strides) + " offset " +
+             std::to_string(g.storage_offset);
+    }
+    std::string operator()(const TypeAndSize& t) const { return "TypeAndSize " + str(t.sizes); }
+    std::string operator()(const std::vector<DType>& list) const {
+      return "ScalarType[] of " + std::to_string(list.size());
+    }
+    std::string operator()(const std::vector<IntList>& list) const {
+      return "SymInt[][] of " + std::to_string(list.size());
+    }
   };
   return std::visit(Describe{}, value);
 }
@@ -94,6 +109,10 @@ void check_field(const FieldValue& value, FieldType type, const std::string& nod
     case FieldKind::DType: fits = std::holds_alternative<DType>(value); break;
     case FieldKind::Layout: fits = std::holds_alternative<Layout>(value); break;
     case FieldKind::TensorOptions: fits = std::holds_alternative<TensorOptions>(value); break;
+    case FieldKind::TensorGeometry: fits = std::holds_alternative<TensorGeometry>(value); break;
+    case FieldKind::TypeAndSize: fits = std::holds_alternative<TypeAndSize>(value); break;
+    case FieldKind::DTypeList: fits = std::holds_alternative<std::vector<DType>>(value); break;
+    case FieldKind::SizesList: fits = std::holds_alternative<std::vector<IntList>>(value); break;
   }
   if (type.optional && std::holds_alternative<None>(value)) fits = true;
   check(fits, node, ": saved field '", field, "' expects ", type_name(type), ", got ", describe(value));

@@ -5,15 +5,6 @@
 //
 // PyTorch saves dims as the user passed them (negative dims stay negative), so
 // every formula wraps them, as FunctionsManual does.
-//
-// Saved kinds refgrad's FieldKind does not have yet are carried by tensors
-// whose metadata is the value (only their sizes, strides, storage offset or
-// dtype are read):
-//   AsStridedBackward0.self_geometry (at::TensorGeometry): a Tensor with the
-//     input's sizes, strides and storage_offset;
-//   CatBackward0.tensors_args_sizes_symint (SymInt[][]) and
-//   Cat/StackBackward0.tensors_args_scalartypes (ScalarType[]): a TensorList,
-//     one tensor per forward list element, with its sizes / its dtype.
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -238,13 +229,13 @@ int64_t min_storage_size(const IntList& sizes, const IntList& strides, int64_t s
 // storage element by the number of times the input's geometry reads it, and
 // view the storage with the input's geometry. PyTorch copies when the output
 // cannot overlap; an index_add into zeros is the same then.
-Tensor as_strided_backward(Tensor grad, const Tensor& input_geometry, const IntList& sizes, const IntList& strides,
-                           std::optional<int64_t> storage_offset_) {
+Tensor as_strided_backward(Tensor grad, const TensorGeometry& input_geometry, const IntList& sizes,
+                           const IntList& strides, std::optional<int64_t> storage_offset_) {
   check(ndim_of(sizes) == grad.dim() && sizes.size() == strides.size() && grad.sizes() == sizes,
         "AsStridedBackward0: grad of shape ", str(grad.sizes()), " does not fit the view's size ", str(sizes),
         " and stride ", str(strides));
-  const int64_t storage_offset = storage_offset_.value_or(input_geometry.storage_offset());
-  const Shape& input_sizes = input_geometry.sizes();
+  const int64_t storage_offset = storage_offset_.value_or(input_geometry.storage_offset);
+  const Shape& input_sizes = input_geometry.sizes;
   // The output's geometry without size-1 dims, with its expanded (stride 0) dims summed away.
   IntList out_sizes, out_strides;
   for (int64_t i = grad.dim() - 1; i >= 0; --i) {
@@ -259,15 +250,15 @@ Tensor as_strided_backward(Tensor grad, const Tensor& input_geometry, const IntL
     }
   }
   IntList inp_sizes, inp_strides;
-  for (int64_t i = input_geometry.dim() - 1; i >= 0; --i) {
+  for (int64_t i = static_cast<int64_t>(input_sizes.size()) - 1; i >= 0; --i) {
     if (input_sizes[i] == 0) return zeros(input_sizes, grad.dtype());
     if (input_sizes[i] != 1) {
       inp_sizes.insert(inp_sizes.begin(), input_sizes[i]);
-      inp_strides.insert(inp_strides.begin(), input_geometry.stride(i));
+      inp_strides.insert(inp_strides.begin(), input_geometry.strides[i]);
     }
   }
-  const int64_t shared_offset = std::min(input_geometry.storage_offset(), storage_offset);
-  const int64_t inp_effective_offset = input_geometry.storage_offset() - shared_offset;
+  const int64_t shared_offset = std::min(input_geometry.storage_offset, storage_offset);
+  const int64_t inp_effective_offset = input_geometry.storage_offset - shared_offset;
   const int64_t out_effective_offset = storage_offset - shared_offset;
   const int64_t base_size = std::max(min_storage_size(inp_sizes, inp_strides, inp_effective_offset),
                                      min_storage_size(out_sizes, out_strides, out_effective_offset));
@@ -283,7 +274,7 @@ Tensor as_strided_backward(Tensor grad, const Tensor& input_geometry, const IntL
         index_add(zeros({base_size}, grad.dtype()), 0, inp_indices, ones({inp_indices.numel()}, grad.dtype()));
     storage = div(storage, count);
   }
-  return as_strided(storage, input_sizes, input_geometry.strides(), inp_effective_offset);
+  return as_strided(storage, input_sizes, input_geometry.strides, inp_effective_offset);
 }
 
 // ------------------------------------------------------------------ nodes ---
@@ -429,9 +420,8 @@ Grads SliceBackward0(const Grads& grads, const SliceBackward0Saved& saved, const
 
 // AsStridedBackward0 — as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)
 //   self: as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)
-// self_geometry is a tensor whose sizes, strides and storage offset are self's.
 struct AsStridedBackward0Saved {
-  Tensor self_geometry;
+  TensorGeometry self_geometry;
   IntList size;
   std::optional<int64_t> storage_offset;
   IntList stride;
@@ -449,26 +439,29 @@ Grads AsStridedBackward0(const Grads& grads, const AsStridedBackward0Saved& save
 // in the cat and gets an empty grad. The scalar types only matter for complex.
 struct CatBackward0Saved {
   int64_t dim;
-  TensorList tensors_args_scalartypes;
-  TensorList tensors_args_sizes_symint;
+  std::vector<DType> tensors_args_scalartypes;
+  std::vector<IntList> tensors_args_sizes_symint;
 };
 
 Grads CatBackward0(const Grads& grads, const CatBackward0Saved& saved, const Need& need) {
-  const TensorList& shapes = saved.tensors_args_sizes_symint;
+  const std::vector<IntList>& shapes = saved.tensors_args_sizes_symint;
   if (!grads[0] || !need[0]) return Grads(shapes.size());
   const Tensor& grad = *grads[0];
-  auto is_legacy_empty = [](const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
+  auto is_legacy_empty = [](const IntList& shape) { return shape.size() == 1 && shape[0] == 0; };
   // legacy_cat_wrap_dim: the first input that is not a legacy empty decides the rank.
   const auto ranked = std::find_if_not(shapes.begin(), shapes.end(), is_legacy_empty);
-  const int64_t dim = ranked == shapes.end() ? saved.dim : wrap_dim(saved.dim, ranked->dim(), "CatBackward0");
+  const int64_t dim = ranked == shapes.end()
+                          ? saved.dim
+                          : wrap_dim(saved.dim, static_cast<int64_t>(ranked->size()), "CatBackward0");
   Grads out;
   int64_t accumulate = 0;
-  for (const Tensor& shape : shapes) {
+  for (const IntList& shape : shapes) {
     if (is_legacy_empty(shape)) {
       out.push_back(zeros({0}, grad.dtype()));
       continue;
     }
-    const int64_t size = shape.size(dim);
+    check(dim < static_cast<int64_t>(shape.size()), "CatBackward0: input shape ", str(shape), " has no dim ", dim);
+    const int64_t size = shape[dim];
     check(accumulate + size <= grad.size(dim), "CatBackward0: grad of shape ", str(grad.sizes()),
           " is too small along dim ", dim, " for the inputs' sizes");
     out.push_back(narrow(grad, dim, accumulate, size));
@@ -483,7 +476,7 @@ Grads CatBackward0(const Grads& grads, const CatBackward0Saved& saved, const Nee
 // is the number of saved scalar types): grad.unbind(dim).
 struct StackBackward0Saved {
   int64_t dim;
-  TensorList tensors_args_scalartypes;
+  std::vector<DType> tensors_args_scalartypes;
 };
 
 Grads StackBackward0(const Grads& grads, const StackBackward0Saved& saved, const Need& need) {
@@ -679,7 +672,7 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(define_node<AsStridedBackward0Saved, AsStridedBackward0>(
       {"AsStridedBackward0", "as_strided", {"self"}, 1, {},
        "self: as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)"},
-      {hidden<&AsStridedBackward0Saved::self_geometry>("self_geometry", FieldKind::Tensor),
+      {hidden<&AsStridedBackward0Saved::self_geometry>("self_geometry", FieldKind::TensorGeometry),
        saved<&AsStridedBackward0Saved::size>("size", FieldKind::Sizes),
        saved<&AsStridedBackward0Saved::storage_offset>("storage_offset", FieldKind::Int, true),
        saved<&AsStridedBackward0Saved::stride>("stride", FieldKind::Sizes)}));
@@ -687,13 +680,13 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {"CatBackward0", "cat", {"tensors"}, 1, {},
        "tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)"},
       {saved<&CatBackward0Saved::dim>("dim", FieldKind::Int),
-       hidden<&CatBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::TensorList),
-       hidden<&CatBackward0Saved::tensors_args_sizes_symint>("tensors_args_sizes_symint", FieldKind::TensorList)}));
+       hidden<&CatBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::DTypeList),
+       hidden<&CatBackward0Saved::tensors_args_sizes_symint>("tensors_args_sizes_symint", FieldKind::SizesList)}));
   registry.push_back(define_node<StackBackward0Saved, StackBackward0>(
       {"StackBackward0", "stack", {"tensors"}, 1, {},
        "tensors: stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))"},
       {saved<&StackBackward0Saved::dim>("dim", FieldKind::Int),
-       hidden<&StackBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::TensorList)}));
+       hidden<&StackBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::DTypeList)}));
   registry.push_back(define_node<SplitBackward0Saved, SplitBackward0>(
       {"SplitBackward0", "split.Tensor", {"self"}, kVariadic, {},
        "self: split_backward(grads, split_size, dim, self.sym_sizes(), self.options())"},

@@ -339,7 +339,7 @@ result = (torch.tensor(out.grad_fn._saved_index is None), torch.tensor(out.grad_
 TEST_CASE("IndexPutBackward0") {
   const Tensor x = random64({4, 3}, 70), values = random64({3, 3}, 71), g = random64({4, 3}, 72);
   const std::vector<OptionalTensor> rows = {ints({0, 2, 0})};
-  const Saved saved = {{"accumulate", true}, {"indices", rows}, {"values_info", IntList{3, 3}}};
+  const Saved saved = {{"accumulate", true}, {"indices", rows}, {"values_info", TypeAndSize{{3, 3}, {}}}};
 
   SUBCASE("finite differences, accumulate=true with a duplicate, accumulate=false without") {
     const Grads out = call_node("IndexPutBackward0", {g}, {true, true}, saved);
@@ -348,7 +348,7 @@ TEST_CASE("IndexPutBackward0") {
     check_against_finite_differences(out, 1, accumulating, {x, values}, g);
 
     const std::vector<OptionalTensor> distinct = {ints({3, 1, 0})};
-    const Saved replacing = {{"accumulate", false}, {"indices", distinct}, {"values_info", IntList{3, 3}}};
+    const Saved replacing = {{"accumulate", false}, {"indices", distinct}, {"values_info", TypeAndSize{{3, 3}, {}}}};
     const Grads out2 = call_node("IndexPutBackward0", {g}, {true, true}, replacing);
     auto replace = [&](const std::vector<Tensor>& in) { return index_put(in[0], distinct, in[1], false); };
     check_against_finite_differences(out2, 0, replace, {x, values}, g);
@@ -392,7 +392,7 @@ result = (fn._saved_accumulate, len(idx), *[torch.tensor(i is None) for i in idx
       }
       const Grads out = call_node("IndexPutBackward0", {g}, {true, true},
                                   Saved{{"accumulate", r[0].item<bool>()}, {"indices", indices},
-                                        {"values_info", IntList(c.values.sizes())}});
+                                        {"values_info", TypeAndSize{c.values.sizes(), {}}}});
       CHECK_TENSOR(*out[0], r[next_tensor]);
       // values' grad before validate has the indexed shape; validate sums it to values' shape.
       CHECK_TENSOR(sum_to(*out[1], c.values.sizes()), r[next_tensor + 1]);
@@ -402,7 +402,7 @@ result = (fn._saved_accumulate, len(idx), *[torch.tensor(i is None) for i in idx
     CHECK_THROWS_AS(call_node("IndexPutBackward0", {random64({2, 3}, 1)}, {true, true}, saved), Error);
     Saved bad_values = saved;
     bad_values["accumulate"] = false;
-    bad_values["values_info"] = IntList{2, 3};
+    bad_values["values_info"] = TypeAndSize{{2, 3}, {}};
     CHECK_THROWS_AS(call_node("IndexPutBackward0", {g}, {true, false}, bad_values), Error);
   }
 }

@@ -255,7 +255,11 @@ TEST_CASE("registry") {
   CHECK(type_name({FieldKind::Tensor, true}) == "Tensor?");
   CHECK(type_name({FieldKind::IntList, true}) == "int[]?");
   CHECK(type_name({FieldKind::OptionalTensorList}) == "Tensor?[]");
+  CHECK(type_name({FieldKind::SizesList}) == "SymInt[][]");
+  CHECK(type_name({FieldKind::TensorGeometry}) == "TensorGeometry");
   CHECK(describe(FieldValue{std::string("mean")}) == "str 'mean'");
+  CHECK(describe(FieldValue{TensorGeometry{{2, 3}, {1, 2}, 4}}) == "TensorGeometry [2,3] strides [1,2] offset 4");
+  CHECK(describe(FieldValue{std::vector<DType>{DType::Float32}}) == "ScalarType[] of 1");
 }
 
 // (e): the saved-field names of every node refgrad has agree with the

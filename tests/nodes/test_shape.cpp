@@ -29,19 +29,8 @@ void check_need_and_undefined(const std::string& node, const Saved& saved, const
   CHECK_FALSE(call_node(node, {std::nullopt}, {true}, saved)[0].has_value());
 }
 
-// A tensor with the given geometry, standing for a TensorGeometry field.
-Tensor geometry(const Shape& sizes, const Shape& strides, std::int64_t storage_offset) {
-  std::int64_t storage_size = storage_offset + 1;
-  for (std::size_t i = 0; i < sizes.size(); ++i) storage_size += (sizes[i] - 1) * strides[i];
-  return as_strided(zeros({std::max<std::int64_t>(storage_size, 0)}, DType::Float64), sizes, strides, storage_offset);
-}
-
-// Metadata tensors for CatBackward0/StackBackward0's per-element fields.
-TensorList like(const std::vector<Shape>& shapes, DType dtype = DType::Float64) {
-  TensorList out;
-  for (const Shape& shape : shapes) out.push_back(zeros(shape, dtype));
-  return out;
-}
+// CatBackward0/StackBackward0's per-element dtypes: one float64 per input.
+std::vector<DType> float64s(std::size_t count) { return std::vector<DType>(count, DType::Float64); }
 
 // self_options of a float64 input that requires grad.
 const TensorOptions kFloat64Options{DType::Float64, Device::CPU, Layout::Strided, true};
@@ -460,7 +449,7 @@ result = (i64(fn._saved_dim), none(fn._saved_start), none(fn._saved_end), ints(f
 
 TEST_CASE("AsStridedBackward0") {
   const Tensor x = random64({3, 4}, 50), g = random64({2, 2}, 51);
-  const Saved saved = {{"self_geometry", geometry({3, 4}, {4, 1}, 0)}, {"size", IntList{2, 2}},
+  const Saved saved = {{"self_geometry", TensorGeometry{{3, 4}, {4, 1}, 0}}, {"size", IntList{2, 2}},
                        {"storage_offset", std::int64_t{1}}, {"stride", IntList{1, 2}}};
   SUBCASE("finite differences") {
     check_fd("AsStridedBackward0", saved,
@@ -501,7 +490,7 @@ result = (ints(fn._saved_size), ints(fn._saved_stride), torch.tensor([] if offse
           ints(inp.shape), ints(inp.stride()), inp.storage_offset(), g, gi, ints(gi.stride()))
 )"), {random64({12}, 53)});
       const Saved from_torch = {
-          {"self_geometry", geometry(int_list(r[3]), int_list(r[4]), int_of(r[5]))},
+          {"self_geometry", TensorGeometry{int_list(r[3]), int_list(r[4]), int_of(r[5])}},
           {"size", int_list(r[0])},
           {"storage_offset", r[2].numel() == 0 ? FieldValue{None{}} : FieldValue{int_list(r[2].to(DType::Int64))[0]}},
           {"stride", int_list(r[1])}};
@@ -520,8 +509,8 @@ result = (ints(fn._saved_size), ints(fn._saved_stride), torch.tensor([] if offse
 
 TEST_CASE("CatBackward0") {
   const Tensor x = random64({2, 1}, 54), y = random64({2, 3}, 55), g = random64({2, 4}, 56);
-  const Saved saved = {{"dim", std::int64_t{-1}}, {"tensors_args_scalartypes", like({{}, {}})},
-                       {"tensors_args_sizes_symint", like({{2, 1}, {2, 3}})}};
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"tensors_args_scalartypes", float64s(2)},
+                       {"tensors_args_sizes_symint", std::vector<IntList>{{2, 1}, {2, 3}}}};
   SUBCASE("finite differences, one output per list element") {
     const Grads out = call_node("CatBackward0", {g}, {true}, saved);
     REQUIRE(out.size() == 2);
@@ -548,8 +537,8 @@ result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x, e, y), d))
 )"), {x, empty, y, g});
     const Grads out = call_node("CatBackward0", {g}, {true},
                                 {{"dim", int_of(r[0])},
-                                 {"tensors_args_scalartypes", like({{}, {}, {}})},
-                                 {"tensors_args_sizes_symint", like({x.sizes(), empty.sizes(), y.sizes()})}});
+                                 {"tensors_args_scalartypes", float64s(3)},
+                                 {"tensors_args_sizes_symint", std::vector<IntList>{x.sizes(), empty.sizes(), y.sizes()}}});
     REQUIRE(out.size() == 3);
     CHECK_TENSOR(*out[0], r[1]);
     CHECK_TENSOR(*out[1], r[2]);
@@ -563,7 +552,7 @@ result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x, e, y), d))
 
 TEST_CASE("StackBackward0") {
   const Tensor x = random64({2, 3}, 57), y = random64({2, 3}, 58), g = random64({2, 3, 2}, 59);
-  const Saved saved = {{"dim", std::int64_t{-1}}, {"tensors_args_scalartypes", like({{}, {}})}};
+  const Saved saved = {{"dim", std::int64_t{-1}}, {"tensors_args_scalartypes", float64s(2)}};
   SUBCASE("finite differences, one output per list element") {
     const Grads out = call_node("StackBackward0", {g}, {true}, saved);
     REQUIRE(out.size() == 2);
@@ -586,7 +575,7 @@ assert fn.name() == "StackBackward0"
 result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x, y), c))
 )"), {x, y, g3});
     const Grads out = call_node("StackBackward0", {g3}, {true},
-                                {{"dim", int_of(r[0])}, {"tensors_args_scalartypes", like({{}, {}, {}})}});
+                                {{"dim", int_of(r[0])}, {"tensors_args_scalartypes", float64s(3)}});
     REQUIRE(out.size() == 3);
     CHECK_TENSOR(add(*out[0], *out[2]), r[1]);  // x is stacked twice: the engine adds its two grads
     CHECK_TENSOR(*out[1], r[2]);
