@@ -1,8 +1,198 @@
-// Engine nodes (being filled in): validate_outputs, AccumulateGrad, CopyBackwards, CopySlices, GraphRoot.
+// Engine nodes: validate_outputs, AccumulateGrad, CopyBackwards, CopySlices,
+// GraphRoot (include/refgrad/engine.hpp documents each one's semantics).
+#include "refgrad/engine.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+
 #include "define.hpp"
+#include "functions_manual.hpp"
 
-namespace refgrad::nodes {
+namespace refgrad {
+namespace {
 
-void add_engine_nodes(std::vector<NodeDef>& /*registry*/) {}
+// A shape as PyTorch prints IntArrayRef in messages: "[2, 3]".
+std::string torch_shape(const Shape& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
 
-}  // namespace refgrad::nodes
+// The storage positions (relative to `offset`) a geometry addresses, in
+// row-major order of its elements, as a flat int64 tensor.
+Tensor storage_positions(const Shape& sizes, const Shape& strides, std::int64_t offset) {
+  std::int64_t extent = offset + 1;  // _min_storage_size
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return zeros({0}, DType::Int64);
+    extent += (sizes[d] - 1) * strides[d];
+  }
+  return reshape(as_strided(arange(Scalar(extent), DType::Int64), sizes, strides, offset), {-1});
+}
+
+// True when two elements of the geometry share a storage position (copy_
+// refuses to write into such a tensor).
+bool overlaps_itself(const Tensor& positions) {
+  std::vector<std::int64_t> sorted = positions.to_vector<std::int64_t>();
+  std::sort(sorted.begin(), sorted.end());
+  return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+}
+
+void check_geometry(const TensorGeometry& geometry, const char* which) {
+  check(geometry.sizes.size() == geometry.strides.size(), "CopySlices: ", which, " has sizes ", str(geometry.sizes),
+        " but strides ", str(geometry.strides));
+  for (std::size_t d = 0; d < geometry.sizes.size(); ++d)
+    check(geometry.sizes[d] >= 0 && geometry.strides[d] >= 0, "CopySlices: ", which, " has sizes ",
+          str(geometry.sizes), " and strides ", str(geometry.strides), ": negative entries");
+}
+
+}  // namespace
+
+// ------------------------------------------------------- validate_outputs ---
+
+Grads validate_outputs(const Grads& grads, const std::vector<std::optional<InputMetadata>>& edges,
+                       std::string_view node_name) {
+  const std::string prefix = "Function " + std::string(node_name) + " returned an ";
+  check(grads.size() == edges.size(), prefix, "invalid number of gradients - expected ", edges.size(),
+        ", but got ", grads.size());
+  Grads out = grads;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!edges[i] || !out[i]) continue;
+    const InputMetadata& metadata = *edges[i];
+    Tensor grad = *out[i];
+    // maybe_reduce: trailing dims equal or 1 in the metadata, which may have fewer dims.
+    if (grad.sizes() != metadata.shape) {
+      check(is_expandable_to(metadata.shape, grad.sizes()), prefix, "invalid gradient at index ", i, " - got ",
+            torch_shape(grad.sizes()), " but expected shape compatible with ", torch_shape(metadata.shape));
+      grad = sum_to(grad, metadata.shape);
+    }
+    if (metadata.grad_dtype && grad.dtype() != *metadata.grad_dtype) grad = to(grad, *metadata.grad_dtype);
+    if (grad.device() != metadata.device && !metadata.is_tensor_subclass) {
+      check(grad.dim() != 0, prefix, "invalid gradient at index ", i, " - a 0-dim gradient on ",
+            device_name(grad.device()), " would be moved to ", device_name(metadata.device),
+            ", and refgrad computes on cpu only");
+      check(false, prefix, "invalid gradient at index ", i, " - expected device ", device_name(metadata.device),
+            " but got ", device_name(grad.device()));
+    }
+    check(grad.is_floating_point(), prefix, "invalid gradient at index ", i, " - expected a floating dtype, got ",
+          dtype_name(grad.dtype()));
+    out[i] = grad;
+  }
+  return out;
+}
+
+// --------------------------------------------------------- AccumulateGrad ---
+
+Tensor accumulate_grad(const std::optional<Tensor>& old_grad, const Tensor& new_grad) {
+  if (!new_grad.defined()) return old_grad.value_or(Tensor());
+  if (!old_grad || !old_grad->defined()) return contiguous(new_grad);
+  check(is_expandable_to(new_grad.sizes(), old_grad->sizes()), "AccumulateGrad: the new gradient of shape ",
+        str(new_grad.sizes()), " does not broadcast to the existing .grad of shape ", str(old_grad->sizes()));
+  return to(add(*old_grad, new_grad), old_grad->dtype());
+}
+
+// ----------------------------------------------------------- CopySlices ---
+
+Grads copy_slices(const Grads& grads, const TensorGeometry& base, const TensorGeometry& view, const NodeDef& fn,
+                  const BoundSaved& fn_saved, const Need& need) {
+  const std::size_t num_outputs = fn.schema.inputs.size();
+  check(grads.size() == 1, "CopySlices: expected 1 incoming grad, got ", grads.size());
+  check(need.size() == num_outputs, "CopySlices: the need mask has ", need.size(), " entries, ", fn.schema.name,
+        " has ", num_outputs, " inputs");
+  if (!grads[0]) return Grads(num_outputs);
+  const Tensor& grad = *grads[0];
+  check_geometry(base, "the base");
+  check_geometry(view, "the view");
+  check(is_expandable_to(grad.sizes(), base.sizes), "CopySlices: grad of shape ", str(grad.sizes()),
+        " does not broadcast to the base's shape ", str(base.sizes));
+  const std::int64_t view_offset = view.storage_offset - base.storage_offset;
+  check(view_offset >= 0, "CopySlices: the view's storage offset ", view.storage_offset,
+        " is before the base's ", base.storage_offset);
+
+  // `result` lives in a flat storage covering both geometries; base_at and
+  // view_at are the storage positions of base's and the view's elements.
+  const Tensor base_at = storage_positions(base.sizes, base.strides, 0);
+  const Tensor view_at = storage_positions(view.sizes, view.strides, view_offset);
+  check(!overlaps_itself(base_at), "CopySlices: the base's geometry (sizes ", str(base.sizes), ", strides ",
+        str(base.strides), ") has elements sharing a memory location");
+  check(!overlaps_itself(view_at), "CopySlices: the view's geometry (sizes ", str(view.sizes), ", strides ",
+        str(view.strides), ") has elements sharing a memory location");
+  // new_empty_strided(base) allocates base's extent; the view must lie in it.
+  const std::int64_t extent = base_at.numel() > 0 ? max(base_at).item<std::int64_t>() + 1 : 0;
+  check(view_at.numel() == 0 || max(view_at).item<std::int64_t>() < extent, "CopySlices: the view (sizes ",
+        str(view.sizes), ", strides ", str(view.strides), ", storage offset ", view.storage_offset,
+        ") reaches outside the base (sizes ", str(base.sizes), ", strides ", str(base.strides),
+        ", storage offset ", base.storage_offset, ")");
+  // result = empty_strided(base); result.copy_(grad)
+  Tensor storage = index_put(zeros({extent}, grad.dtype()), {base_at},
+                             reshape(contiguous(broadcast_to(grad, base.sizes)), {-1}));
+  // grad_slice.clone(): gathering makes the contiguous copy
+  const Tensor grad_slice = reshape(index(storage, {view_at}), view.sizes);
+  const Grads res = fn.apply({grad_slice}, fn_saved.get(), need);
+
+  Grads grad_inputs(num_outputs);
+  for (std::size_t i = 0; i < std::min(res.size(), num_outputs); ++i) {
+    if (!need[i] || !res[i]) continue;
+    if (i > 0) {
+      grad_inputs[i] = res[i];
+      continue;
+    }
+    // grad_slice.copy_(res[0]): broadcast to the view, cast to grad's dtype.
+    check(is_expandable_to(res[0]->sizes(), view.sizes), "CopySlices: ", fn.schema.name,
+          " returned a gradient of shape ", str(res[0]->sizes()), " for the view of shape ", str(view.sizes));
+    const Tensor values = reshape(contiguous(broadcast_to(to(*res[0], grad.dtype()), view.sizes)), {-1});
+    storage = index_put(storage, {view_at}, values);
+    grad_inputs[0] = as_strided(storage, base.sizes, base.strides, 0);
+  }
+  return grad_inputs;
+}
+
+// -------------------------------------------------------------- GraphRoot ---
+
+Grads graph_root(const Grads& roots) { return roots; }
+
+namespace nodes {
+namespace {
+
+// CopyBackwards — self.copy_(src) (functions/tensor.cpp, CopyBackwards_apply_functional)
+//   self: zeros_like(grad)
+//   src:  grad.to(src_options) (real part first for a complex grad into a real
+//         src: refgrad has no complex dtypes)
+struct CopyBackwardsSaved {
+  TensorOptions src_options;
+};
+
+Grads CopyBackwards(const Grads& grads, const CopyBackwardsSaved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = zeros_like(grad);
+  if (need[1]) {
+    const Device device = saved.src_options.device.value_or(Device::CPU);
+    check(device == grad.device(), "CopyBackwards: the grad would be moved to ", device_name(device),
+          ", and refgrad computes on cpu only");
+    out[1] = to(grad, saved.src_options.dtype.value_or(grad.dtype()));
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_engine_nodes(std::vector<NodeDef>& /*registry*/) {
+  // CopyBackwards is not registered: see copy_backwards_node() in engine.hpp.
+}
+
+}  // namespace nodes
+
+const NodeDef& copy_backwards_node() {
+  static const NodeDef def = nodes::define_node<nodes::CopyBackwardsSaved, nodes::CopyBackwards>(
+      {"CopyBackwards", "copy_", {"self", "src"}, 1, {},
+       "self: zeros_like(grad)\n"
+       "src: grad.to(src_options)"},
+      {nodes::hidden<&nodes::CopyBackwardsSaved::src_options>("src_options", FieldKind::TensorOptions)});
+  return def;
+}
+
+}  // namespace refgrad
