@@ -72,21 +72,11 @@ Grads validate_outputs(const Grads& grads, const std::vector<std::optional<Input
 // require grad) are graph state, left to the interpreter.
 Tensor accumulate_grad(const std::optional<Tensor>& old_grad, const Tensor& new_grad);
 
-// at::TensorGeometry: sizes, strides and storage offset of a tensor.
-struct TensorGeometry {
-  Shape sizes;
-  Shape strides;
-  std::int64_t storage_offset = 0;
-};
-
 // CopyBackwards (x.copy_(src); name() is "torch::autograd::CopyBackwards"):
 // inputs self and src, hidden field src_options (TensorOptions: src's dtype
 // and device). self: zeros_like(grad) (its old value was overwritten); src:
 // grad.to(src_options) (a float64 src copied into float32 self gets a float64
-// grad). Undefined grad: both undefined. It is a NodeDef for call sites that
-// take one, but not in the registry: the registry's test reads every node's
-// fields from Functions.h, and CopyBackwards lives in functions/tensor.h.
-const NodeDef& copy_backwards_node();
+// grad). Undefined grad: both undefined. In the registry as "CopyBackwards".
 
 // CopySlices: the node of an in-place op `fn` on a view of `base`
 // (x[1:3].mul_(y) wraps MulBackward0; name() is "torch::autograd::CopySlices").

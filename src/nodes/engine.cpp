@@ -180,19 +180,14 @@ Grads CopyBackwards(const Grads& grads, const CopyBackwardsSaved& saved, const N
 
 }  // namespace
 
-void add_engine_nodes(std::vector<NodeDef>& /*registry*/) {
-  // CopyBackwards is not registered: see copy_backwards_node() in engine.hpp.
-}
-
-}  // namespace nodes
-
-const NodeDef& copy_backwards_node() {
-  static const NodeDef def = nodes::define_node<nodes::CopyBackwardsSaved, nodes::CopyBackwards>(
+void add_engine_nodes(std::vector<NodeDef>& registry) {
+  registry.push_back(define_node<CopyBackwardsSaved, CopyBackwards>(
       {"CopyBackwards", "copy_", {"self", "src"}, 1, {},
        "self: zeros_like(grad)\n"
        "src: grad.to(src_options)"},
-      {nodes::hidden<&nodes::CopyBackwardsSaved::src_options>("src_options", FieldKind::TensorOptions)});
-  return def;
+      {hidden<&CopyBackwardsSaved::src_options>("src_options", FieldKind::TensorOptions)}));
 }
+
+}  // namespace nodes
 
 }  // namespace refgrad

@@ -147,6 +147,30 @@ Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward
   return out;
 }
 
+// BatchNormWithUpdateBackward0 — _batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias,
+//     Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)
+//   input, weight, bias: grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var,
+//                        result1, result2, /*update*/true, eps, grad_input_mask, result3) : std::tuple<...>()
+// It always normalizes with the batch statistics, so its backward is NativeBatchNormBackward0's in
+// training mode; result3 (cuDNN's reserve space) is empty on CPU and not read.
+struct BatchNormWithUpdateBackward0Saved {
+  double eps;
+  Tensor input;
+  std::optional<Tensor> running_mean;
+  std::optional<Tensor> running_var;
+  std::optional<Tensor> weight;
+  Tensor result1;
+  Tensor result2;
+  Tensor result3;
+};
+
+Grads BatchNormWithUpdateBackward0(const Grads& grads, const BatchNormWithUpdateBackward0Saved& saved,
+                                   const Need& need) {
+  const NativeBatchNormBackward0Saved training{saved.eps,         saved.input,  saved.running_mean, saved.running_var,
+                                               /*training=*/true, saved.weight, saved.result1,      saved.result2};
+  return NativeBatchNormBackward0({grads[0]}, training, need);
+}
+
 // -------------------------------------------------------------- group norm ---
 
 // NativeGroupNormBackward0 — native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C,
@@ -609,6 +633,19 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
          saved<&S::running_var>("running_var", FieldKind::Tensor, true),
          saved<&S::training>("training", FieldKind::Bool), saved<&S::weight>("weight", FieldKind::Tensor, true),
          saved<&S::result1>("result1", FieldKind::Tensor), saved<&S::result2>("result2", FieldKind::Tensor)}));
+  }
+  {
+    using S = BatchNormWithUpdateBackward0Saved;
+    registry.push_back(define_node<S, BatchNormWithUpdateBackward0>(
+        {"BatchNormWithUpdateBackward0", "_batch_norm_with_update", {"input", "weight", "bias"}, 4, {},
+         "input, weight, bias: grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, "
+         "running_var, result1, result2, /*update*/true, eps, grad_input_mask, retain_variables ? "
+         "result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()"},
+        {saved<&S::eps>("eps", FieldKind::Float), saved<&S::input>("input", FieldKind::Tensor),
+         saved<&S::running_mean>("running_mean", FieldKind::Tensor, true),
+         saved<&S::running_var>("running_var", FieldKind::Tensor, true),
+         saved<&S::weight>("weight", FieldKind::Tensor, true), saved<&S::result1>("result1", FieldKind::Tensor),
+         saved<&S::result2>("result2", FieldKind::Tensor), saved<&S::result3>("result3", FieldKind::Tensor)}));
   }
   {
     using S = NativeGroupNormBackward0Saved;

@@ -209,7 +209,7 @@ result = x.grad
 }
 
 TEST_CASE("CopyBackwards") {
-  const NodeDef& def = copy_backwards_node();
+  const NodeDef& def = get_node("CopyBackwards");
   const Tensor x = random64({2, 3}, 9), y = random64({2, 3}, 10), g = random64({2, 3}, 11);
 
   SUBCASE("finite differences") {

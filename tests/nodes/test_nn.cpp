@@ -114,6 +114,60 @@ result = (*saved, (x.detach() - x.detach().mean(-1, keepdim=True)).pow(2).mean(-
 
 // ------------------------------------------------------------------ batch norm ---
 
+TEST_CASE("BatchNormWithUpdateBackward0") {
+  const Tensor x = random64({3, 2, 2, 2}, 36), w = random64({2}, 37), b = random64({2}, 38),
+               g = random64({3, 2, 2, 2}, 39);
+  const double eps = 1e-5;
+  const IntList reduce = {0, 2, 3};
+  auto channel = [](const Tensor& v) { return reshape(v, {1, -1, 1, 1}); };
+  const Saved saved = {{"eps", eps},
+                       {"input", x},
+                       {"running_mean", zeros({2}, DType::Float64)},
+                       {"running_var", ones({2}, DType::Float64)},
+                       {"weight", w},
+                       {"result1", mean(x, reduce)},
+                       {"result2", rsqrt(add(var(x, reduce, 0), eps))},
+                       {"result3", zeros({0}, DType::Float64)}};
+  const Grads four = {g, std::nullopt, std::nullopt, std::nullopt};
+  SUBCASE("finite differences") {
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor centered = sub(in[0], mean(in[0], reduce, true));
+      return add(mul(div(centered, sqrt(add(var(in[0], reduce, 0, true), eps))), channel(in[1])), channel(in[2]));
+    };
+    const Grads out = call_node("BatchNormWithUpdateBackward0", four, kAll3, saved);
+    for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, b}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("BatchNormWithUpdateBackward0", four, {true, false, false}, saved);
+    CHECK(out[0].has_value());
+    CHECK_FALSE(out[1].has_value());
+    for (const auto& grad :
+         call_node("BatchNormWithUpdateBackward0", {std::nullopt, std::nullopt, std::nullopt, std::nullopt}, kAll3,
+                   saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: _batch_norm_with_update") {
+    const auto r = torch_exec(R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bias = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+rm = torch.zeros(2, dtype=torch.float64); rv = torch.ones(2, dtype=torch.float64)
+out = torch.ops.aten._batch_norm_with_update(x, w, bias, rm, rv, 0.1, 1e-5)[0]
+fn = out.grad_fn
+assert fn.name() == "BatchNormWithUpdateBackward0"
+saved = (fn._saved_running_mean, fn._saved_running_var, fn._saved_result1, fn._saved_result2,
+         fn._saved_result3.to(torch.float64),  # an empty uint8 reserve on CPU: refgrad has no uint8
+         torch.tensor(fn._saved_eps, dtype=torch.float64))
+result = (*saved, *torch.autograd.grad(out, (x, w, bias), c))
+)", {x, w, g});
+    const Saved from_torch = {{"eps", r[5].item<double>()}, {"input", x},          {"running_mean", r[0]},
+                              {"running_var", r[1]},        {"weight", w},         {"result1", r[2]},
+                              {"result2", r[3]},            {"result3", r[4]}};
+    const Grads out = call_node("BatchNormWithUpdateBackward0", four, kAll3, from_torch);
+    CHECK_TENSOR(*out[0], r[6], 1e-9, 1e-12);
+    CHECK_TENSOR(*out[1], r[7], 1e-9, 1e-12);
+    CHECK_TENSOR(*out[2], r[8], 1e-9, 1e-12);
+  }
+}
+
 TEST_CASE("NativeBatchNormBackward0") {
   const Tensor x = random64({3, 2, 2, 2}, 30), w = random64({2}, 31), b = random64({2}, 32),
                g = random64({3, 2, 2, 2}, 33);
