@@ -113,11 +113,10 @@ struct NativeBatchNormBackward0Saved {
   Tensor result2;
 };
 
-Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward0Saved& saved, const Need& need) {
-  if (!grads[0]) return Grads(3);
-  const Tensor &grad = *grads[0], &input = saved.input;
-  check(input.dim() >= 2, "NativeBatchNormBackward0: input ", str(input.sizes()), " has no channel dim");
-  const std::int64_t ndim = input.dim(), channels = input.size(1);
+// The per-channel mean and invstd the forward normalized with: the batch's
+// (result1, result2) in training, the running ones in eval.
+std::pair<Tensor, Tensor> batch_norm_statistics(const NativeBatchNormBackward0Saved& saved) {
+  const std::int64_t channels = saved.input.size(1);
   Tensor mu, invstd;
   if (saved.training) {
     mu = saved.result1, invstd = saved.result2;
@@ -128,13 +127,20 @@ Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward
   }
   check(mu.numel() == channels && invstd.numel() == channels, "NativeBatchNormBackward0: statistics ",
         str(mu.sizes()), " and ", str(invstd.sizes()), " do not match the ", channels, " channels of input ",
-        str(input.sizes()));
-  mu = per_channel(mu, ndim), invstd = per_channel(invstd, ndim);
-  const IntList reduce = all_but_channel(ndim);
+        str(saved.input.sizes()));
+  return {per_channel(mu, saved.input.dim()), per_channel(invstd, saved.input.dim())};
+}
+
+Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(3);
+  const Tensor &grad = *grads[0], &input = saved.input;
+  check(input.dim() >= 2, "NativeBatchNormBackward0: input ", str(input.sizes()), " has no channel dim");
+  const auto [mu, invstd] = batch_norm_statistics(saved);
+  const IntList reduce = all_but_channel(input.dim());
   const Tensor x_hat = mul(sub(input, mu), invstd);
   Grads out(3);
   if (need[0]) {
-    const Tensor scale = saved.weight ? mul(invstd, per_channel(*saved.weight, ndim)) : invstd;
+    const Tensor scale = saved.weight ? mul(invstd, per_channel(*saved.weight, input.dim())) : invstd;
     if (saved.training) {
       const Tensor centered = sub(grad, mean(grad, reduce, true));
       out[0] = mul(scale, sub(centered, mul(x_hat, mean(mul(grad, x_hat), reduce, true))));
@@ -267,9 +273,30 @@ struct ConvolutionBackward0Saved {
   Tensor weight;
 };
 
-Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& saved, const Need& need) {
-  if (!grads[0]) return Grads(3);
-  const Tensor &grad = *grads[0], &input = saved.input, &weight = saved.weight;
+// convolution_backward's input grad: the adjoint of the forward convolution.
+Tensor convolution_input_grad(const Tensor& grad, const Tensor& input, const Tensor& weight,
+                              const ConvolutionBackward0Saved& saved) {
+  const std::size_t spatial = static_cast<std::size_t>(input.dim()) - 2;
+  if (saved.transposed) {
+    Tensor grad_input = convolution(grad, weight, std::nullopt, saved.stride, saved.padding, saved.dilation, false,
+                                    IntList(spatial, 0), saved.groups);
+    for (std::size_t d = 0; d < spatial; ++d) grad_input = narrow(grad_input, 2 + d, 0, input.size(2 + d));
+    return grad_input;
+  }
+  // The transposed convolution's natural output is (O-1)*s - 2p + d*(k-1) + 1; the rows the forward's
+  // floor division dropped come back as output_padding.
+  IntList output_padding(spatial);
+  for (std::size_t d = 0; d < spatial; ++d) {
+    const std::int64_t natural = (grad.size(2 + d) - 1) * saved.stride[d] - 2 * saved.padding[d] +
+                                 saved.dilation[d] * (weight.size(2 + d) - 1) + 1;
+    output_padding[d] = input.size(2 + d) - natural;
+  }
+  return convolution(grad, weight, std::nullopt, saved.stride, saved.padding, saved.dilation, true, output_padding,
+                     saved.groups);
+}
+
+void check_convolution_shapes(const Tensor& grad, const ConvolutionBackward0Saved& saved) {
+  const Tensor &input = saved.input, &weight = saved.weight;
   const auto spatial = static_cast<std::size_t>(input.dim()) - 2;
   check(input.dim() == 3 || input.dim() == 4, "ConvolutionBackward0: ", input.dim() - 2,
         "-d convolution (input ", str(input.sizes()), ") is not supported yet; 1-d and 2-d are");
@@ -280,28 +307,16 @@ Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& 
         "ConvolutionBackward0: grad ", str(grad.sizes()), ", input ", str(input.sizes()), " and weight ",
         str(weight.sizes()), " do not fit stride ", str(saved.stride), ", padding ", str(saved.padding),
         ", dilation ", str(saved.dilation), ", groups ", saved.groups);
+}
+
+Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(3);
+  const Tensor& grad = *grads[0];
+  check_convolution_shapes(grad, saved);
   Grads out(3);
-  if (need[0]) {
-    if (saved.transposed) {
-      Tensor grad_input = convolution(grad, weight, std::nullopt, saved.stride, saved.padding, saved.dilation, false,
-                                      IntList(spatial, 0), saved.groups);
-      for (std::size_t d = 0; d < spatial; ++d) grad_input = narrow(grad_input, 2 + d, 0, input.size(2 + d));
-      out[0] = grad_input;
-    } else {
-      // The transposed convolution's natural output is (O-1)*s - 2p + d*(k-1) + 1; the rows the forward's
-      // floor division dropped come back as output_padding.
-      IntList output_padding(spatial);
-      for (std::size_t d = 0; d < spatial; ++d) {
-        const std::int64_t natural = (grad.size(2 + d) - 1) * saved.stride[d] - 2 * saved.padding[d] +
-                                     saved.dilation[d] * (weight.size(2 + d) - 1) + 1;
-        output_padding[d] = input.size(2 + d) - natural;
-      }
-      out[0] = convolution(grad, weight, std::nullopt, saved.stride, saved.padding, saved.dilation, true,
-                           output_padding, saved.groups);
-    }
-  }
+  if (need[0]) out[0] = convolution_input_grad(grad, saved.input, saved.weight, saved);
   if (need[1])
-    out[1] = convolution_weight_grad(grad, input, weight, saved.stride, saved.padding, saved.dilation,
+    out[1] = convolution_weight_grad(grad, saved.input, saved.weight, saved.stride, saved.padding, saved.dilation,
                                      saved.transposed, saved.groups);
   if (need[2]) out[2] = sum(grad, all_but_channel(grad.dim()));
   return out;
@@ -570,13 +585,7 @@ struct ScaledDotProductFlashAttentionForCpuBackward0Saved {
   Tensor output;
 };
 
-Grads ScaledDotProductFlashAttentionForCpuBackward0(const Grads& grads,
-                                                    const ScaledDotProductFlashAttentionForCpuBackward0Saved& saved,
-                                                    const Need& need) {
-  if (!grads[0]) return Grads(3);
-  check(saved.dropout_p == 0.0, "ScaledDotProductFlashAttentionForCpuBackward0: dropout_p ", saved.dropout_p,
-        " is not supported yet (only 0)");
-  const Tensor &grad = *grads[0], &q = saved.query, &k = saved.key, &v = saved.value;
+void check_attention_shapes(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v) {
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2) &&
             std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
             std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin()) &&
@@ -584,23 +593,36 @@ Grads ScaledDotProductFlashAttentionForCpuBackward0(const Grads& grads,
         "ScaledDotProductFlashAttentionForCpuBackward0: query ", str(q.sizes()), ", key ", str(k.sizes()),
         ", value ", str(v.sizes()), " and grad ", str(grad.sizes()),
         " do not fit [B, H, L, E], [B, H, S, E], [B, H, S, Ev], [B, H, L, Ev]");
+}
+
+// The forward's attention weights, recomputed: softmax(q k^T * scale + mask),
+// with a fully masked row giving 0 rather than NaN, as torch's kernel does.
+Tensor attention_probabilities(const Tensor& q, const Tensor& k, double scale, const std::optional<Tensor>& attn_mask,
+                               bool is_causal) {
   constexpr double kMinusInfinity = -std::numeric_limits<double>::infinity();
-  const double scale = saved.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   Tensor scores = mul(matmul(q, transpose(k, -2, -1)), Scalar(scale));
-  if (saved.attn_mask) {
-    const Tensor& mask = *saved.attn_mask;
+  if (attn_mask) {
     // torch passes a boolean mask on as an additive one (0 where attended, -inf elsewhere).
-    scores = mask.dtype() == DType::Bool ? masked_fill(scores, logical_not(mask), kMinusInfinity) : add(scores, mask);
+    scores = attn_mask->dtype() == DType::Bool ? masked_fill(scores, logical_not(*attn_mask), kMinusInfinity)
+                                               : add(scores, *attn_mask);
   }
-  if (saved.is_causal) {
-    const Tensor above_diagonal = triu(ones({q.size(2), k.size(2)}, DType::Bool), 1);
-    scores = masked_fill(scores, above_diagonal, kMinusInfinity);
-  }
-  const Tensor row_max = amax(scores, {-1}, true);
-  const Tensor fully_masked = eq(row_max, kMinusInfinity);
-  const Tensor p = masked_fill(softmax(masked_fill(scores, fully_masked, 0.0), -1), fully_masked, 0.0);
+  if (is_causal) scores = masked_fill(scores, triu(ones({q.size(2), k.size(2)}, DType::Bool), 1), kMinusInfinity);
+  const Tensor fully_masked = eq(amax(scores, {-1}, true), kMinusInfinity);
+  return masked_fill(softmax(masked_fill(scores, fully_masked, 0.0), -1), fully_masked, 0.0);
+}
+
+Grads ScaledDotProductFlashAttentionForCpuBackward0(const Grads& grads,
+                                                    const ScaledDotProductFlashAttentionForCpuBackward0Saved& saved,
+                                                    const Need& need) {
+  if (!grads[0]) return Grads(3);
+  check(saved.dropout_p == 0.0, "ScaledDotProductFlashAttentionForCpuBackward0: dropout_p ", saved.dropout_p,
+        " is not supported yet (only 0)");
+  const Tensor &grad = *grads[0], &q = saved.query, &k = saved.key, &v = saved.value;
+  check_attention_shapes(grad, q, k, v);
+  const double scale = saved.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  const Tensor p = attention_probabilities(q, k, scale, saved.attn_mask, saved.is_causal);
   const Tensor dp = matmul(grad, transpose(v, -2, -1));
-  const Tensor ds = mul(p, sub(dp, sum(mul(p, dp), {-1}, true)));
+  const Tensor ds = mul(p, sub(dp, sum(mul(p, dp), {-1}, true)));  // softmax backward
   Grads out(3);
   if (need[0]) out[0] = mul(matmul(ds, k), Scalar(scale));
   if (need[1]) out[1] = mul(matmul(transpose(ds, -2, -1), q), Scalar(scale));
