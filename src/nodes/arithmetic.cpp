@@ -383,6 +383,12 @@ Grads AddcdivBackward0(const Grads& grads, const AddcdivBackward0Saved& saved, c
   return out;
 }
 
+// maximum's and minimum's shared first step: where self == other (a tie), each
+// side gets half the grad.
+Tensor split_ties(const Tensor& grad, const Tensor& self, const Tensor& other) {
+  return where(eq(self, other), div(grad, Scalar(2)), grad);
+}
+
 // MaximumBackward0 — maximum(Tensor self, Tensor other)
 //   self:  at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0)
 //   other: at::where(self == other, grad / 2, grad).masked_fill_(self > other, 0)
@@ -394,8 +400,7 @@ struct MaximumBackward0Saved {
 
 Grads MaximumBackward0(const Grads& grads, const MaximumBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(2);
-  const Tensor& grad = *grads[0];
-  const Tensor split = where(eq(saved.self, saved.other), div(grad, Scalar(2)), grad);
+  const Tensor split = split_ties(*grads[0], saved.self, saved.other);
   Grads out(2);
   if (need[0]) out[0] = masked_fill(split, lt(saved.self, saved.other), Scalar(0));
   if (need[1]) out[1] = masked_fill(split, gt(saved.self, saved.other), Scalar(0));
@@ -412,8 +417,7 @@ struct MinimumBackward0Saved {
 
 Grads MinimumBackward0(const Grads& grads, const MinimumBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(2);
-  const Tensor& grad = *grads[0];
-  const Tensor split = where(eq(saved.self, saved.other), div(grad, Scalar(2)), grad);
+  const Tensor split = split_ties(*grads[0], saved.self, saved.other);
   Grads out(2);
   if (need[0]) out[0] = masked_fill(split, gt(saved.self, saved.other), Scalar(0));
   if (need[1]) out[1] = masked_fill(split, lt(saved.self, saved.other), Scalar(0));

@@ -145,10 +145,9 @@ nlohmann::json make_request(const std::string& expression, const std::vector<Ten
   return request;
 }
 
-}  // namespace
-
-TorchResult torch_run(const std::string& expression, const std::vector<Tensor>& inputs) {
-  const nlohmann::json response = process().ask(make_request(expression, inputs));
+// Sends a request and decodes the tensors (or the Python error) it gets back.
+TorchResult ask_for_outputs(const nlohmann::json& request) {
+  const nlohmann::json response = process().ask(request);
   TorchResult result;
   result.ok = response.at("ok").get<bool>();
   if (!result.ok) {
@@ -157,6 +156,12 @@ TorchResult torch_run(const std::string& expression, const std::vector<Tensor>& 
   }
   for (const auto& spec : response.at("outputs")) result.outputs.push_back(decode(spec));
   return result;
+}
+
+}  // namespace
+
+TorchResult torch_run(const std::string& expression, const std::vector<Tensor>& inputs) {
+  return ask_for_outputs(make_request(expression, inputs));
 }
 
 std::vector<Tensor> torch_eval(const std::string& expression, const std::vector<Tensor>& inputs) {
@@ -174,11 +179,9 @@ Tensor torch_eval1(const std::string& expression, const std::vector<Tensor>& inp
 std::vector<Tensor> torch_exec(const std::string& code, const std::vector<Tensor>& inputs) {
   nlohmann::json request = make_request("", inputs);
   request["code"] = code;
-  const nlohmann::json response = process().ask(request);
-  check(response.at("ok").get<bool>(), "torch raised for the code:\n", code, "\n", response.value("error", std::string()));
-  std::vector<Tensor> outputs;
-  for (const auto& spec : response.at("outputs")) outputs.push_back(decode(spec));
-  return outputs;
+  TorchResult result = ask_for_outputs(request);
+  check(result.ok, "torch raised for the code:\n", code, "\n", result.error);
+  return result.outputs;
 }
 
 namespace {
