@@ -32,6 +32,7 @@ struct InputMetadata {
   // is the input's dtype unless set otherwise; nullopt (grad_dtype = None)
   // accepts a gradient of any dtype.
   std::optional<DType> grad_dtype = dtype;
+  bool operator==(const InputMetadata& other) const = default;
 };
 
 // validate_outputs(edges' metadata, grads, "Function <node_name> returned an ...").

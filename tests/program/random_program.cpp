@@ -1,0 +1,2 @@
+// Placeholder: filled in by issue 3.
+#include <doctest/doctest.h>
