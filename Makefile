@@ -9,7 +9,8 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 # once; after that ninja keeps it up to date (and so does `import refgrad`).
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
-.PHONY: all bootstrap build test test-cpp test-python test-embed test-docs demo bench docs clean
+.PHONY: all bootstrap build test test-cpp test-python test-embed test-docs test-fuzz fuzz fuzz-build fuzz-seeds \
+        demo bench docs clean
 
 all: build
 
@@ -28,11 +29,11 @@ build: bootstrap
 	@ninja -C $(BUILD)
 
 test: build
-	@$(MAKE) --no-print-directory test-cpp test-python test-embed test-docs
+	@$(MAKE) --no-print-directory test-cpp test-python test-embed test-docs test-fuzz
 	@cpp=$$(grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt | awk '{s += $$6} END {print s}'); \
 	  py=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest.log | awk '{print $$1}'); \
-	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, 2 embedding builds, docs/nodes.md check)"; \
-	  echo "refgrad: $$((cpp + py + 3)) passed, 0 failed"
+	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, 2 embedding builds, docs/nodes.md check, 3 fuzzers)"; \
+	  echo "refgrad: $$((cpp + py + 6)) passed, 0 failed"
 
 test-cpp:
 	meson test -C $(BUILD) --print-errorlogs
@@ -69,5 +70,32 @@ test-docs:
 	  || { echo "docs/nodes.md is out of date with the node registry: run make docs"; exit 1; }
 	@echo "docs/nodes.md matches the node registry"
 
+# The libFuzzer harnesses (fuzz/), built by clang-14 with ASan and UBSan in
+# their own build directory. test-fuzz replays the committed corpus and runs
+# FUZZ_RUNS more inputs per harness with a fixed seed; `make fuzz` explores
+# for FUZZ_SECONDS per harness.
+FUZZ_BUILD := build-fuzz
+FUZZ_RUNS ?= 20000
+FUZZ_SECONDS ?= 60
+fuzz-build: bootstrap
+	@if [ ! -f $(FUZZ_BUILD)/build.ninja ]; then \
+	  echo "fuzz: configuring $(FUZZ_BUILD) (clang-14, ASan + UBSan, libFuzzer)"; \
+	  CC=clang-14 CXX=clang++-14 meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=false -Dpython=false \
+	    -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+	    "-Dcpp_args=-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" > $(BUILD)/fuzz-setup.log \
+	    || { cat $(BUILD)/fuzz-setup.log; exit 1; }; \
+	fi
+	@ninja -C $(FUZZ_BUILD) fuzz/fuzz_text fuzz/fuzz_bytecode fuzz/fuzz_bundle
+
+test-fuzz: fuzz-build
+	@tools/fuzz.sh replay $(FUZZ_RUNS)
+
+fuzz: fuzz-build
+	@tools/fuzz.sh explore $(FUZZ_SECONDS)
+
+# Regenerates the fuzzers' seed corpus (fuzz/corpus/) from examples/programs/.
+fuzz-seeds: build
+	$(BUILD)/tools/fuzz_seeds examples/programs fuzz/corpus
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

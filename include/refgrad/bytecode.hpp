@@ -81,6 +81,10 @@ std::string write_bytecode(const Bytecode& bytecode);  // the file's bytes
 // pool, every enum value, and that tensors' byte counts match their types.
 Bytecode read_bytecode(std::span<const std::byte> bytes, std::string_view origin = "<bytes>");
 bool is_bytecode(std::span<const std::byte> bytes);  // starts with the magic
+// Rewrites the trailing checksum of `bytes` to match its contents (nothing
+// when it is too short to hold one). For fuzzing and for tests of hostile
+// files that carry a valid checksum.
+void reseal_bytecode(std::vector<std::byte>& bytes);
 
 // ------------------------------------------------------------------ binding ---
 

@@ -191,7 +191,9 @@ Grads call_node(std::string_view name, const Grads& grads, const Need& need,
     check(found != saved.end(), schema.name, ": saved field '", field.name, "' is missing");
     ordered.push_back(found->second);
   }
-  for (const auto& [field_name, value] : saved) {
+  for (const auto& entry : saved) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& field_name = entry.first;
     const bool known = std::any_of(schema.saved.begin(), schema.saved.end(),
                                    [&](const SavedFieldSchema& f) { return f.name == field_name; });
     check(known, schema.name, ": has no saved field '", field_name, "'");
