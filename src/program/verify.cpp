@@ -23,8 +23,10 @@ namespace {
 using Severity = Diagnostic::Severity;
 using MaybeType = std::optional<TensorType>;  // nullopt: not known here
 
-std::string counted(std::size_t n, std::string_view noun) {
-  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+// "1 operand", "2 operands"; `plural` for nouns that do not take an s.
+std::string counted(std::size_t n, std::string_view noun, std::string_view plural = "") {
+  if (n == 1) return fmt::format("1 {}", noun);
+  return plural.empty() ? fmt::format("{} {}s", n, noun) : fmt::format("{} {}", n, plural);
 }
 
 bool has_negative_size(const Shape& sizes) {
@@ -115,66 +117,6 @@ std::vector<SavedFieldSchema> fields_of(const Instr& instr, const NodeSchema& sc
   return fields;
 }
 
-// -------------------------------------------- instruction text (fallback) ---
-
-// A stand-in for print_instruction (being written on branch `text`) so that
-// messages can name their instruction; it spells the common cases as the
-// canonical text does and "..." for the rest.
-std::string register_list(const std::vector<std::optional<std::string>>& names, const char* missing) {
-  std::vector<std::string> parts;
-  for (const auto& name : names) parts.push_back(name ? "%" + *name : missing);
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-std::string value_text(const AttrValue& value) {
-  return std::visit(
-      [](const auto& v) -> std::string {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, None>) return "none";
-        else if constexpr (std::is_same_v<T, SavedRef>) return "$" + v.name;
-        else if constexpr (std::is_same_v<T, std::int64_t>) return std::to_string(v);
-        else if constexpr (std::is_same_v<T, IntList>) return str(v);
-        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
-        else if constexpr (std::is_same_v<T, DType>) return short_dtype_name(v);
-        else if constexpr (std::is_same_v<T, Layout>) return v == Layout::Strided ? "strided" : "...";
-        else if constexpr (std::is_same_v<T, Scalar>) return v.is_floating_point() ? "..." : std::to_string(v.to_int64());
-        else if constexpr (std::is_same_v<T, std::vector<SavedRef>>) {
-          std::vector<std::string> names;
-          for (const SavedRef& ref : v) names.push_back("$" + ref.name);
-          return fmt::format("[{}]", fmt::join(names, ", "));
-        } else return "...";
-      },
-      value);
-}
-
-std::string instruction_text(const Instr& instr) {
-  std::string text;
-  if (!instr.results.empty()) text = register_list(instr.results, "_") + " = ";
-  switch (instr.op) {
-    case Opcode::Call: text += instr.node; break;
-    case Opcode::CopySlices: text += "CopySlices[" + instr.node + "]"; break;
-    case Opcode::AccumulateGrad: text += "accumulate_grad @" + instr.target; break;
-    case Opcode::Hook: text += "hook &" + instr.target + (instr.leaf.empty() ? "" : " @" + instr.leaf); break;
-    case Opcode::CallBackward: text += "call_backward &" + instr.target; break;
-    case Opcode::Output: text += "output ^" + instr.target; break;
-    default: text += mnemonic(instr.op);
-  }
-  if (!instr.operands.empty()) text += " " + register_list(instr.operands, "none");
-  std::vector<std::string> metadata;
-  for (const auto& meta : instr.metadata) metadata.push_back(meta ? to_string(*meta) : "_");
-  if (!metadata.empty()) text += fmt::format(" : {}", fmt::join(metadata, ", "));
-  for (std::size_t i = 0; i < instr.attrs.size(); ++i) {
-    text += (i == 0 ? "  " : " ") + instr.attrs[i].name + "=" + value_text(instr.attrs[i].value);
-  }
-  bool all_needed = true;
-  for (bool bit : instr.need) all_needed = all_needed && bit;
-  if (!all_needed) {
-    std::vector<int> bits(instr.need.begin(), instr.need.end());
-    text += fmt::format(" need=[{}]", fmt::join(bits, ","));
-  }
-  return text;
-}
-
 // --------------------------------------------------------------- verifier ---
 
 struct Register {
@@ -210,7 +152,7 @@ class Verifier {
   }
   void report_at(Severity severity, int pc, const std::string& message) {
     const Instr& instr = program_.code[static_cast<std::size_t>(pc)];
-    report(severity, pc, instr.where, fmt::format("instruction {} ({}): {}", pc, instruction_text(instr), message));
+    report(severity, pc, instr.where, fmt::format("instruction {} ({}): {}", pc, print_instruction(instr), message));
   }
   void error(const std::string& message) { report_at(Severity::Error, pc_, message); }
   void warning(const std::string& message) { report_at(Severity::Warning, pc_, message); }
@@ -467,7 +409,7 @@ class Verifier {
       const Attr* strides = find_attr(instr, field.name + "_sym_strides");
       const IntList* strides_value = strides ? std::get_if<IntList>(&strides->value) : nullptr;
       if (strides_value && strides_value->size() != saved->type.sizes.size()) {
-        error(fmt::format("field '{}' has {}, but {} has {}", strides->name, counted(strides_value->size(), "entry"),
+        error(fmt::format("field '{}' has {}, but {} has {}", strides->name, counted(strides_value->size(), "entry", "entries"),
                           tensor, counted(saved->type.sizes.size(), "dimension")));
       }
     }
@@ -482,7 +424,7 @@ class Verifier {
     if (instr.results.size() != slots || instr.metadata.size() != slots) {
       error(fmt::format("validate needs as many results and metadata as operands, got {}, {} and {}",
                         counted(slots, "operand"), counted(instr.results.size(), "result"),
-                        counted(instr.metadata.size(), "metadata")));
+                        counted(instr.metadata.size(), "metadata", "metadata")));
     } else {
       for (std::size_t i = 0; i < slots; ++i) result_types.push_back(validated_type(i, operand_types[i], instr.metadata[i]));
     }
