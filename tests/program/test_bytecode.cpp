@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "random_program.hpp"
 #include "refgrad/bytecode.hpp"
 
 using namespace refgrad;
@@ -53,25 +54,21 @@ std::vector<Attr> mul_fields(std::string self = "x") {
 }
 
 // docs/program.md's first program: z = x * y, then z.sum().
-Program mul_program() {
-  Program p;
-  p.name = "mul";
-  p.grads = {GradDecl{"g", f32({3}), std::nullopt, {}}};
-  p.saved = {SavedDecl{"x", f32({3}), tensor({1.0, 2.0, 3.0}, DType::Float32), {}},
-             SavedDecl{"y", f32({3}), std::nullopt, {}}};
-  p.leaves = {LeafDecl{"x", f32({3}), std::nullopt, {}}, LeafDecl{"y", f32({3}), std::nullopt, {}}};
-  p.code.push_back(validate({"0"}, {"g"}, {InputMetadata{DType::Float32, {3}}}));
-  Instr call = instr(Opcode::Call, {"1", "2"}, {"0"});
-  call.node = "MulBackward0";
-  call.need = {true, true};
-  call.attrs = mul_fields();
-  p.code.push_back(call);
-  p.code.push_back(
-      validate({"3", "4"}, {"1", "2"}, {InputMetadata{DType::Float32, {3}}, InputMetadata{DType::Float32, {3}}}));
-  p.code.push_back(with_target(instr(Opcode::AccumulateGrad, {}, {"4"}), "y"));
-  p.code.push_back(with_target(instr(Opcode::AccumulateGrad, {}, {"3"}), "x"));
-  return p;
-}
+constexpr std::string_view kMulText = R"(program mul
+  grad   %g : f32[3]
+  saved  $x : f32[3] = [1.0, 2.0, 3.0]
+  saved  $y : f32[3]
+  leaf   @x : f32[3]
+  leaf   @y : f32[3]
+code
+  %0 = validate %g : f32[3]
+  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32
+  %3, %4 = validate %1, %2 : f32[3], f32[3]
+  accumulate_grad @y %4
+  accumulate_grad @x %3
+)";
+
+Program mul_program() { return parse_program(kMulText, "mul.bwd"); }
 
 // Every declaration kind, every opcode, every attribute value kind, and
 // awkward values: NaN, -0.0, empty and bool tensors, bytes 0 and 0xFF in strings.
@@ -329,6 +326,20 @@ TEST_CASE("bytecode: binary round trip") {
   CHECK(is_bytecode(bytes_of(write_bytecode(assemble(mul_program())))));
   CHECK_FALSE(is_bytecode(bytes_of(std::string("RGB"))));
   CHECK_FALSE(is_bytecode(bytes_of(std::string("program mul"))));
+}
+
+TEST_CASE("bytecode: random programs round trip through the binary file") {
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    CAPTURE(seed);
+    const Program program = testing::random_program(seed);
+    CHECK(disassemble(assemble(program)) == program);
+    CHECK(round_trip_file(program) == program);
+  }
+}
+
+TEST_CASE("bytecode: text -> bytecode file -> text gives the same text") {
+  const Program program = mul_program();
+  CHECK(print_program(round_trip_file(program)) == print_program(program));
 }
 
 TEST_CASE("bytecode: header and little-endian layout by hand") {
