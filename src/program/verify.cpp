@@ -408,7 +408,9 @@ class Verifier {
       }
       const Attr* strides = find_attr(instr, field.name + "_sym_strides");
       const IntList* strides_value = strides ? std::get_if<IntList>(&strides->value) : nullptr;
-      if (strides_value && strides_value->size() != saved->type.sizes.size()) {
+      // PyTorch leaves X_sym_strides empty when nothing needs it (mm's self
+      // strides when mat2 needs no grad), so only a non-empty list is checked.
+      if (strides_value && !strides_value->empty() && strides_value->size() != saved->type.sizes.size()) {
         error(fmt::format("field '{}' has {}, but {} has {}", strides->name, counted(strides_value->size(), "entry", "entries"),
                           tensor, counted(saved->type.sizes.size(), "dimension")));
       }
