@@ -1,0 +1,156 @@
+// L3: the interpreter. A Machine runs a bound program one instruction at a
+// time: run() to the end, step() one instruction, run_until() a breakpoint.
+// Stepping never changes numerics: the same program and inputs give the same
+// bits whether run or stepped.
+//
+//   Machine machine(bind(load_bundle("mlp.safetensors")));
+//   machine.set_grad("loss", ones({}));
+//   machine.run();
+//   Tensor w1 = *machine.leaf_grad("W1");
+//
+// Registers hold a tensor, an undefined tensor (`none`), or nothing (not yet
+// computed, or freed after its last use). Liveness is computed when the
+// machine is made; a register is freed right after the instruction that
+// uses it last, unless MachineOptions::keep_values asks to keep every value
+// (the debugger and divergence localization read them all).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "refgrad/bytecode.hpp"
+#include "refgrad/program.hpp"
+
+namespace refgrad {
+
+// ------------------------------------------------------------------- host ---
+
+// Host functions a program calls by name (`hook &name`, `call_backward &name`).
+// Hooks return nullopt for "unchanged" (Python's None).
+using TensorPreHook = std::function<std::optional<Tensor>(const Tensor& grad)>;
+using PreHook = std::function<std::optional<Grads>(const Grads& grad_outputs)>;
+using PostHook = std::function<std::optional<Grads>(const Grads& grad_inputs, const Grads& grad_outputs)>;
+using PostAccGradHook = std::function<void(const std::string& leaf, const std::optional<Tensor>& grad)>;
+// An autograd.Function's backward: ctx's saved tensors, needs_input_grad, the grads.
+using BackwardFunction =
+    std::function<Grads(const std::vector<Tensor>& saved, const Need& need, const Grads& grads)>;
+
+struct Host {
+  std::map<std::string, TensorPreHook, std::less<>> tensor_pre_hooks;
+  std::map<std::string, PreHook, std::less<>> pre_hooks;
+  std::map<std::string, PostHook, std::less<>> post_hooks;
+  std::map<std::string, PostAccGradHook, std::less<>> post_acc_grad_hooks;
+  std::map<std::string, BackwardFunction, std::less<>> functions;
+};
+
+// ---------------------------------------------------------------- options ---
+
+struct MachineOptions {
+  bool keep_values = false;   // keep every register (no freeing after last use)
+  bool trace = false;         // record a TraceEntry per instruction
+  bool check_finite = false;  // stop with an error at the first instruction whose result has NaN or Inf
+};
+
+// Runs a float32 program in float64: every f32 in declarations, metadata and
+// dtype-valued saved fields becomes f64, and every f32 tensor is converted.
+// The oracle's "reference precision" (DESIGN.md, Numbers and precision).
+Program promote_to_float64(const Program& program);
+TensorMap promote_to_float64(const TensorMap& tensors);
+
+// ------------------------------------------------------------------ trace ---
+
+struct ValueInfo {
+  bool defined = false;       // false: an undefined tensor (none) or `_`
+  TensorType type;            // when defined
+};
+
+struct TraceEntry {
+  std::size_t pc = 0;
+  std::string text;                    // the instruction, as print_instruction writes it
+  std::vector<ValueInfo> inputs;       // operands
+  std::vector<ValueInfo> outputs;      // results
+  std::chrono::nanoseconds time{0};
+};
+
+// -------------------------------------------------------------- breakpoints ---
+
+// Where run_until() stops: before an instruction at `pc`, before a call of
+// `node` (a node, CopySlices' wrapped node, or an autograd.Function name), or
+// after an instruction that produced a non-finite value.
+struct Breakpoint {
+  enum class Kind : std::uint8_t { Pc, Node, NonFinite };
+  Kind kind = Kind::Pc;
+  std::size_t pc = 0;
+  std::string node;
+  static Breakpoint at_pc(std::size_t pc) { return {Kind::Pc, pc, {}}; }
+  static Breakpoint at_node(std::string node) { return {Kind::Node, 0, std::move(node)}; }
+  static Breakpoint non_finite() { return {Kind::NonFinite, 0, {}}; }
+};
+
+// Why run_until() returned.
+enum class StopReason : std::uint8_t { Finished, Breakpoint, NonFinite };
+
+// ---------------------------------------------------------------- machine ---
+
+class Machine {
+ public:
+  explicit Machine(BoundProgram program, Host host = {}, MachineOptions options = {});
+  ~Machine();
+  Machine(Machine&&) noexcept;
+  Machine& operator=(Machine&&) noexcept;
+
+  // Inputs, before the first step: an incoming grad by declared name (without
+  // '%'); a leaf's .grad before the run (nullopt: None). Grads with a default
+  // value need not be set. Types are checked against the declarations.
+  void set_grad(std::string_view name, const Tensor& value);
+  void set_leaf_grad(std::string_view name, const std::optional<Tensor>& grad);
+
+  // Execution. step() runs one instruction (raises at the end); run() runs to
+  // the end; run_until() runs to the end or stops before a breakpoint's
+  // instruction (after, for NonFinite). An error raised by an instruction
+  // names it (pc and text), its node and the shapes of its operands; the
+  // machine stays at that instruction.
+  void step();
+  void run();
+  StopReason run_until(const std::vector<Breakpoint>& breakpoints);
+  StopReason run_until(const std::function<bool(const Machine&)>& stop_before);
+  bool finished() const;
+  void reset();  // back to pc 0 with the inputs set so far and leaves' initial .grad
+
+  // State, readable at any time. Registers by name without '%': nullopt when
+  // the register holds nothing (not computed yet, or freed); an undefined
+  // Tensor for `none`.
+  std::size_t pc() const;
+  std::size_t size() const;                       // number of instructions
+  std::string instruction_text(std::size_t pc) const;
+  const Program& program() const;
+  std::optional<Tensor> register_value(std::string_view name) const;
+  std::vector<std::string> live_registers() const;  // names holding a value now, in definition order
+  const Tensor& saved_value(std::string_view name) const;
+  std::optional<Tensor> leaf_grad(std::string_view name) const;   // the leaf's .grad now
+  std::optional<Tensor> output(std::string_view name) const;      // nullopt until written
+  const std::vector<TraceEntry>& trace() const;
+  // The largest number of register bytes held at once so far (for the bench's
+  // flat-memory check).
+  std::size_t peak_register_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs a bound program to the end and returns leaf grads ("@w") and outputs
+// ("^x") — the values a bundle's result set holds. `grads` by sigiled name
+// ("%g0"), as TensorMap keys are.
+TensorMap run_program(BoundProgram program, const TensorMap& grads = {}, Host host = {},
+                      MachineOptions options = {});
+
+}  // namespace refgrad
