@@ -169,7 +169,9 @@ Token Lexer::read_number() {
   if (peek() == '-') token.text += advance();
   if (is_letter(peek())) {
     while (is_name_char(peek())) token.text += advance();
-    if (token.text != "-inf" && token.text != "-nan") source_.fail(token.where, "malformed number '" + token.text + "'");
+    if (token.text != "-inf" && token.text != "-nan") {
+      source_.fail(token.where, "malformed number '" + token.text + "'");
+    }
     token.kind = TokenKind::Float;
     return token;
   }
@@ -183,7 +185,9 @@ Token Lexer::read_number() {
     token.kind = TokenKind::Float;
     token.text += advance();
     if (peek() == '+' || peek() == '-') token.text += advance();
-    if (!is_digit(peek())) source_.fail(token.where, "malformed number '" + token.text + "': the exponent has no digits");
+    if (!is_digit(peek())) {
+      source_.fail(token.where, "malformed number '" + token.text + "': the exponent has no digits");
+    }
     while (is_digit(peek())) token.text += advance();
   }
   // "12abc", "1.5.3": a number must not run into a name.
@@ -241,7 +245,9 @@ Token Lexer::read_symbol() {
   Token token{TokenKind::Symbol, std::string(1, peek()), here_};
   const char c = advance();
   if (c == '[' || c == '{') {
-    if (++depth_ > kMaxNesting) source_.fail(token.where, fmt::format("brackets nested more than {} deep", kMaxNesting));
+    if (++depth_ > kMaxNesting) {
+      source_.fail(token.where, fmt::format("brackets nested more than {} deep", kMaxNesting));
+    }
   } else if ((c == ']' || c == '}') && depth_ > 0) {
     --depth_;
   }

@@ -582,7 +582,7 @@ TEST_CASE("text: malformed input gives a clear error at the spot") {
        "t.bwd:6:40: error: unexpected 'result' after the instruction"},
       {head + "  %1 = add %g, %g %x\n", "t.bwd:6:19: error: unexpected '%x' after the instruction"},
       {head + "  accumulate_grad @w %g alpha=1\n",
-       "t.bwd:6:25: error: accumulate_grad has no field 'alpha' (it takes only origin)"},
+       "t.bwd:6:25: error: accumulate_grad has no field 'alpha' (it takes origin)"},
       {head + "  %1 = call_backward &F %g  need=[1] save=[$x]\n",
        "t.bwd:6:38: error: call_backward has no field 'save' (it takes saved, need, origin)"},
       {head + "  %1 = validate %g : f33[3]\n", "t.bwd:6:22: error: unknown dtype 'f33' (b8, i64, f32 or f64)"},
