@@ -113,7 +113,7 @@ char Lexer::advance() {
 void Lexer::skip_blanks_and_comments() {
   while (!at_end()) {
     const char c = peek();
-    if (c == ' ' || c == '\t' || c == '\r' || (c == '\n' && depth_ > 0)) {
+    if (c == ' ' || c == '\t' || c == '\r' || (c == '\n' && (depth_ > 0 || next_line_continues()))) {
       advance();
     } else if (c == '#') {
       while (!at_end() && peek() != '\n') advance();
@@ -121,6 +121,22 @@ void Lexer::skip_blanks_and_comments() {
       return;
     }
   }
+}
+
+// A line that starts with `name=` (a field, or need=) continues the
+// instruction above it, so a node with many fields can be written on several
+// lines. `_ =` starts an instruction (a dropped result), so `_` is not a name here.
+bool Lexer::next_line_continues() const {
+  std::size_t at = here_.offset + 1;  // just after the newline
+  const std::string_view text = source_.text();
+  auto blank = [&](std::size_t i) { return i < text.size() && (text[i] == ' ' || text[i] == '\t'); };
+  while (blank(at)) ++at;
+  const std::size_t name_start = at;
+  if (at >= text.size() || !is_letter(text[at])) return false;
+  while (at < text.size() && is_name_char(text[at])) ++at;
+  if (text.substr(name_start, at - name_start) == "_") return false;
+  while (blank(at)) ++at;
+  return at < text.size() && text[at] == '=';
 }
 
 Token Lexer::next() {

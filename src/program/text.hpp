@@ -97,6 +97,7 @@ class Lexer {
   char peek(std::size_t ahead = 0) const;
   char advance();
   void skip_blanks_and_comments();
+  bool next_line_continues() const;
   Token read_sigil_name(TokenKind kind);
   Token read_word();
   Token read_number();
