@@ -23,11 +23,12 @@ constexpr std::string_view kFormatVersion = "1";
 // incoming grad, "@w" a leaf's initial .grad. nullptr when the program declares no such value.
 const TensorType* declared_type(const Program& program, std::string_view name) {
   if (name.empty()) return nullptr;
+  const auto type_of_decl = [](const auto* decl) -> const TensorType* { return decl ? &decl->type : nullptr; };
   const std::string_view bare = name.substr(1);
   switch (name[0]) {
-    case '$': return program.find_saved(bare) ? &program.find_saved(bare)->type : nullptr;
-    case '%': return program.find_grad(bare) ? &program.find_grad(bare)->type : nullptr;
-    case '@': return program.find_leaf(bare) ? &program.find_leaf(bare)->type : nullptr;
+    case '$': return type_of_decl(program.find_saved(bare));
+    case '%': return type_of_decl(program.find_grad(bare));
+    case '@': return type_of_decl(program.find_leaf(bare));
     default: return nullptr;
   }
 }

@@ -272,6 +272,223 @@ TEST_CASE("bundle: write_safetensors refuses names it cannot write") {
   CHECK_ERROR_CONTAINS(error_of([] { write_safetensors({{"\xff", tensor({1.0f})}}); }), "not valid UTF-8");
 }
 
+// ----------------------------------------------------------------- bundles ---
+
+// z = x * y; z.sum().backward(), with a few more declarations so that a bundle of it holds every
+// dtype, a 0-dim and a size-0 tensor.
+const char* const kProgram = R"(program mul
+  grad %g : f32[3]
+  saved $x : f32[3] = [1.0, 2.0, 3.0]
+  saved $y : f32[3]
+  saved $mask : b8[2,2]
+  saved $index : i64[0]
+  leaf @x : f32[3]
+  leaf @y : f32[3]
+  leaf @w : f64[]
+code
+  %0 = validate %g : f32[3]
+  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32
+  %3, %4 = validate %1, %2 : f32[3], f32[3]
+  accumulate_grad @y %4
+  accumulate_grad @x %3
+)";
+
+Bundle full_bundle() {
+  Bundle bundle;
+  bundle.program = parse_program(kProgram, "mul.bwd");
+  bundle.tensors = {{"$y", tensor({4.0f, 5.0f, 6.0f})},
+                    {"%g", ones({3})},
+                    {"$mask", tensor({{true, false}, {false, true}})},
+                    {"$index", zeros({0}, DType::Int64)},
+                    {"@w", scalar_tensor(0.25, DType::Float64)}};
+  ResultSet refgrad_result, inductor_result;
+  refgrad_result.engine = "refgrad";
+  refgrad_result.tensors = {{"@x", tensor({4.0f, 5.0f, 6.0f})}, {"@y", tensor({1.0f, 2.0f, 3.0f})}};
+  inductor_result.engine = "compiled_autograd:inductor";
+  inductor_result.tensors = {{"@x", tensor({4.0f, 5.0f, 6.5f})}};
+  inductor_result.config = {{"mode", "max-autotune"}, {"dynamic", "false"}};
+  bundle.results = {refgrad_result, inductor_result};
+  bundle.comparison = Comparison{"allclose", "refgrad", 1e-5, std::nullopt};
+  bundle.provenance = {{"torch_version", "2.13.0"}, {"order", "eager"}, {"seed", "0"}};
+  return bundle;
+}
+
+void check_same_bundle(const Bundle& actual, const Bundle& expected) {
+  CHECK(actual.program == expected.program);
+  check_same_tensors(actual.tensors, expected.tensors);
+  REQUIRE(actual.results.size() == expected.results.size());
+  for (std::size_t i = 0; i < expected.results.size(); ++i) {
+    CAPTURE(i);
+    CHECK(actual.results[i].engine == expected.results[i].engine);
+    CHECK(actual.results[i].config == expected.results[i].config);
+    check_same_tensors(actual.results[i].tensors, expected.results[i].tensors);
+  }
+  CHECK(actual.comparison == expected.comparison);
+  CHECK(actual.provenance == expected.provenance);
+}
+
+TEST_CASE("bundle: round trip keeps program, tensors, results, comparison and provenance") {
+  const Bundle bundle = full_bundle();
+  const std::string file = write_bundle(bundle);
+  check_same_bundle(read_bundle(bytes_of(file), "mul.safetensors"), bundle);
+
+  // The layout bundle.hpp promises, read back as a plain safetensors file.
+  std::map<std::string, std::string> metadata;
+  const TensorMap stored = read_safetensors(bytes_of(file), "mul.safetensors", &metadata);
+  std::vector<std::string> names;
+  for (const auto& entry : stored) names.push_back(entry.first);
+  CHECK(names == std::vector<std::string>{"$index", "$mask", "$y", "%g", "@w", "result.0.@x", "result.0.@y",
+                                          "result.1.@x"});
+  CHECK(metadata.at("refgrad.bundle") == "1");
+  CHECK(parse_program(metadata.at("program")) == bundle.program);
+  CHECK(metadata.at("results") ==
+        R"([{"config":{},"engine":"refgrad","tensors":["@x","@y"]},)"
+        R"({"config":{"dynamic":"false","mode":"max-autotune"},"engine":"compiled_autograd:inductor","tensors":["@x"]}])");
+  CHECK(metadata.at("comparison") == R"({"atol":null,"reference":"refgrad","rtol":1e-05,"rule":"allclose"})");
+  CHECK(metadata.at("provenance") == R"({"order":"eager","seed":"0","torch_version":"2.13.0"})");
+}
+
+TEST_CASE("bundle: a bundle without results, comparison or provenance has only the program and its tensors") {
+  Bundle bundle;
+  bundle.program = parse_program(kProgram);
+  bundle.tensors = {{"$y", tensor({4.0f, 5.0f, 6.0f})}};
+  std::map<std::string, std::string> metadata;
+  const std::string file = write_bundle(bundle);
+  read_safetensors(bytes_of(file), "<bytes>", &metadata);
+  CHECK(metadata.size() == 2);  // refgrad.bundle and program
+  check_same_bundle(read_bundle(bytes_of(file)), bundle);
+}
+
+TEST_CASE("bundle: malformed bundles are rejected with clear messages") {
+  const TensorMap program_tensors{{"$y", tensor({4.0f, 5.0f, 6.0f})}};
+  // A valid bundle's metadata with `changes` applied ("" removes a key) and `extra` tensors added.
+  auto bundle_file = [&](const std::map<std::string, std::string>& changes, const TensorMap& extra = {}) {
+    std::map<std::string, std::string> metadata{{"refgrad.bundle", "1"}, {"program", kProgram}};
+    for (const auto& [key, value] : changes) {
+      if (value.empty()) metadata.erase(key);
+      else metadata[key] = value;
+    }
+    TensorMap tensors = program_tensors;
+    tensors.insert(extra.begin(), extra.end());
+    return write_safetensors(tensors, metadata);
+  };
+  const Tensor r = tensor({1.0f, 2.0f, 3.0f});
+  const std::string one_result = R"([{"engine":"eager","config":{},"tensors":["@x"]}])";
+  struct Case {
+    std::string rule;
+    std::string file;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+      {"no format version", bundle_file({{"refgrad.bundle", ""}}),
+       "not a refgrad bundle (its __metadata__ has no 'refgrad.bundle')"},
+      {"another format version", bundle_file({{"refgrad.bundle", "2"}}),
+       "bundle format version '2' is not supported (this refgrad reads version 1)"},
+      {"no program", bundle_file({{"program", ""}}), "the bundle's __metadata__ has no 'program'"},
+      {"unknown metadata key", bundle_file({{"comparision", "{}"}}), "unknown __metadata__ key 'comparision'"},
+      {"program text that does not parse", bundle_file({{"program", "program mul\ncode\n  %0 = NoSuchBackward0 %g\n"}}),
+       "bad.safetensors:program:3:"},
+      {"results not JSON", bundle_file({{"results", "[{"}}), "results: invalid JSON"},
+      {"results not a list", bundle_file({{"results", "{}"}}), "results: {} is not a list"},
+      {"result without engine", bundle_file({{"results", R"([{"config":{},"tensors":[]}])"}}),
+       "results[0]: no 'engine'"},
+      {"result with an extra key", bundle_file({{"results", R"([{"engine":"e","config":{},"tensors":[],"x":1}])"}}),
+       "results[0]: unexpected key 'x'"},
+      {"engine not a string", bundle_file({{"results", R"([{"engine":3,"config":{},"tensors":[]}])"}}),
+       "results[0]: engine: 3 is not a string"},
+      {"config not strings", bundle_file({{"results", R"([{"engine":"e","config":{"opt":1},"tensors":[]}])"}}),
+       "results[0]: config: the value of 'opt' is not a string"},
+      {"tensors not a list", bundle_file({{"results", R"([{"engine":"e","config":{},"tensors":"@x"}])"}}),
+       "results[0]: tensors \"@x\" is not a list of names"},
+      {"tensor name not a string", bundle_file({{"results", R"([{"engine":"e","config":{},"tensors":[1]}])"}}),
+       "results[0]: tensors entry: 1 is not a string"},
+      {"listed tensor missing", bundle_file({{"results", one_result}}),
+       "results[0]: tensor '@x' is listed, but the file has no tensor 'result.0.@x'"},
+      {"tensor listed twice",
+       bundle_file({{"results", R"([{"engine":"e","config":{},"tensors":["@x","@x"]}])"}}, {{"result.0.@x", r}}),
+       "results[0]: tensor '@x' is listed twice"},
+      {"result tensor not listed", bundle_file({{"results", one_result}}, {{"result.0.@x", r}, {"result.0.@y", r}}),
+       "tensor 'result.0.@y' is not listed in results"},
+      {"result tensor without results", bundle_file({}, {{"result.0.@x", r}}),
+       "tensor 'result.0.@x' is not listed in results"},
+      {"comparison without rtol", bundle_file({{"comparison", R"({"rule":"reference","reference":"refgrad","atol":null})"}}),
+       "comparison: no 'rtol'"},
+      {"comparison rtol a string",
+       bundle_file({{"comparison", R"({"rule":"reference","reference":"refgrad","rtol":"1e-5","atol":null})"}}),
+       "comparison: rtol: \"1e-5\" is not a number or null"},
+      {"comparison reference not a string",
+       bundle_file({{"comparison", R"({"rule":"reference","reference":null,"rtol":null,"atol":null})"}}),
+       "comparison: reference: null is not a string"},
+      {"unknown comparison rule",
+       bundle_file({{"comparison", R"({"rule":"close","reference":"refgrad","rtol":null,"atol":null})"}}),
+       "comparison: rule 'close' is not 'reference' or 'allclose'"},
+      {"negative tolerance",
+       bundle_file({{"comparison", R"({"rule":"allclose","reference":"refgrad","rtol":null,"atol":-1})"}}),
+       "comparison: atol -1 is not a finite number >= 0"},
+      {"provenance not strings", bundle_file({{"provenance", R"({"seed":0})"}}),
+       "provenance: the value of 'seed' is not a string"},
+      {"provenance not JSON", bundle_file({{"provenance", "seed=0"}}), "provenance: invalid JSON"},
+      {"undeclared program tensor", bundle_file({}, {{"$z", r}}),
+       "tensor '$z' is not a value that program 'mul' declares (a $saved, %grad or @leaf name)"},
+      {"tensor without a sigil", bundle_file({}, {{"y", r}}), "tensor 'y' is not a value that program 'mul' declares"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.rule);
+    const std::string message = error_of([&] { read_bundle(bytes_of(c.file), "bad.safetensors"); });
+    CHECK_MESSAGE(message.starts_with("bad.safetensors"), message);
+    CHECK_ERROR_CONTAINS(message, c.message);
+  }
+}
+
+TEST_CASE("bundle: write_bundle refuses what read_bundle would refuse") {
+  Bundle undeclared = full_bundle();
+  undeclared.tensors.emplace("$z", zeros({1}));
+  CHECK_ERROR_CONTAINS(error_of([&] { write_bundle(undeclared); }),
+                       "write_bundle: tensor '$z' is not a value that program 'mul' declares");
+  Bundle unknown_rule = full_bundle();
+  unknown_rule.comparison->rule = "close";
+  CHECK_ERROR_CONTAINS(error_of([&] { write_bundle(unknown_rule); }),
+                       "write_bundle: comparison: rule 'close' is not 'reference' or 'allclose'");
+  Bundle nan_tolerance = full_bundle();
+  nan_tolerance.comparison->rtol = std::numeric_limits<double>::quiet_NaN();
+  CHECK_ERROR_CONTAINS(error_of([&] { write_bundle(nan_tolerance); }),
+                       "write_bundle: comparison: rtol nan is not a finite number >= 0");
+}
+
+TEST_CASE("bundle: save_bundle and load_bundle go through a file; load_program_file reads it too") {
+  const TempDir dir;
+  const std::string path = dir.file("mul.safetensors");
+  save_bundle(full_bundle(), path);
+  check_same_bundle(load_bundle(path), full_bundle());
+  check_same_bundle(load_program_file(path), full_bundle());
+  const std::string message = error_of([&] { save_bundle(full_bundle(), dir.file("no/such/dir/x.safetensors")); });
+  CHECK_ERROR_CONTAINS(message, "cannot open '" + dir.file("no/such/dir/x.safetensors") + "' for writing");
+}
+
+TEST_CASE("bundle: a .bwd file, alone or with a .safetensors of tensors beside it") {
+  const TempDir dir;
+  const std::string text_path = dir.file("mul.bwd"), tensors_path = dir.file("mul.safetensors");
+  write_file(text_path, kProgram);
+  const Bundle alone = load_program_file(text_path);
+  CHECK(alone.program == parse_program(kProgram));
+  CHECK(alone.tensors.empty());
+
+  // Written by Python's safetensors, as a user would.
+  torch_exec("from safetensors.numpy import save_file\n"
+             "save_file({'$y': np.array([4.0, 5.0, 6.0], dtype=np.float32),\n"
+             "           '@w': np.array(0.5)}, '" + tensors_path + "')\n"
+             "result = 0\n");
+  const Bundle pair = load_program_file(text_path);
+  CHECK(pair.program == parse_program(kProgram));
+  check_same_tensors(pair.tensors, {{"$y", tensor({4.0f, 5.0f, 6.0f})}, {"@w", scalar_tensor(0.5, DType::Float64)}});
+
+  write_file(tensors_path, write_safetensors({{"$z", zeros({1})}}));
+  CHECK_ERROR_CONTAINS(error_of([&] { load_program_file(text_path); }),
+                       tensors_path + ": tensor '$z' is not a value that program 'mul' declares");
+  write_file(text_path, "program mul\ncode\n  %0 = NoSuchBackward0 %g\n");
+  CHECK_ERROR_CONTAINS(error_of([&] { load_program_file(text_path); }), text_path + ":3:");
+}
+
 // ------------------------------------------------------------- make_bundle ---
 
 TensorType f32(Shape sizes) { return TensorType{DType::Float32, std::move(sizes)}; }
