@@ -499,24 +499,30 @@ Program declarations() {
   program.name = "decls";
   program.grads = {GradDecl{"g", f32({}), std::nullopt, {}}};
   program.saved = {SavedDecl{"small", f32({3}), std::nullopt, {}}, SavedDecl{"big", f32({5}), std::nullopt, {}},
-                   SavedDecl{"written", f32({2}), tensor({7.0f, 8.0f}), {}}};
+                   SavedDecl{"written", f32({2}), tensor({7.0f, 8.0f}), {}},
+                   SavedDecl{"replaced", f32({4}), zeros({4}), {}}};
   program.leaves = {LeafDecl{"w", f32({2}), std::nullopt, {}}, LeafDecl{"v", f32({6}), std::nullopt, {}}};
   return program;
 }
 
 TEST_CASE("bundle: make_bundle writes small values inline and puts large ones in the bundle") {
+  // At most 3 elements inline.
   const Tensor small = tensor({1.0f, 2.0f, 3.0f}), big = tensor({1.0f, 2.0f, 3.0f, 4.0f, 5.0f});
-  const Tensor g = scalar_tensor(1.0, DType::Float32), v = zeros({6});
-  const Bundle bundle = make_bundle(declarations(), {{"$small", small}, {"$big", big}, {"%g", g}, {"@v", v}}, 4);
+  const Tensor g = scalar_tensor(1.0, DType::Float32), v = zeros({6}), replacement = ones({4});
+  const Bundle bundle = make_bundle(
+      declarations(), {{"$small", small}, {"$big", big}, {"$replaced", replacement}, {"%g", g}, {"@v", v}}, 3);
 
   CHECK(same_tensor(bundle.program.find_saved("small")->value, small));
   CHECK_FALSE(bundle.program.find_saved("big")->value.has_value());
   CHECK(same_tensor(bundle.program.find_saved("written")->value, tensor({7.0f, 8.0f})));  // kept as it was
+  CHECK_FALSE(bundle.program.find_saved("replaced")->value.has_value());  // the given value wins
   CHECK(same_tensor(bundle.program.find_grad("g")->value, g));
   CHECK_FALSE(bundle.program.find_leaf("w")->grad.has_value());  // no value: .grad starts as None
   CHECK_FALSE(bundle.program.find_leaf("v")->grad.has_value());
-  check_same_tensors(bundle.tensors, {{"$big", big}, {"@v", v}});
+  check_same_tensors(bundle.tensors, {{"$big", big}, {"$replaced", replacement}, {"@v", v}});
   CHECK(bundle.results.empty());
+  // Inline values travel in the program text.
+  check_same_bundle(read_bundle(bytes_of(write_bundle(bundle))), bundle);
 }
 
 TEST_CASE("bundle: make_bundle raises for a missing, unknown or mistyped value") {
