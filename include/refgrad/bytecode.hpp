@@ -41,9 +41,16 @@ struct BytecodeInstr {
   std::uint32_t attrs = kNoIndex;      // Call, CopySlices, CallBackward: index into attribute_blocks
   std::uint32_t need = kNoIndex;       // Call, CopySlices, CallBackward: index into need_masks
   std::uint32_t metadata = kNoIndex;   // Validate, Zeros: first of a run in Bytecode::metadata
+  std::uint32_t metadata_count = 0;    // the run's length (Validate: one per slot; Zeros: 1)
   std::uint32_t origin = kNoIndex;     // index into strings
   bool operator==(const BytecodeInstr& other) const = default;
 };
+
+// What BytecodeInstr::arg indexes, by opcode: Call and CopySlices a node,
+// AccumulateGrad a leaf, Hook a hook, CallBackward a function, Output an
+// output; Validate, Add and Zeros have no arg (kNoIndex).
+enum class ArgPool : std::uint8_t { None, Nodes, Leaves, Hooks, Functions, Outputs };
+ArgPool arg_pool(Opcode op);
 
 struct Bytecode {
   std::string name;
@@ -81,6 +88,8 @@ std::string write_bytecode(const Bytecode& bytecode);  // the file's bytes
 // pool, every enum value, and that tensors' byte counts match their types.
 Bytecode read_bytecode(std::span<const std::byte> bytes, std::string_view origin = "<bytes>");
 bool is_bytecode(std::span<const std::byte> bytes);  // starts with the magic
+// The file's checksum: CRC-32 (ISO-HDLC, as zlib's crc32), "123456789" -> 0xCBF43926.
+std::uint32_t checksum_crc32(std::span<const std::byte> bytes);
 
 // ------------------------------------------------------------------ binding ---
 
