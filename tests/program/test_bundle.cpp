@@ -489,6 +489,34 @@ TEST_CASE("bundle: a .bwd file, alone or with a .safetensors of tensors beside i
   CHECK_ERROR_CONTAINS(error_of([&] { load_program_file(text_path); }), text_path + ":3:");
 }
 
+TEST_CASE("bundle: load_program_file reads binary bytecode (.rgbc)") {
+  const TempDir dir;
+  const std::string path = dir.file("mul.rgbc");
+  const Program program = parse_program(kProgram);
+  write_file(path, write_bytecode(assemble(program)));
+  const Bundle loaded = load_program_file(path);
+  CHECK(loaded.program == program);
+  CHECK(loaded.tensors.empty());
+  write_file(path, "RGBC, but nothing after");
+  CHECK_ERROR_CONTAINS(error_of([&] { load_program_file(path); }), path + ": ");
+}
+
+TEST_CASE("bundle: bind binds a bundle's program to its tensors") {
+  Bundle bundle = full_bundle();
+  const BoundProgram bound = bind(bundle);
+  REQUIRE(bound.saved_values.size() == 4);  // $x inline, then $y, $mask, $index from the bundle
+  CHECK(same_tensor(bound.saved_values[0], tensor({1.0f, 2.0f, 3.0f})));
+  CHECK(same_tensor(bound.saved_values[1], tensor({4.0f, 5.0f, 6.0f})));
+  CHECK(same_tensor(bound.saved_values[3], zeros({0}, DType::Int64)));
+  REQUIRE(bound.grad_defaults.size() == 1);
+  CHECK(same_tensor(bound.grad_defaults[0], ones({3})));
+  REQUIRE(bound.leaf_grads.size() == 3);  // @x and @y start as None, @w from the bundle
+  CHECK_FALSE(bound.leaf_grads[0].has_value());
+  CHECK(same_tensor(bound.leaf_grads[2], scalar_tensor(0.25, DType::Float64)));
+  bundle.tensors.erase("$y");
+  CHECK_ERROR_CONTAINS(error_of([&] { bind(bundle); }), "$y");
+}
+
 // ------------------------------------------------------------- make_bundle ---
 
 TensorType f32(Shape sizes) { return TensorType{DType::Float32, std::move(sizes)}; }
