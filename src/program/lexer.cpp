@@ -113,7 +113,7 @@ char Lexer::advance() {
 void Lexer::skip_blanks_and_comments() {
   while (!at_end()) {
     const char c = peek();
-    if (c == ' ' || c == '\t' || c == '\r' || (c == '\n' && depth_ > 0)) {
+    if (c == ' ' || c == '\t' || c == '\r' || (c == '\n' && (depth_ > 0 || next_line_continues()))) {
       advance();
     } else if (c == '#') {
       while (!at_end() && peek() != '\n') advance();
@@ -121,6 +121,22 @@ void Lexer::skip_blanks_and_comments() {
       return;
     }
   }
+}
+
+// A line that starts with `name=` (a field, or need=) continues the
+// instruction above it, so a node with many fields can be written on several
+// lines. `_ =` starts an instruction (a dropped result), so `_` is not a name here.
+bool Lexer::next_line_continues() const {
+  std::size_t at = here_.offset + 1;  // just after the newline
+  const std::string_view text = source_.text();
+  auto blank = [&](std::size_t i) { return i < text.size() && (text[i] == ' ' || text[i] == '\t'); };
+  while (blank(at)) ++at;
+  const std::size_t name_start = at;
+  if (at >= text.size() || !is_letter(text[at])) return false;
+  while (at < text.size() && is_name_char(text[at])) ++at;
+  if (text.substr(name_start, at - name_start) == "_") return false;
+  while (blank(at)) ++at;
+  return at < text.size() && text[at] == '=';
 }
 
 Token Lexer::next() {
@@ -169,7 +185,9 @@ Token Lexer::read_number() {
   if (peek() == '-') token.text += advance();
   if (is_letter(peek())) {
     while (is_name_char(peek())) token.text += advance();
-    if (token.text != "-inf" && token.text != "-nan") source_.fail(token.where, "malformed number '" + token.text + "'");
+    if (token.text != "-inf" && token.text != "-nan") {
+      source_.fail(token.where, "malformed number '" + token.text + "'");
+    }
     token.kind = TokenKind::Float;
     return token;
   }
@@ -183,7 +201,9 @@ Token Lexer::read_number() {
     token.kind = TokenKind::Float;
     token.text += advance();
     if (peek() == '+' || peek() == '-') token.text += advance();
-    if (!is_digit(peek())) source_.fail(token.where, "malformed number '" + token.text + "': the exponent has no digits");
+    if (!is_digit(peek())) {
+      source_.fail(token.where, "malformed number '" + token.text + "': the exponent has no digits");
+    }
     while (is_digit(peek())) token.text += advance();
   }
   // "12abc", "1.5.3": a number must not run into a name.
@@ -241,7 +261,9 @@ Token Lexer::read_symbol() {
   Token token{TokenKind::Symbol, std::string(1, peek()), here_};
   const char c = advance();
   if (c == '[' || c == '{') {
-    if (++depth_ > kMaxNesting) source_.fail(token.where, fmt::format("brackets nested more than {} deep", kMaxNesting));
+    if (++depth_ > kMaxNesting) {
+      source_.fail(token.where, fmt::format("brackets nested more than {} deep", kMaxNesting));
+    }
   } else if ((c == ']' || c == '}') && depth_ > 0) {
     --depth_;
   }

@@ -99,6 +99,9 @@ bool starts_value(FieldKind kind, const Token& token) {
   }
 }
 
+// "element", "elements".
+std::string plural(std::int64_t count, const std::string& noun) { return count == 1 ? noun : noun + "s"; }
+
 // With a zero dimension a literal ("[]") matches sizes whose product
 // overflows (f32[0,1e18,1e18]); such a tensor's strides cannot be computed.
 bool strides_fit(const Shape& sizes) {
@@ -162,10 +165,10 @@ class Parser {
   Instr parse_instruction(std::size_t pc);
   void check_instruction_number(std::size_t pc);
   const NodeSchema* parse_body(const Token& opcode, Instr& instr);
-  const NodeSchema* read_node(Instr& instr);
+  const NodeSchema& node_schema(const Token& name) const;
   void parse_keywords(Instr& instr, const NodeSchema* schema);
   std::optional<FieldType> keyword_type(const Instr& instr, const NodeSchema* schema, const std::string& key) const;
-  std::string unknown_keyword(const Instr& instr, const NodeSchema* schema, const std::string& key) const;
+  std::string unknown_keyword(const Instr& instr, const std::string& key) const;
 
   // ------------------------------------------------------------ values ---
   std::string read_name(TokenKind sigil) { return expect(sigil, sigil_noun(sigil)).text; }
@@ -220,7 +223,9 @@ Program Parser::parse() {
   expect_line_end("after the program's name");
   while (true) {
     skip_blank_lines();
-    if (at(TokenKind::End)) fail(token_, "missing 'code': the declarations end with a line 'code', then the instructions");
+    if (at(TokenKind::End)) {
+      fail(token_, "missing 'code': the declarations end with a line 'code', then the instructions");
+    }
     if (at_word("code")) break;
     parse_declaration(program);
   }
@@ -337,7 +342,9 @@ const NodeSchema* Parser::parse_body(const Token& opcode, Instr& instr) {
   } else if (word == "CopySlices") {
     instr.op = Opcode::CopySlices;
     expect_symbol('[', "after CopySlices (CopySlices[NODE])");
-    const NodeSchema* schema = read_node(instr);
+    const Token node = expect(TokenKind::Word, "a node name");
+    instr.node = node.text;
+    const NodeSchema* schema = &node_schema(node);
     expect_symbol(']', "after CopySlices' node");
     instr.operands = read_operands();
     return schema;
@@ -346,20 +353,17 @@ const NodeSchema* Parser::parse_body(const Token& opcode, Instr& instr) {
   } else {
     instr.op = Opcode::Call;
     instr.node = word;
-    if (!find_node(word)) fail(opcode, "unknown backward node '" + word + "'");
-    const NodeSchema* schema = &find_node(word)->schema;
+    const NodeSchema* schema = &node_schema(opcode);
     instr.operands = read_operands();
     return schema;
   }
   return nullptr;
 }
 
-const NodeSchema* Parser::read_node(Instr& instr) {
-  const Token name = expect(TokenKind::Word, "a node name");
+const NodeSchema& Parser::node_schema(const Token& name) const {
   const NodeDef* node = find_node(name.text);
   if (!node) fail(name, "unknown backward node '" + name.text + "'");
-  instr.node = name.text;
-  return &node->schema;
+  return node->schema;
 }
 
 // `key=value ...` to the end of the line: the node's saved fields (stored in
@@ -372,7 +376,7 @@ void Parser::parse_keywords(Instr& instr, const NodeSchema* schema) {
     std::optional<FieldType> type;
     if (!is_origin && !is_need) {
       type = keyword_type(instr, schema, key.text);
-      if (!type) fail(key, unknown_keyword(instr, schema, key.text));
+      if (!type) fail(key, unknown_keyword(instr, key.text));
     }
     if (!given.insert(key.text).second) fail(key, "'" + key.text + "' is given twice");
     expect_symbol('=', "after '" + key.text + "'");
@@ -400,17 +404,12 @@ std::optional<FieldType> Parser::keyword_type(const Instr& instr, const NodeSche
   return std::nullopt;
 }
 
-std::string Parser::unknown_keyword(const Instr& instr, const NodeSchema* schema, const std::string& key) const {
-  if (schema) {
-    std::vector<std::string> names;
-    if (instr.op == Opcode::CopySlices) names = {"base", "view"};
-    for (const SavedFieldSchema& field : schema->saved) names.push_back(field.name);
-    names.push_back("need");
-    names.push_back("origin");
-    return fmt::format("{} has no field '{}' (it takes {})", instr.node, key, fmt::join(names, ", "));
-  }
-  if (instr.op == Opcode::CallBackward) return fmt::format("call_backward has no field '{}' (it takes saved, need, origin)", key);
-  return fmt::format("{} has no field '{}' (it takes only origin)", mnemonic(instr.op), key);
+std::string Parser::unknown_keyword(const Instr& instr, const std::string& key) const {
+  std::vector<std::string> names = text::attr_order(instr);
+  if (has_need(instr.op)) names.push_back("need");
+  names.push_back("origin");
+  const std::string what = instr.node.empty() ? mnemonic(instr.op) : instr.node;
+  return fmt::format("{} has no field '{}' (it takes {})", what, key, fmt::join(names, ", "));
 }
 
 // ----------------------------------------------------------------- values ---
@@ -461,8 +460,9 @@ Float Parser::read_float(DType dtype) {
   const std::string& spelling = token.text;
   const bool negative = spelling[0] == '-';
   const std::string_view magnitude = std::string_view(spelling).substr(negative ? 1 : 0);
-  if (magnitude == "nan") return std::copysign(std::numeric_limits<Float>::quiet_NaN(), Float(negative ? -1 : 1));
-  if (magnitude == "inf") return negative ? -std::numeric_limits<Float>::infinity() : std::numeric_limits<Float>::infinity();
+  const Float sign = negative ? -1 : 1;
+  if (magnitude == "nan") return std::copysign(std::numeric_limits<Float>::quiet_NaN(), sign);
+  if (magnitude == "inf") return std::copysign(std::numeric_limits<Float>::infinity(), sign);
   Float value = 0;
   const char* end = spelling.data() + spelling.size();
   const auto [stop, error] = std::from_chars(spelling.data(), end, value);
@@ -745,15 +745,17 @@ T Parser::read_element(const TensorType& type) {
 // against the declared sizes as it is read (never allocated from them).
 template <class ReadElement>
 void Parser::read_literal_block(const TensorType& type, std::size_t dim, ReadElement& read_element) {
-  auto mismatch = [&type] { return "tensor literal does not match " + to_string(type); };
-  auto elements = [](std::int64_t n) { return n == 1 ? "element" : "elements"; };
+  auto mismatch = [this, &type](const Token& at, const std::string& detail) {
+    fail(at, "tensor literal does not match " + to_string(type) + ": " + detail);
+  };
+  const auto rank = static_cast<std::int64_t>(type.sizes.size());
   if (dim == type.sizes.size()) {
-    if (at_symbol('[')) fail(token_, fmt::format("{}: nested deeper than its {} {}", mismatch(), dim, dim == 1 ? "dimension" : "dimensions"));
+    if (at_symbol('[')) mismatch(token_, fmt::format("nested deeper than its {} {}", rank, plural(rank, "dimension")));
     read_element();
     return;
   }
   if (!at_symbol('[')) {
-    fail(token_, fmt::format("{}: expected '[' for dimension {}, got {}", mismatch(), dim, text::describe(token_)));
+    mismatch(token_, fmt::format("expected '[' for dimension {}, got {}", dim, text::describe(token_)));
   }
   take();
   const std::int64_t expected = type.sizes[dim];
@@ -761,7 +763,7 @@ void Parser::read_literal_block(const TensorType& type, std::size_t dim, ReadEle
   if (!at_symbol(']')) {
     do {
       if (count == expected) {
-        fail(token_, fmt::format("{}: dimension {} has more than {} {}", mismatch(), dim, expected, elements(expected)));
+        mismatch(token_, fmt::format("dimension {} has more than {} {}", dim, expected, plural(expected, "element")));
       }
       read_literal_block(type, dim + 1, read_element);
       ++count;
@@ -770,7 +772,7 @@ void Parser::read_literal_block(const TensorType& type, std::size_t dim, ReadEle
   const Token close = token_;
   if (!accept_symbol(']')) fail_expected("',' or ']'");
   if (count != expected) {
-    fail(close, fmt::format("{}: dimension {} has {} {}, not {}", mismatch(), dim, count, elements(count), expected));
+    mismatch(close, fmt::format("dimension {} has {} {}, not {}", dim, count, plural(count, "element"), expected));
   }
 }
 

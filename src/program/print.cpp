@@ -55,6 +55,8 @@ const NodeSchema* schema_of(const Instr& instr) {
   return node ? &node->schema : nullptr;
 }
 
+}  // namespace
+
 std::vector<std::string> attr_order(const Instr& instr) {
   std::vector<std::string> names;
   if (instr.op == Opcode::CopySlices) names = {"base", "view"};
@@ -64,8 +66,6 @@ std::vector<std::string> attr_order(const Instr& instr) {
   }
   return names;
 }
-
-}  // namespace
 
 void sort_attrs(Instr& instr) {
   const std::vector<std::string> order = attr_order(instr);

@@ -23,10 +23,13 @@ std::optional<Device> parse_device(std::string_view spelling);  // "cpu", "cuda"
 
 // --------------------------------------------------- attributes and need ---
 
-// An instruction keeps its attributes in one order whatever order the text
-// gave them in: CopySlices' base and view first, then the node's saved fields
-// in schema order (call_backward has only `saved`). Names the order does not
-// know (a hand-built program may have them) keep their order, at the end.
+// The attributes an instruction takes, in the one order it keeps them in
+// whatever order the text gave: CopySlices' base and view first, then the
+// node's saved fields in schema order; call_backward's `saved`; none for the
+// other opcodes.
+std::vector<std::string> attr_order(const Instr& instr);
+// Puts instr.attrs in that order. Names the order does not know (a hand-built
+// program may have them) keep their order, at the end.
 void sort_attrs(Instr& instr);
 
 // The length of `need` when the text leaves it out (every bit 1): the node's
@@ -94,6 +97,7 @@ class Lexer {
   char peek(std::size_t ahead = 0) const;
   char advance();
   void skip_blanks_and_comments();
+  bool next_line_continues() const;
   Token read_sigil_name(TokenKind kind);
   Token read_word();
   Token read_number();

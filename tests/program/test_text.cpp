@@ -582,7 +582,7 @@ TEST_CASE("text: malformed input gives a clear error at the spot") {
        "t.bwd:6:40: error: unexpected 'result' after the instruction"},
       {head + "  %1 = add %g, %g %x\n", "t.bwd:6:19: error: unexpected '%x' after the instruction"},
       {head + "  accumulate_grad @w %g alpha=1\n",
-       "t.bwd:6:25: error: accumulate_grad has no field 'alpha' (it takes only origin)"},
+       "t.bwd:6:25: error: accumulate_grad has no field 'alpha' (it takes origin)"},
       {head + "  %1 = call_backward &F %g  need=[1] save=[$x]\n",
        "t.bwd:6:38: error: call_backward has no field 'save' (it takes saved, need, origin)"},
       {head + "  %1 = validate %g : f33[3]\n", "t.bwd:6:22: error: unknown dtype 'f33' (b8, i64, f32 or f64)"},
@@ -655,4 +655,26 @@ TEST_CASE("text: hostile input raises Error and never crashes") {
   }
   CHECK(parsed > 0);
   CHECK(refused > 0);
+}
+
+TEST_CASE("text: a line that starts with name= continues the instruction above") {
+  const std::string text = R"(program split
+  grad %g : f32[2,3]
+  saved $x : f32[2,3]
+code
+  %0, %1 = MulBackward0 %g  other=$x   # a comment, then more fields
+      other_scalar_type=f32
+      self=$x self_scalar_type=f32
+  _ = SumBackward0 %0  self_sym_sizes=[2,3]
+  %2 = add %0, %1
+)";
+  const Program program = parse_program(text, "split.bwd");
+  REQUIRE(program.code.size() == 3);
+  CHECK(print_instruction(program.code[0]) ==
+        "%0, %1 = MulBackward0 %g  other=$x other_scalar_type=f32 self=$x self_scalar_type=f32");
+  CHECK(print_instruction(program.code[1]) == "_ = SumBackward0 %0  self_sym_sizes=[2,3]");  // `_ =` starts a line
+  CHECK(program.code[2].op == Opcode::Add);
+  // A field on a line of its own after a blank line is not a continuation.
+  CHECK_THROWS_WITH_AS(parse_program("program p\n  grad %g : f32[]\ncode\n  %0 = SumBackward0 %g\n\n  self_sym_sizes=[]\n"),
+                       doctest::Contains("<text>:6:3: error:"), Error);
 }
