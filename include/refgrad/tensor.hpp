@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <iosfwd>
 #include <variant>
 #include <vector>
 
@@ -57,6 +58,14 @@ using Shape = std::vector<std::int64_t>;    // sizes or strides
 using IntList = std::vector<std::int64_t>;  // dims, pads, kernel sizes, ...
 
 std::string str(const Shape& shape);  // "[2,3]"
+// A shape in a check()'s message, spelled as str() spells it but only when
+// the check fails: check(ok, "...", shape_text(sizes)) costs nothing on the
+// path that passes, where str(sizes) would build a string every time.
+struct ShapeText {
+  const Shape& shape;
+};
+inline ShapeText shape_text(const Shape& shape) { return ShapeText{shape}; }
+std::ostream& operator<<(std::ostream& out, ShapeText text);
 std::int64_t numel_of(const Shape& shape);
 Shape contiguous_strides(const Shape& sizes);
 // Wraps a possibly negative dim into [0, ndim); names `op` in the error.

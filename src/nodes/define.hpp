@@ -105,8 +105,8 @@ inline const Tensor& needed(const std::optional<Tensor>& tensor, const char* nod
 // the forward output's shape; anything else is a malformed program, reported
 // instead of broadcast.
 inline void check_same_shape(const char* node, const Tensor& grad, const Tensor& saved, const char* field) {
-  check(grad.sizes() == saved.sizes(), node, ": grad has shape ", str(grad.sizes()), " but ", field,
-        " has shape ", str(saved.sizes()));
+  check(grad.sizes() == saved.sizes(), node, ": grad has shape ", shape_text(grad.sizes()), " but ", field,
+        " has shape ", shape_text(saved.sizes()));
 }
 
 // The node groups, each adding its nodes to the registry (registry.cpp calls them).

@@ -41,11 +41,11 @@ bool overlaps_itself(const Tensor& positions) {
 }
 
 void check_geometry(const TensorGeometry& geometry, const char* which) {
-  check(geometry.sizes.size() == geometry.strides.size(), "CopySlices: ", which, " has sizes ", str(geometry.sizes),
-        " but strides ", str(geometry.strides));
+  check(geometry.sizes.size() == geometry.strides.size(), "CopySlices: ", which, " has sizes ", shape_text(geometry.sizes),
+        " but strides ", shape_text(geometry.strides));
   for (std::size_t d = 0; d < geometry.sizes.size(); ++d)
     check(geometry.sizes[d] >= 0 && geometry.strides[d] >= 0, "CopySlices: ", which, " has sizes ",
-          str(geometry.sizes), " and strides ", str(geometry.strides), ": negative entries");
+          shape_text(geometry.sizes), " and strides ", shape_text(geometry.strides), ": negative entries");
 }
 
 }  // namespace
@@ -90,7 +90,7 @@ Tensor accumulate_grad(const std::optional<Tensor>& old_grad, const Tensor& new_
   if (!new_grad.defined()) return old_grad.value_or(Tensor());
   if (!old_grad || !old_grad->defined()) return contiguous(new_grad);
   check(is_expandable_to(new_grad.sizes(), old_grad->sizes()), "AccumulateGrad: the new gradient of shape ",
-        str(new_grad.sizes()), " does not broadcast to the existing .grad of shape ", str(old_grad->sizes()));
+        shape_text(new_grad.sizes()), " does not broadcast to the existing .grad of shape ", shape_text(old_grad->sizes()));
   return to(add(*old_grad, new_grad), old_grad->dtype());
 }
 
@@ -106,8 +106,8 @@ Grads copy_slices(const Grads& grads, const TensorGeometry& base, const TensorGe
   const Tensor& grad = *grads[0];
   check_geometry(base, "the base");
   check_geometry(view, "the view");
-  check(is_expandable_to(grad.sizes(), base.sizes), "CopySlices: grad of shape ", str(grad.sizes()),
-        " does not broadcast to the base's shape ", str(base.sizes));
+  check(is_expandable_to(grad.sizes(), base.sizes), "CopySlices: grad of shape ", shape_text(grad.sizes()),
+        " does not broadcast to the base's shape ", shape_text(base.sizes));
   const std::int64_t view_offset = view.storage_offset - base.storage_offset;
   check(view_offset >= 0, "CopySlices: the view's storage offset ", view.storage_offset,
         " is before the base's ", base.storage_offset);
@@ -116,15 +116,15 @@ Grads copy_slices(const Grads& grads, const TensorGeometry& base, const TensorGe
   // view_at are the storage positions of base's and the view's elements.
   const Tensor base_at = storage_positions(base.sizes, base.strides, 0);
   const Tensor view_at = storage_positions(view.sizes, view.strides, view_offset);
-  check(!overlaps_itself(base_at), "CopySlices: the base's geometry (sizes ", str(base.sizes), ", strides ",
-        str(base.strides), ") has elements sharing a memory location");
-  check(!overlaps_itself(view_at), "CopySlices: the view's geometry (sizes ", str(view.sizes), ", strides ",
-        str(view.strides), ") has elements sharing a memory location");
+  check(!overlaps_itself(base_at), "CopySlices: the base's geometry (sizes ", shape_text(base.sizes), ", strides ",
+        shape_text(base.strides), ") has elements sharing a memory location");
+  check(!overlaps_itself(view_at), "CopySlices: the view's geometry (sizes ", shape_text(view.sizes), ", strides ",
+        shape_text(view.strides), ") has elements sharing a memory location");
   // new_empty_strided(base) allocates base's extent; the view must lie in it.
   const std::int64_t extent = base_at.numel() > 0 ? max(base_at).item<std::int64_t>() + 1 : 0;
   check(view_at.numel() == 0 || max(view_at).item<std::int64_t>() < extent, "CopySlices: the view (sizes ",
-        str(view.sizes), ", strides ", str(view.strides), ", storage offset ", view.storage_offset,
-        ") reaches outside the base (sizes ", str(base.sizes), ", strides ", str(base.strides),
+        shape_text(view.sizes), ", strides ", shape_text(view.strides), ", storage offset ", view.storage_offset,
+        ") reaches outside the base (sizes ", shape_text(base.sizes), ", strides ", shape_text(base.strides),
         ", storage offset ", base.storage_offset, ")");
   // result = empty_strided(base); result.copy_(grad)
   Tensor storage = index_put(zeros({extent}, grad.dtype()), {base_at},
@@ -142,7 +142,7 @@ Grads copy_slices(const Grads& grads, const TensorGeometry& base, const TensorGe
     }
     // grad_slice.copy_(res[0]): broadcast to the view, cast to grad's dtype.
     check(is_expandable_to(res[0]->sizes(), view.sizes), "CopySlices: ", fn.schema.name,
-          " returned a gradient of shape ", str(res[0]->sizes()), " for the view of shape ", str(view.sizes));
+          " returned a gradient of shape ", shape_text(res[0]->sizes()), " for the view of shape ", shape_text(view.sizes));
     const Tensor values = reshape(contiguous(broadcast_to(to(*res[0], grad.dtype()), view.sizes)), {-1});
     storage = index_put(storage, {view_at}, values);
     grad_inputs[0] = as_strided(storage, base.sizes, base.strides, 0);

@@ -43,7 +43,7 @@ Tensor masked_scatter_backward(const Tensor& grad, const Tensor& mask, const Int
   Tensor mask_selected = masked_select(grad, mask);
   const std::int64_t diff_nelem = numel - mask_selected.numel();
   check(diff_nelem >= 0, "MaskedScatterBackward0: the mask selects ", mask_selected.numel(),
-        " elements, more than source's ", numel, " (source_sym_sizes ", str(Shape(sizes)), ")");
+        " elements, more than source's ", numel, " (source_sym_sizes ", shape_text(Shape(sizes)), ")");
   if (diff_nelem > 0) mask_selected = cat({mask_selected, zeros({diff_nelem}, grad.dtype())}, 0);
   return view(mask_selected, sizes);
 }
@@ -56,7 +56,7 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
   check(indices.dtype() == DType::Int64, "EmbeddingBackward0: indices must be int64, got ",
         dtype_name(indices.dtype()));
   check(grad_output.dim() >= 1 && grad_output.dim() == indices.dim() + 1,
-        "EmbeddingBackward0: grad ", str(grad_output.sizes()), " does not match indices ", str(indices.sizes()),
+        "EmbeddingBackward0: grad ", shape_text(grad_output.sizes()), " does not match indices ", shape_text(indices.sizes()),
         " plus an embedding dim");
   const std::int64_t num_indices = indices.numel();
   const Tensor flat_indices = reshape(indices, {num_indices});

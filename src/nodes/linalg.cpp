@@ -139,7 +139,7 @@ struct DotBackward0Saved {
 Grads DotBackward0(const Grads& grads, const DotBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
-  check(grad.dim() == 0, "DotBackward0: the incoming grad must be 0-d, got ", str(grad.sizes()));
+  check(grad.dim() == 0, "DotBackward0: the incoming grad must be 0-d, got ", shape_text(grad.sizes()));
   Grads out(2);
   if (need[0]) {
     const Tensor& tensor = needed(saved.tensor, "DotBackward0", "self", "tensor");
@@ -163,7 +163,7 @@ struct MvBackward0Saved {
 Grads MvBackward0(const Grads& grads, const MvBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
-  check(grad.dim() == 1, "MvBackward0: the incoming grad must be 1-d, got ", str(grad.sizes()));
+  check(grad.dim() == 1, "MvBackward0: the incoming grad must be 1-d, got ", shape_text(grad.sizes()));
   Grads out(2);
   if (need[0]) {
     const Tensor& vec = needed(saved.vec, "MvBackward0", "self", "vec");
@@ -171,8 +171,8 @@ Grads MvBackward0(const Grads& grads, const MvBackward0Saved& saved, const Need&
   }
   if (need[1]) {
     const Tensor& self = needed(saved.self, "MvBackward0", "vec", "self");
-    check(self.dim() == 2 && self.size(0) == grad.size(0), "MvBackward0: self ", str(self.sizes()),
-          " does not match the grad ", str(grad.sizes()));
+    check(self.dim() == 2 && self.size(0) == grad.size(0), "MvBackward0: self ", shape_text(self.sizes()),
+          " does not match the grad ", shape_text(grad.sizes()));
     out[1] = matmul(t(self), grad);  // mv
   }
   return out;

@@ -32,13 +32,13 @@ Tensor nll_loss_backward(const std::string& node, const Tensor& grad, const Tens
                          const std::optional<Tensor>& weight, std::int64_t reduction, std::int64_t ignore_index,
                          const Tensor& total_weight) {
   check_reduction(node, reduction);
-  check(self.dim() >= 1, node, ": self must have a class dim, got ", str(self.sizes()));
+  check(self.dim() >= 1, node, ": self must have a class dim, got ", shape_text(self.sizes()));
   const std::int64_t class_dim = self.dim() == 1 ? 0 : 1;
   Shape target_sizes = self.sizes();
   target_sizes.erase(target_sizes.begin() + class_dim);
   check(target.dtype() == DType::Int64 && target.sizes() == target_sizes, node, ": expected an int64 target of shape ",
-        str(target_sizes), " for self ", str(self.sizes()), ", got ", dtype_name(target.dtype()), " ",
-        str(target.sizes()));
+        shape_text(target_sizes), " for self ", shape_text(self.sizes()), ", got ", dtype_name(target.dtype()), " ",
+        shape_text(target.sizes()));
   const std::int64_t classes = self.size(class_dim);
   const Tensor used = ne(target, ignore_index);
   const Tensor in_range = logical_and(ge(target, 0), lt(target, classes));
@@ -46,8 +46,8 @@ Tensor nll_loss_backward(const std::string& node, const Tensor& grad, const Tens
         ": a target is out of bounds [0, ", classes, ")");
   const Tensor safe_target = where(used, target, Scalar(0));
   if (reduction == Reduction::None)
-    check(grad.sizes() == target.sizes(), node, ": with reduction none the grad ", str(grad.sizes()),
-          " must have the target's shape ", str(target.sizes()));
+    check(grad.sizes() == target.sizes(), node, ": with reduction none the grad ", shape_text(grad.sizes()),
+          " must have the target's shape ", shape_text(target.sizes()));
   Tensor value = neg(reduction == Reduction::Mean ? div(grad, total_weight) : grad);
   if (weight) value = mul(index(*weight, {safe_target}), value);
   // where, not a multiplication by the mask: ignored positions stay 0 even when
@@ -72,7 +72,7 @@ struct NllLossBackward0Saved {
 
 Grads NllLossBackward0(const Grads& grads, const NllLossBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check(saved.self.dim() <= 2, "NllLossBackward0: self must be [C] or [N, C], got ", str(saved.self.sizes()));
+  check(saved.self.dim() <= 2, "NllLossBackward0: self must be [C] or [N, C], got ", shape_text(saved.self.sizes()));
   return Grads{nll_loss_backward("NllLossBackward0", *grads[0], saved.self, saved.target, saved.weight,
                                  saved.reduction, saved.ignore_index, saved.total_weight)};
 }
@@ -93,7 +93,7 @@ struct NllLoss2DBackward0Saved {
 
 Grads NllLoss2DBackward0(const Grads& grads, const NllLoss2DBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check(saved.self.dim() == 4, "NllLoss2DBackward0: self must be [N, C, H, W], got ", str(saved.self.sizes()));
+  check(saved.self.dim() == 4, "NllLoss2DBackward0: self must be [N, C, H, W], got ", shape_text(saved.self.sizes()));
   return Grads{nll_loss_backward("NllLoss2DBackward0", *grads[0], saved.self, saved.target, saved.weight,
                                  saved.reduction, saved.ignore_index, saved.total_weight)};
 }

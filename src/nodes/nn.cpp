@@ -69,13 +69,13 @@ Grads NativeLayerNormBackward0(const Grads& grads, const NativeLayerNormBackward
   const Tensor &grad = *grads[0], &input = saved.input;
   const auto axis = input.dim() - static_cast<std::int64_t>(saved.normalized_shape.size());
   check(axis >= 0 && Shape(input.sizes().begin() + axis, input.sizes().end()) == saved.normalized_shape,
-        "NativeLayerNormBackward0: input ", str(input.sizes()), " does not end in normalized_shape ",
-        str(saved.normalized_shape));
+        "NativeLayerNormBackward0: input ", shape_text(input.sizes()), " does not end in normalized_shape ",
+        shape_text(saved.normalized_shape));
   Shape stat_shape = input.sizes();
   std::fill(stat_shape.begin() + axis, stat_shape.end(), 1);
   check(saved.result1.numel() == numel_of(stat_shape) && saved.result2.numel() == numel_of(stat_shape),
-        "NativeLayerNormBackward0: mean ", str(saved.result1.sizes()), " and rstd ", str(saved.result2.sizes()),
-        " do not fit input ", str(input.sizes()));
+        "NativeLayerNormBackward0: mean ", shape_text(saved.result1.sizes()), " and rstd ", shape_text(saved.result2.sizes()),
+        " do not fit input ", shape_text(input.sizes()));
   const Tensor mu = reshape(saved.result1, stat_shape), rstd = reshape(saved.result2, stat_shape);
   const IntList inner = dims_range(axis, input.dim()), outer = dims_range(0, axis);
   const Tensor x_hat = mul(sub(input, mu), rstd);
@@ -126,15 +126,15 @@ std::pair<Tensor, Tensor> batch_norm_statistics(const NativeBatchNormBackward0Sa
     mu = *saved.running_mean, invstd = rsqrt(add(*saved.running_var, Scalar(saved.eps)));
   }
   check(mu.numel() == channels && invstd.numel() == channels, "NativeBatchNormBackward0: statistics ",
-        str(mu.sizes()), " and ", str(invstd.sizes()), " do not match the ", channels, " channels of input ",
-        str(saved.input.sizes()));
+        shape_text(mu.sizes()), " and ", shape_text(invstd.sizes()), " do not match the ", channels, " channels of input ",
+        shape_text(saved.input.sizes()));
   return {per_channel(mu, saved.input.dim()), per_channel(invstd, saved.input.dim())};
 }
 
 Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(3);
   const Tensor &grad = *grads[0], &input = saved.input;
-  check(input.dim() >= 2, "NativeBatchNormBackward0: input ", str(input.sizes()), " has no channel dim");
+  check(input.dim() >= 2, "NativeBatchNormBackward0: input ", shape_text(input.sizes()), " has no channel dim");
   const auto [mu, invstd] = batch_norm_statistics(saved);
   const IntList reduce = all_but_channel(input.dim());
   const Tensor x_hat = mul(sub(input, mu), invstd);
@@ -209,8 +209,8 @@ Grads NativeGroupNormBackward0(const Grads& grads, const NativeGroupNormBackward
   const std::int64_t N = saved.N, C = saved.C, HxW = saved.HxW, G = saved.group;
   check(G > 0 && C % G == 0 && input.numel() == N * C * HxW && grad.sizes() == input.sizes() &&
             saved.result1.numel() == N * G && saved.result2.numel() == N * G,
-        "NativeGroupNormBackward0: input ", str(input.sizes()), ", grad ", str(grad.sizes()), ", mean ",
-        str(saved.result1.sizes()), " and rstd ", str(saved.result2.sizes()), " do not fit N=", N, " C=", C,
+        "NativeGroupNormBackward0: input ", shape_text(input.sizes()), ", grad ", shape_text(grad.sizes()), ", mean ",
+        shape_text(saved.result1.sizes()), " and rstd ", shape_text(saved.result2.sizes()), " do not fit N=", N, " C=", C,
         " HxW=", HxW, " group=", G);
   const Tensor mu = reshape(saved.result1, {N, G, 1}), rstd = reshape(saved.result2, {N, G, 1});
   const Tensor x_hat = reshape(mul(sub(reshape(input, {N, G, -1}), mu), rstd), {N, C, HxW});
@@ -299,14 +299,14 @@ void check_convolution_shapes(const Tensor& grad, const ConvolutionBackward0Save
   const Tensor &input = saved.input, &weight = saved.weight;
   const auto spatial = static_cast<std::size_t>(input.dim()) - 2;
   check(input.dim() == 3 || input.dim() == 4, "ConvolutionBackward0: ", input.dim() - 2,
-        "-d convolution (input ", str(input.sizes()), ") is not supported yet; 1-d and 2-d are");
+        "-d convolution (input ", shape_text(input.sizes()), ") is not supported yet; 1-d and 2-d are");
   check(weight.dim() == input.dim() && grad.dim() == input.dim() && saved.stride.size() == spatial &&
             saved.padding.size() == spatial && saved.dilation.size() == spatial &&
             saved.output_padding.size() == spatial && saved.groups > 0 && input.size(1) % saved.groups == 0 &&
             grad.size(1) % saved.groups == 0,
-        "ConvolutionBackward0: grad ", str(grad.sizes()), ", input ", str(input.sizes()), " and weight ",
-        str(weight.sizes()), " do not fit stride ", str(saved.stride), ", padding ", str(saved.padding),
-        ", dilation ", str(saved.dilation), ", groups ", saved.groups);
+        "ConvolutionBackward0: grad ", shape_text(grad.sizes()), ", input ", shape_text(input.sizes()), " and weight ",
+        shape_text(weight.sizes()), " do not fit stride ", shape_text(saved.stride), ", padding ", shape_text(saved.padding),
+        ", dilation ", shape_text(saved.dilation), ", groups ", saved.groups);
 }
 
 Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& saved, const Need& need) {
@@ -345,8 +345,8 @@ Grads MaxPool2DWithIndicesBackward0(const Grads& grads, const MaxPool2DWithIndic
   const Tensor &grad = *grads[0], &self = saved.self, &indices = saved.result1;
   check((self.dim() == 3 || self.dim() == 4) && grad.sizes() == indices.sizes() && grad.dim() == self.dim() &&
             std::equal(self.sizes().begin(), self.sizes().end() - 2, grad.sizes().begin()),
-        "MaxPool2DWithIndicesBackward0: grad ", str(grad.sizes()), " and indices ", str(indices.sizes()),
-        " do not fit self ", str(self.sizes()));
+        "MaxPool2DWithIndicesBackward0: grad ", shape_text(grad.sizes()), " and indices ", shape_text(indices.sizes()),
+        " do not fit self ", shape_text(self.sizes()));
   check(indices.dtype() == DType::Int64, "MaxPool2DWithIndicesBackward0: indices must be int64, got ",
         dtype_name(indices.dtype()));
   const std::int64_t plane = self.size(-2) * self.size(-1);
@@ -419,9 +419,9 @@ Grads AvgPool2DBackward0(const Grads& grads, const AvgPool2DBackward0Saved& save
             std::equal(self.sizes().begin(), self.sizes().end() - 2, grad.sizes().begin()) &&
             grad.size(-2) == pooling_output_size(self.size(-2), kernel[0], padding[0], stride[0], 1, saved.ceil_mode) &&
             grad.size(-1) == pooling_output_size(self.size(-1), kernel[1], padding[1], stride[1], 1, saved.ceil_mode),
-        "AvgPool2DBackward0: grad ", str(grad.sizes()), " is not the avg_pool2d output of self ", str(self.sizes()),
-        " with kernel_size ", str(saved.kernel_size), ", stride ", str(saved.stride), ", padding ",
-        str(saved.padding));
+        "AvgPool2DBackward0: grad ", shape_text(grad.sizes()), " is not the avg_pool2d output of self ", shape_text(self.sizes()),
+        " with kernel_size ", shape_text(saved.kernel_size), ", stride ", shape_text(saved.stride), ", padding ",
+        shape_text(saved.padding));
   check(!saved.divisor_override || *saved.divisor_override != 0, "AvgPool2DBackward0: divisor_override is 0");
   const std::int64_t H = self.size(-2), W = self.size(-1);
   return Grads{scatter_windows(grad, self.sizes(), [&](std::int64_t oh, std::int64_t ow) {
@@ -451,7 +451,7 @@ Grads AdaptiveAvgPool2DBackward0(const Grads& grads, const AdaptiveAvgPool2DBack
   const Tensor &grad = *grads[0], &self = saved.self;
   check((self.dim() == 3 || self.dim() == 4) && grad.dim() == self.dim() && grad.size(-2) > 0 &&
             grad.size(-1) > 0 && std::equal(self.sizes().begin(), self.sizes().end() - 2, grad.sizes().begin()),
-        "AdaptiveAvgPool2DBackward0: grad ", str(grad.sizes()), " does not fit self ", str(self.sizes()));
+        "AdaptiveAvgPool2DBackward0: grad ", shape_text(grad.sizes()), " does not fit self ", shape_text(self.sizes()));
   const std::int64_t H = self.size(-2), W = self.size(-1), OH = grad.size(-2), OW = grad.size(-1);
   auto start = [](std::int64_t o, std::int64_t in, std::int64_t out) { return (o * in) / out; };
   auto end = [](std::int64_t o, std::int64_t in, std::int64_t out) { return ((o + 1) * in + out - 1) / out; };
@@ -492,8 +492,8 @@ void check_upsample(const char* node, const Tensor& grad, const IntList& output_
             std::all_of(output_size.begin(), output_size.end(), positive) && grad.dim() == 4 &&
             grad.size(0) == self_sizes[0] && grad.size(1) == self_sizes[1] && grad.size(2) == output_size[0] &&
             grad.size(3) == output_size[1],
-        node, ": grad ", str(grad.sizes()), " does not fit output_size ", str(output_size), " and self sizes ",
-        str(self_sizes));
+        node, ": grad ", shape_text(grad.sizes()), " does not fit output_size ", shape_text(output_size), " and self sizes ",
+        shape_text(self_sizes));
 }
 
 // UpsampleNearest2DBackward0 — upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None,
@@ -590,8 +590,8 @@ void check_attention_shapes(const Tensor& grad, const Tensor& q, const Tensor& k
             std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
             std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin()) &&
             grad.sizes() == Shape{q.size(0), q.size(1), q.size(2), v.size(3)},
-        "ScaledDotProductFlashAttentionForCpuBackward0: query ", str(q.sizes()), ", key ", str(k.sizes()),
-        ", value ", str(v.sizes()), " and grad ", str(grad.sizes()),
+        "ScaledDotProductFlashAttentionForCpuBackward0: query ", shape_text(q.sizes()), ", key ", shape_text(k.sizes()),
+        ", value ", shape_text(v.sizes()), " and grad ", shape_text(grad.sizes()),
         " do not fit [B, H, L, E], [B, H, S, E], [B, H, S, Ev], [B, H, L, Ev]");
 }
 

@@ -91,7 +91,7 @@ Tensor scale_grad_by_count(const Tensor& grad, const Tensor& mask, const IntList
 // PyTorch's CPU path; its CUDA path gives the same values.
 Tensor evenly_distribute_backward(const Tensor& grad, const Tensor& input, const Tensor& value) {
   check(value.numel() == 1, "evenly_distribute_backward: expected a one-element result, got shape ",
-        str(value.sizes()));
+        shape_text(value.sizes()));
   const Tensor mask = std::isnan(value.item<double>()) ? ne(input, input) : eq(input, value);
   return masked_fill(zeros(input.sizes(), input.dtype()), mask, div(grad, sum(mask)));
 }

@@ -43,8 +43,8 @@ Tensor permute_backwards(const Tensor& grad, const IntList& fwd_dims) {
 // The squeeze nodes' grads must come back to the input's shape.
 Tensor checked_to_input_shape(const Tensor& grad_input, const Tensor& grad, const IntList& self_sym_sizes,
                               const char* node) {
-  check(grad_input.sizes() == self_sym_sizes, node, ": grad of shape ", str(grad.sizes()),
-        " is not the squeezed input of shape ", str(self_sym_sizes));
+  check(grad_input.sizes() == self_sym_sizes, node, ": grad of shape ", shape_text(grad.sizes()),
+        " is not the squeezed input of shape ", shape_text(self_sym_sizes));
   return grad_input;
 }
 
@@ -73,8 +73,8 @@ Tensor scatter_into_zeros(const Tensor& grad, const IntList& input_sizes, int64_
                           const char* node) {
   Shape expected = input_sizes;
   expected[dim] = index.numel();
-  check(grad.sizes() == expected, node, ": grad has shape ", str(grad.sizes()), ", expected ", str(expected),
-        " for an input of shape ", str(input_sizes));
+  check(grad.sizes() == expected, node, ": grad has shape ", shape_text(grad.sizes()), ", expected ", shape_text(expected),
+        " for an input of shape ", shape_text(input_sizes));
   return index_add(zeros(input_sizes, grad.dtype()), dim, index, grad);
 }
 
@@ -83,7 +83,7 @@ Tensor select_backward(const Tensor& grad, const IntList& input_sizes, int64_t d
   dim = wrap_dim(dim, ndim_of(input_sizes), "SelectBackward0");
   const int64_t size = input_sizes[dim];
   check(index >= -size && index < size, "SelectBackward0: index ", index, " is out of range for dim ", dim,
-        " of size ", size, " (input shape ", str(input_sizes), ")");
+        " of size ", size, " (input shape ", shape_text(input_sizes), ")");
   if (index < 0) index += size;
   return scatter_into_zeros(unsqueeze(grad, dim), input_sizes, dim, strided_indices(index, 1, 1),
                             "SelectBackward0");
@@ -112,7 +112,7 @@ Tensor split_with_sizes_backward(const Grads& grads, const IntList& split_sizes,
                                  const TensorOptions& options, const char* node) {
   dim = wrap_dim(dim, ndim_of(sizes), node);
   check(grads.size() == split_sizes.size(), node, ": ", grads.size(), " incoming grads for ", split_sizes.size(),
-        " pieces (input shape ", str(sizes), ")");
+        " pieces (input shape ", shape_text(sizes), ")");
   TensorList pieces;
   for (std::size_t j = 0; j < grads.size(); ++j) {
     if (grads[j]) {
@@ -124,8 +124,8 @@ Tensor split_with_sizes_backward(const Grads& grads, const IntList& split_sizes,
     }
   }
   Tensor result = cat(pieces, dim);
-  check(result.sizes() == sizes, node, ": the grads make a tensor of shape ", str(result.sizes()),
-        ", the input had shape ", str(sizes));
+  check(result.sizes() == sizes, node, ": the grads make a tensor of shape ", shape_text(result.sizes()),
+        ", the input had shape ", shape_text(sizes));
   return result;
 }
 
@@ -144,8 +144,8 @@ Tensor split_backward(const Grads& grads, int64_t split_size, int64_t dim, const
 // (repeat, size) and the repeat part summed.
 Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList& input_shape) {
   check(repeats.size() >= input_shape.size() && grad.dim() == ndim_of(repeats), "RepeatBackward0: repeats ",
-        str(repeats), " do not fit an input of shape ", str(input_shape), " and a grad of shape ",
-        str(grad.sizes()));
+        shape_text(repeats), " do not fit an input of shape ", shape_text(input_shape), " and a grad of shape ",
+        shape_text(grad.sizes()));
   if (std::find(repeats.begin(), repeats.end(), 0) != repeats.end()) return zeros(input_shape, grad.dtype());
   const int64_t num_unsqueezed = ndim_of(repeats) - ndim_of(input_shape);
   Shape grad_size;
@@ -159,8 +159,8 @@ Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList
     sum_dims.push_back(ndim_of(grad_size) - 1);
     grad_size.push_back(input_shape[dim]);
   }
-  check(numel_of(grad_size) == grad.numel(), "RepeatBackward0: grad of shape ", str(grad.sizes()),
-        " is not input shape ", str(input_shape), " repeated ", str(repeats));
+  check(numel_of(grad_size) == grad.numel(), "RepeatBackward0: grad of shape ", shape_text(grad.sizes()),
+        " is not input shape ", shape_text(input_shape), " repeated ", shape_text(repeats));
   return sum(reshape(grad, grad_size), sum_dims);
 }
 
@@ -180,8 +180,8 @@ Tensor constant_pad_nd_backward(const Tensor& grad, const IntList& pad) {
 Tensor unfold_backward(const Tensor& grad, const IntList& input_sizes, int64_t dim, int64_t size, int64_t step) {
   const int64_t ndim = ndim_of(input_sizes);
   dim = wrap_dim(dim, std::max<int64_t>(ndim, 1), "UnfoldBackward0");
-  check(grad.dim() == ndim + 1 && grad.size(-1) == size, "UnfoldBackward0: grad of shape ", str(grad.sizes()),
-        " does not fit windows of size ", size, " over an input of shape ", str(input_sizes));
+  check(grad.dim() == ndim + 1 && grad.size(-1) == size, "UnfoldBackward0: grad of shape ", shape_text(grad.sizes()),
+        " does not fit windows of size ", size, " over an input of shape ", shape_text(input_sizes));
   if (ndim == 0) return reshape(grad, {});  // a 0-d input unfolds to its one element
   const int64_t windows = grad.size(dim);
   IntList order;
@@ -232,8 +232,8 @@ int64_t min_storage_size(const IntList& sizes, const IntList& strides, int64_t s
 Tensor as_strided_backward(Tensor grad, const TensorGeometry& input_geometry, const IntList& sizes,
                            const IntList& strides, std::optional<int64_t> storage_offset_) {
   check(ndim_of(sizes) == grad.dim() && sizes.size() == strides.size() && grad.sizes() == sizes,
-        "AsStridedBackward0: grad of shape ", str(grad.sizes()), " does not fit the view's size ", str(sizes),
-        " and stride ", str(strides));
+        "AsStridedBackward0: grad of shape ", shape_text(grad.sizes()), " does not fit the view's size ", shape_text(sizes),
+        " and stride ", shape_text(strides));
   const int64_t storage_offset = storage_offset_.value_or(input_geometry.storage_offset);
   const Shape& input_sizes = input_geometry.sizes;
   // The output's geometry without size-1 dims, with its expanded (stride 0) dims summed away.
@@ -323,8 +323,8 @@ struct PermuteBackward0Saved {
 
 Grads PermuteBackward0(const Grads& grads, const PermuteBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  check(grads[0]->dim() == ndim_of(saved.dims), "PermuteBackward0: grad of shape ", str(grads[0]->sizes()),
-        " does not fit dims ", str(saved.dims));
+  check(grads[0]->dim() == ndim_of(saved.dims), "PermuteBackward0: grad of shape ", shape_text(grads[0]->sizes()),
+        " does not fit dims ", shape_text(saved.dims));
   return Grads{permute_backwards(*grads[0], saved.dims)};
 }
 
@@ -460,9 +460,9 @@ Grads CatBackward0(const Grads& grads, const CatBackward0Saved& saved, const Nee
       out.push_back(zeros({0}, grad.dtype()));
       continue;
     }
-    check(dim < static_cast<int64_t>(shape.size()), "CatBackward0: input shape ", str(shape), " has no dim ", dim);
+    check(dim < static_cast<int64_t>(shape.size()), "CatBackward0: input shape ", shape_text(shape), " has no dim ", dim);
     const int64_t size = shape[dim];
-    check(accumulate + size <= grad.size(dim), "CatBackward0: grad of shape ", str(grad.sizes()),
+    check(accumulate + size <= grad.size(dim), "CatBackward0: grad of shape ", shape_text(grad.sizes()),
           " is too small along dim ", dim, " for the inputs' sizes");
     out.push_back(narrow(grad, dim, accumulate, size));
     accumulate += size;
@@ -484,7 +484,7 @@ Grads StackBackward0(const Grads& grads, const StackBackward0Saved& saved, const
   if (!grads[0] || !need[0]) return Grads(count);
   const Tensor& grad = *grads[0];
   const int64_t dim = wrap_dim(saved.dim, grad.dim(), "StackBackward0");
-  check(grad.size(dim) == count, "StackBackward0: grad of shape ", str(grad.sizes()), " has ", grad.size(dim),
+  check(grad.size(dim) == count, "StackBackward0: grad of shape ", shape_text(grad.sizes()), " has ", grad.size(dim),
         " entries along dim ", dim, " for ", count, " stacked tensors");
   Grads out;
   for (int64_t i = 0; i < count; ++i) out.push_back(select(grad, dim, i));
@@ -533,8 +533,8 @@ Grads UnbindBackward0(const Grads& grads, const UnbindBackward0Saved& saved, con
   const Tensor zero = zeros_like(**defined);
   TensorList pieces;
   for (const auto& g : grads) {
-    check(!g || g->sizes() == zero.sizes(), "UnbindBackward0: grads of shapes ", str(zero.sizes()), " and ",
-          str(g ? g->sizes() : Shape{}), " cannot come from one unbind");
+    check(!g || g->sizes() == zero.sizes(), "UnbindBackward0: grads of shapes ", shape_text(zero.sizes()), " and ",
+          shape_text(g ? g->sizes() : Shape{}), " cannot come from one unbind");
     pieces.push_back(g ? *g : zero);
   }
   return Grads{stack(pieces, saved.dim)};

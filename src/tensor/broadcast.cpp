@@ -10,7 +10,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     // Align from the trailing dim; a missing dim counts as size 1.
     const std::int64_t size_a = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
     const std::int64_t size_b = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
-    check(size_a == size_b || size_a == 1 || size_b == 1, "broadcast: shapes ", str(a), " and ", str(b),
+    check(size_a == size_b || size_a == 1 || size_b == 1, "broadcast: shapes ", shape_text(a), " and ", shape_text(b),
           " are not broadcastable (size ", size_a, " vs ", size_b, " at dim ", i, ")");
     out[i] = size_a == 1 ? size_b : size_a;
   }
@@ -26,7 +26,7 @@ Tensor expand(const Tensor& self, const Shape& sizes) {
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (i < extra) {
       check(sizes[i] >= 0, "expand: the expanded size ", sizes[i], " is not allowed in a leading dimension (",
-            str(self.sizes()), " to ", str(sizes), ")");
+            shape_text(self.sizes()), " to ", shape_text(sizes), ")");
       out_sizes[i] = sizes[i];
       out_strides[i] = 0;
       continue;
@@ -35,7 +35,7 @@ Tensor expand(const Tensor& self, const Shape& sizes) {
     const std::int64_t want = sizes[i] == -1 ? own : sizes[i];
     check(own == want || own == 1, "expand: the expanded size of the tensor (", want,
           ") must match the existing size (", own, ") at non-singleton dimension ", i, ".  Target sizes: ",
-          str(sizes), ".  Tensor sizes: ", str(self.sizes()));
+          shape_text(sizes), ".  Tensor sizes: ", shape_text(self.sizes()));
     out_sizes[i] = want;
     out_strides[i] = own == want ? self.strides()[i - extra] : 0;
   }

@@ -108,18 +108,18 @@ void check_gather_scatter_shapes(const Tensor& self, std::int64_t dim, const Ten
   const Tensor self1 = as_nonempty(self), index1 = as_nonempty(index);
   check(index1.dim() == self1.dim(), op,
         ": index tensor must have the same number of dimensions as self tensor (index ",
-        str(index.sizes()), ", self ", str(self.sizes()), ")");
+        shape_text(index.sizes()), ", self ", shape_text(self.sizes()), ")");
   for (std::int64_t d = 0; d < self1.dim(); ++d) {
-    check(d == dim || index1.size(d) <= self1.size(d), op, ": index ", str(index.sizes()),
-          " must be no larger than self ", str(self.sizes()), " apart from dimension ", dim, " (dimension ", d, ")");
+    check(d == dim || index1.size(d) <= self1.size(d), op, ": index ", shape_text(index.sizes()),
+          " must be no larger than self ", shape_text(self.sizes()), " apart from dimension ", dim, " (dimension ", d, ")");
   }
   if (src == nullptr) return;
   const Tensor src1 = as_nonempty(*src);
   check(index1.dim() == src1.dim(), op, ": index tensor must have the same number of dimensions as src tensor (index ",
-        str(index.sizes()), ", src ", str(src->sizes()), ")");
+        shape_text(index.sizes()), ", src ", shape_text(src->sizes()), ")");
   for (std::int64_t d = 0; d < src1.dim(); ++d) {
-    check(index1.size(d) <= src1.size(d), op, ": index ", str(index.sizes()), " must be no larger than src ",
-          str(src->sizes()), " (dimension ", d, ")");
+    check(index1.size(d) <= src1.size(d), op, ": index ", shape_text(index.sizes()), " must be no larger than src ",
+          shape_text(src->sizes()), " (dimension ", d, ")");
   }
 }
 
@@ -198,8 +198,8 @@ std::vector<OptionalTensor> expand_masks(const Tensor& self, const std::vector<O
     const std::int64_t first = static_cast<std::int64_t>(out.size());
     check(first + t.dim() <= self.dim(), op, ": too many indices for tensor of dimension ", self.dim());
     for (std::int64_t j = 0; j < t.dim(); ++j) {
-      check(t.size(j) == self.size(first + j), op, ": the shape of the mask ", str(t.sizes()), " at index ", j,
-            " does not match the shape of the indexed tensor ", str(self.sizes()), " at index ", first + j);
+      check(t.size(j) == self.size(first + j), op, ": the shape of the mask ", shape_text(t.sizes()), " at index ", j,
+            " does not match the shape of the indexed tensor ", shape_text(self.sizes()), " at index ", first + j);
     }
     // Row-major coordinates of the true elements, one column per mask dim.
     const std::vector<bool> mask = t.to_vector<bool>();
@@ -325,7 +325,7 @@ Tensor index_select(const Tensor& self, std::int64_t dim, const Tensor& index) {
   check_defined(self, op, "self");
   check_defined(index, op, "index");
   check_index_dtype(index, op);
-  check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", str(index.sizes()));
+  check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", shape_text(index.sizes()));
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   if (self.dim() == 0) {
     check(index.numel() == 1, op, ": an index into a 0-d tensor must have one value, got ", index.numel());
@@ -406,13 +406,13 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
   check_defined(source, op, "source");
   check_same_dtype(self, source, op, "source");
   check_index_dtype(index, op);
-  check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", str(index.sizes()));
+  check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", shape_text(index.sizes()));
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   const Tensor self1 = as_nonempty(self), source1 = as_nonempty(source);
   bool shapes_match = source.dim() == self.dim();
   for (std::int64_t i = 0; shapes_match && i < self1.dim(); ++i)
     shapes_match = i == d || source1.size(i) == self1.size(i);
-  check(shapes_match, op, ": source shape ", str(source.sizes()), " must match self shape ", str(self.sizes()),
+  check(shapes_match, op, ": source shape ", shape_text(source.sizes()), " must match self shape ", shape_text(self.sizes()),
         " except at dimension ", d);
   check(source1.size(d) == index.numel(), op, ": the number of indices (", index.numel(),
         ") must equal source.size(", d, ") (", source1.size(d), ")");
@@ -465,7 +465,7 @@ Tensor index_put(const Tensor& self, const std::vector<OptionalTensor>& indices,
   Tensor out = self.clone();
   const IndexPlan plan = plan_index(out, out.strides(), indices, op);
   check(broadcasts_to(values.sizes(), plan.result_sizes), op, ": shape mismatch: value tensor of shape ",
-        str(values.sizes()), " cannot be broadcast to indexing result of shape ", str(plan.result_sizes));
+        shape_text(values.sizes()), " cannot be broadcast to indexing result of shape ", shape_text(plan.result_sizes));
   const Tensor expanded = broadcast_to(values, plan.result_sizes);
   kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -523,7 +523,7 @@ Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& sour
   std::int64_t count = 0;
   for_each_offsets<1>(sizes, {mask_b.strides()}, [&](const auto& o) { count += m[o[0]] ? 1 : 0; });
   check(count <= source.numel(), op, ": source has ", source.numel(), " elements but the mask has ", count,
-        " true elements (mask ", str(mask.sizes()), ", self ", str(self.sizes()), ")");
+        " true elements (mask ", shape_text(mask.sizes()), ", self ", shape_text(self.sizes()), ")");
   const Tensor flat_source = source.contiguous();
   kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -543,14 +543,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
   const char* op = "embedding";
   check_defined(weight, op, "weight");
   check_defined(indices, op, "indices");
-  check(weight.dim() == 2, op, ": weight must be 2-D, got shape ", str(weight.sizes()));
+  check(weight.dim() == 2, op, ": weight must be 2-D, got shape ", shape_text(weight.sizes()));
   check(indices.dtype() == DType::Int64, op, ": expected int64 indices, got ", dtype_name(indices.dtype()));
   const std::int64_t rows = weight.size(0), width = weight.size(1);
   // At the aten level -1 means "no padding row" (F.embedding wraps other
   // negative values before calling it); padding_idx matters only for the
   // backward, which leaves that row's gradient zero.
   check(padding_idx == -1 || (padding_idx >= 0 && padding_idx < rows), op, ": padding_idx ", padding_idx,
-        " must be -1 (none) or within [0, ", rows, ") for weight of shape ", str(weight.sizes()));
+        " must be -1 (none) or within [0, ", rows, ") for weight of shape ", shape_text(weight.sizes()));
   const std::vector<std::int64_t> idx = checked_indices(indices, rows, 0, op, /*wrap=*/false);
 
   Shape out_sizes = indices.sizes();
@@ -579,7 +579,7 @@ Tensor one_hot(const Tensor& self, std::int64_t num_classes) {
   if (classes.empty()) {
     // torch infers nothing from an empty tensor (it treats num_classes <= 0 as "infer").
     check(num_classes > 0, op, ": cannot infer the number of classes from an empty tensor of shape ",
-          str(self.sizes()), " (num_classes ", num_classes, ")");
+          shape_text(self.sizes()), " (num_classes ", num_classes, ")");
   } else {
     check(num_classes >= -1, op, ": num_classes must be -1 (infer) or non-negative, got ", num_classes);
     const std::int64_t lowest = *std::min_element(classes.begin(), classes.end());

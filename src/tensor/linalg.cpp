@@ -320,8 +320,8 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
     const int64_t own = self.sizes()[static_cast<std::size_t>(self.dim() - 1 - i)];
     broadcastable = own == 1 || own == out_sizes[static_cast<std::size_t>(1 - i)];
   }
-  check(broadcastable, "addmm: self of shape ", str(self.sizes()), " cannot be broadcast to the result shape ",
-        str(out_sizes));
+  check(broadcastable, "addmm: self of shape ", shape_text(self.sizes()), " cannot be broadcast to the result shape ",
+        shape_text(out_sizes));
   check(mat1.dtype() == mat2.dtype(), "addmm: mat1 and mat2 must have the same dtype, but got ",
         dtype_name(mat1.dtype()), " and ", dtype_name(mat2.dtype()));
   check(self.dtype() == mat2.dtype(), "addmm: self and mat2 must have the same dtype, but got ",

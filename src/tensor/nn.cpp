@@ -70,7 +70,7 @@ void col2im(const Window2d& w, const T* columns, T* image) {
 IntList expand_param(const char* op, const char* name, const IntList& values, std::size_t spatial_dims) {
   if (values.size() == 1) return IntList(spatial_dims, values[0]);
   check(values.size() == spatial_dims, op, ": expected ", name, " to be a single integer value or a list of ",
-        spatial_dims, " values to match the convolution dimensions, but got ", name, "=", str(values));
+        spatial_dims, " values to match the convolution dimensions, but got ", name, "=", shape_text(values));
   return values;
 }
 
@@ -146,9 +146,9 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
                         bool transposed, const IntList& output_padding_arg, std::int64_t groups) {
   check(input.defined() && weight.defined(), op, ": input and weight must be defined");
   check(weight.dim() >= 3, op, ": weight should have at least three dimensions, got weight of shape ",
-        str(weight.sizes()));
+        shape_text(weight.sizes()));
   check(weight.dim() <= 4, op, ": only 1-d and 2-d convolutions are implemented, got weight of shape ",
-        str(weight.sizes()));
+        shape_text(weight.sizes()));
   const std::size_t k = static_cast<std::size_t>(weight.dim() - 2);
   const IntList stride = expand_param(op, "stride", stride_arg, k);
   const IntList padding = expand_param(op, "padding", padding_arg, k);
@@ -158,18 +158,18 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
     return std::all_of(values.begin(), values.end(), predicate);
   };
   check(all(stride, [](std::int64_t s) { return s > 0; }), op, ": non-positive stride is not supported, got stride=",
-        str(stride));
+        shape_text(stride));
   check(all(padding, [](std::int64_t p) { return p >= 0; }), op,
-        ": negative padding is not supported, got padding=", str(padding));
+        ": negative padding is not supported, got padding=", shape_text(padding));
   check(all(output_padding, [](std::int64_t p) { return p >= 0; }), op,
-        ": negative output_padding is not supported, got output_padding=", str(output_padding));
+        ": negative output_padding is not supported, got output_padding=", shape_text(output_padding));
   check(all(dilation, [](std::int64_t d) { return d > 0; }), op, ": dilation should be greater than zero, but got ",
-        str(dilation));
+        shape_text(dilation));
   check(groups > 0, op, ": non-positive groups is not supported, got groups=", groups);
 
   check(input.dim() == weight.dim(), op, ": expected ", weight.dim(), "-dimensional input for ", weight.dim(),
-        "-dimensional weight ", str(weight.sizes()), ", but got ", input.dim(), "-dimensional input of size ",
-        str(input.sizes()), " instead");
+        "-dimensional weight ", shape_text(weight.sizes()), ", but got ", input.dim(), "-dimensional input of size ",
+        shape_text(input.sizes()), " instead");
   check(weight.dtype() == input.dtype(), op, ": input (", dtype_name(input.dtype()), ") and weight (",
         dtype_name(weight.dtype()), ") must have the same dtype");
   check(!bias || bias->dtype() == input.dtype(), op, ": input (", dtype_name(input.dtype()), ") and bias (",
@@ -177,25 +177,25 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   check(input.dtype() != DType::Bool, op, ": not implemented for bool tensors (float32, float64 and int64 are)");
 
   check(weight.size(0) >= groups, op, ": given groups=", groups, ", expected weight to be at least ", groups,
-        " at dimension 0, but got weight of size ", str(weight.sizes()), " instead");
+        " at dimension 0, but got weight of size ", shape_text(weight.sizes()), " instead");
   check(weight.size(0) % groups == 0, op, ": given groups=", groups, ", expected weight to be divisible by ",
-        groups, " at dimension 0, but got weight of size ", str(weight.sizes()), " instead");
+        groups, " at dimension 0, but got weight of size ", shape_text(weight.sizes()), " instead");
   const std::int64_t in_channels = input.size(1);
   const std::int64_t expected_in = transposed ? weight.size(0) : weight.size(1) * groups;
   const std::string given = transposed ? std::string("transposed=1") : concat("groups=", groups);
-  check(in_channels == expected_in, op, ": given ", given, ", weight of size ", str(weight.sizes()),
-        ", expected input", str(input.sizes()), " to have ", expected_in, " channels, but got ", in_channels,
+  check(in_channels == expected_in, op, ": given ", given, ", weight of size ", shape_text(weight.sizes()),
+        ", expected input", shape_text(input.sizes()), " to have ", expected_in, " channels, but got ", in_channels,
         " channels instead");
   const std::int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   check(!bias || (bias->dim() == 1 && bias->size(0) == out_channels), op, ": given ",
-        transposed ? "transposed=1, " : "", "weight of size ", str(weight.sizes()),
+        transposed ? "transposed=1, " : "", "weight of size ", shape_text(weight.sizes()),
         ", expected bias to be 1-dimensional with ", out_channels, " elements, but got bias of size ",
         bias ? str(bias->sizes()) : "", " instead");
 
   const IntList kernel(weight.sizes().begin() + 2, weight.sizes().end());
   const IntList in_size(input.sizes().begin() + 2, input.sizes().end());
   check(all(kernel, [](std::int64_t s) { return s > 0; }), op,
-        ": kernel size should be greater than zero, but got weight of shape ", str(weight.sizes()));
+        ": kernel size should be greater than zero, but got weight of shape ", shape_text(weight.sizes()));
   IntList out_size(k);
   if (!transposed) {
     IntList padded(k), dilated_kernel(k);
@@ -205,23 +205,23 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
       out_size[d] = (padded[d] - dilated_kernel[d]) / stride[d] + 1;
     }
     for (std::size_t d = 0; d < k; ++d)
-      check(padded[d] >= dilated_kernel[d], op, ": calculated padded input size per channel: ", str(padded),
-            ". Kernel size: ", str(dilated_kernel), ". Kernel size can't be greater than actual input size");
+      check(padded[d] >= dilated_kernel[d], op, ": calculated padded input size per channel: ", shape_text(padded),
+            ". Kernel size: ", shape_text(dilated_kernel), ". Kernel size can't be greater than actual input size");
   } else {
     for (std::size_t d = 0; d < k; ++d) {
       check(output_padding[d] < stride[d] || output_padding[d] < dilation[d], op,
             ": output padding must be smaller than either stride or dilation, but got output_padding=",
-            str(output_padding), ", stride=", str(stride), ", dilation=", str(dilation));
+            shape_text(output_padding), ", stride=", shape_text(stride), ", dilation=", shape_text(dilation));
       out_size[d] =
           (in_size[d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel[d] - 1) + output_padding[d] + 1;
     }
     for (std::size_t d = 0; d < k; ++d)
-      check(out_size[d] > 0, op, ": given input size per channel ", str(in_size),
-            ", the calculated output size per channel ", str(out_size), " is too small");
+      check(out_size[d] > 0, op, ": given input size per channel ", shape_text(in_size),
+            ", the calculated output size per channel ", shape_text(out_size), " is too small");
   }
   const bool empty_image = std::any_of(in_size.begin(), in_size.end(), [](std::int64_t s) { return s == 0; });
   check(!empty_image || input.size(0) == 0 || in_channels == 0, op,
-        ": only zero batch or zero channel inputs are supported, but got input shape ", str(input.sizes()));
+        ": only zero batch or zero channel inputs are supported, but got input shape ", shape_text(input.sizes()));
 
   Shape out_shape = {input.size(0), out_channels};
   out_shape.insert(out_shape.end(), out_size.begin(), out_size.end());
@@ -268,7 +268,7 @@ Tensor with_optional_batch(const char* op, std::int64_t spatial_dims, const Tens
   check(input.defined(), op, ": input is undefined");
   const std::int64_t batched_dim = spatial_dims + 2;
   check(input.dim() == batched_dim || input.dim() == batched_dim - 1, op, ": expected ", batched_dim - 1,
-        "-d (unbatched) or ", batched_dim, "-d (batched) input, but got input of size ", str(input.sizes()));
+        "-d (unbatched) or ", batched_dim, "-d (batched) input, but got input of size ", shape_text(input.sizes()));
   if (input.dim() == batched_dim) return convolve(input);
   return without_unit_dim(convolve(with_unit_dim(input, 0)), 0);
 }
@@ -292,13 +292,13 @@ struct Pool2dParams {
 Pool2dParams pool_params(const char* op, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                          const IntList& dilation) {
   check(kernel_size.size() == 1 || kernel_size.size() == 2, op,
-        ": kernel_size must either be a single int, or a tuple of two ints, got ", str(kernel_size));
+        ": kernel_size must either be a single int, or a tuple of two ints, got ", shape_text(kernel_size));
   check(stride.empty() || stride.size() == 1 || stride.size() == 2, op,
-        ": stride must either be omitted, a single int, or a tuple of two ints, got ", str(stride));
+        ": stride must either be omitted, a single int, or a tuple of two ints, got ", shape_text(stride));
   check(padding.size() == 1 || padding.size() == 2, op,
-        ": padding must either be a single int, or a tuple of two ints, got ", str(padding));
+        ": padding must either be a single int, or a tuple of two ints, got ", shape_text(padding));
   check(dilation.size() == 1 || dilation.size() == 2, op,
-        ": dilation must be either a single int, or a tuple of two ints, got ", str(dilation));
+        ": dilation must be either a single int, or a tuple of two ints, got ", shape_text(dilation));
   const IntList& s = stride.empty() ? kernel_size : stride;
   return {kernel_size.front(), kernel_size.back(), s.front(),        s.back(),
           padding.front(),     padding.back(),     dilation.front(), dilation.back()};
@@ -333,12 +333,12 @@ void pool2d_shape_check(const char* op, const Tensor& input, const Pool2dParams&
   bool non_empty = true;
   for (std::int64_t d = ndim - 3; d < ndim; ++d) non_empty = non_empty && input.size(d) != 0;
   check(non_empty, op, ": expected a 3-d or 4-d (batch mode) input with optional 0 dim batch size, but got ",
-        str(input.sizes()));
+        shape_text(input.sizes()));
   // Stricter than the effective-kernel bound of pooling_output_size when dilated.
   check(p.pad_h <= p.kernel_h / 2 && p.pad_w <= p.kernel_w / 2, op,
         ": pad should be smaller than or equal to half of kernel size, but got padW = ", p.pad_w, ", padH = ",
         p.pad_h, ", kW = ", p.kernel_w, ", kH = ", p.kernel_h);
-  check(out_h >= 1 && out_w >= 1, op, ": given input size ", str(input.sizes()), ", the calculated output size [",
+  check(out_h >= 1 && out_w >= 1, op, ": given input size ", shape_text(input.sizes()), ", the calculated output size [",
         out_h, ",", out_w, "] is too small");
 }
 
@@ -346,7 +346,7 @@ void pool2d_shape_check(const char* op, const Tensor& input, const Pool2dParams&
 void check_pool_input(const char* op, const Tensor& self, bool allow_int64) {
   check(self.defined(), op, ": input is undefined");
   check(self.dim() == 3 || self.dim() == 4, op, ": expected a 3-d or 4-d (batch mode) input, but got input of size ",
-        str(self.sizes()));
+        shape_text(self.sizes()));
   const bool supported = self.is_floating_point() || (allow_int64 && self.dtype() == DType::Int64);
   check(supported, op, ": not implemented for ", dtype_name(self.dtype()), " tensors (float32, float64",
         allow_int64 ? " and int64 are)" : " are)");
@@ -378,12 +378,12 @@ T upsample_scale(std::int64_t input_size, std::int64_t output_size, bool align_c
 
 void check_upsample(const char* op, const Tensor& self, const IntList& output_size) {
   check(self.defined(), op, ": input is undefined");
-  check(output_size.size() == 2, op, ": expected output_size to have 2 elements, but got ", str(output_size));
-  check(self.dim() == 4, op, ": expected a 4-d input [N,C,H,W], but got input of size ", str(self.sizes()));
+  check(output_size.size() == 2, op, ": expected output_size to have 2 elements, but got ", shape_text(output_size));
+  check(self.dim() == 4, op, ": expected a 4-d input [N,C,H,W], but got input of size ", shape_text(self.sizes()));
   check(self.size(2) > 0 && self.size(3) > 0 && output_size[0] > 0 && output_size[1] > 0, op,
-        ": input and output sizes should be greater than 0, but got input of size ", str(self.sizes()),
-        " and output_size ", str(output_size));
-  check(self.size(1) > 0, op, ": expected a non-empty 4-d input, but got input of size ", str(self.sizes()));
+        ": input and output sizes should be greater than 0, but got input of size ", shape_text(self.sizes()),
+        " and output_size ", shape_text(output_size));
+  check(self.size(1) > 0, op, ": expected a non-empty 4-d input, but got input of size ", shape_text(self.sizes()));
   check(self.is_floating_point(), op, ": not implemented for ", dtype_name(self.dtype()),
         " tensors (float32 and float64 are)");
 }
@@ -541,15 +541,15 @@ Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList&
 
 Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {
   const char* op = "adaptive_avg_pool2d";
-  check(output_size.size() == 2, op, ": output_size must be 2, got ", str(output_size));
+  check(output_size.size() == 2, op, ": output_size must be 2, got ", shape_text(output_size));
   check(output_size[0] >= 0 && output_size[1] >= 0, op,
-        ": elements of output_size must be greater than or equal to 0, but got ", str(output_size));
+        ": elements of output_size must be greater than or equal to 0, but got ", shape_text(output_size));
   check(self.defined(), op, ": input is undefined");
   check(self.dim() == 3 || self.dim() == 4, op, ": expected a 3-d or 4-d input, but got input of size ",
-        str(self.sizes()));
+        shape_text(self.sizes()));
   const std::int64_t in_h = self.size(self.dim() - 2), in_w = self.size(self.dim() - 1);
   check(in_h > 0 && in_w > 0, op, ": expected input to have non-zero size for non-batch dimensions, but got input of size ",
-        str(self.sizes()));
+        shape_text(self.sizes()));
   check(self.is_floating_point(), op, ": not implemented for ", dtype_name(self.dtype()),
         " tensors (float32 and float64 are)");
   const std::int64_t out_h = output_size[0], out_w = output_size[1];

@@ -172,10 +172,10 @@ struct ExtremeReducer {
 void check_reduction_has_values(const Tensor& self, const IntList& dim, const std::vector<bool>& mask,
                                 const char* op) {
   check(!(dim.empty() && self.numel() == 0), op, ": Expected reduction dim to be specified for input.numel() == 0. ",
-        "Specify the reduction dim with the 'dim' argument. (shape ", str(self.sizes()), ")");
+        "Specify the reduction dim with the 'dim' argument. (shape ", shape_text(self.sizes()), ")");
   for (std::size_t d = 0; d < mask.size(); ++d)
     check(!mask[d] || self.sizes()[d] != 0, op, ": Expected reduction dim ", d, " to have non-zero size. (shape ",
-          str(self.sizes()), ")");
+          shape_text(self.sizes()), ")");
 }
 
 Tensor extreme_values(const Tensor& self, const IntList& dim, bool keepdim, bool largest, const char* op) {
@@ -278,11 +278,11 @@ std::pair<Tensor, Tensor> extreme_along(const Tensor& self, std::int64_t dim, bo
 Tensor arg_extreme(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim, bool largest,
                    const char* op) {
   check(self.defined(), op, ": tensor is undefined");
-  check(self.dtype() != DType::Bool, op, ": does not support bool input (shape ", str(self.sizes()), ")");
+  check(self.dtype() != DType::Bool, op, ": does not support bool input (shape ", shape_text(self.sizes()), ")");
   if (dim) return extreme_along(self, *dim, keepdim, largest, /*want_values=*/false, op).second;
   // No dim: the index into the flattened tensor; keepdim keeps every dim as 1.
   check(self.numel() > 0, op, ": Expected reduction dim to be specified for input.numel() == 0. (shape ",
-        str(self.sizes()), ")");
+        shape_text(self.sizes()), ")");
   const std::vector<bool> all(static_cast<std::size_t>(self.dim()), true);
   Tensor index = empty(reduced_sizes(self.sizes(), all, keepdim), DType::Int64);
   kernel::dispatch(self.dtype(), [&](auto tag) {
@@ -310,11 +310,11 @@ Tensor vector_norm(const Tensor& self, double ord, const IntList& dim, bool keep
   // and sum(|x|^p)^(1/p) with p < 0 would be 0^(-) = inf, not an identity).
   if (ord < 0 || ord == INFINITY) {
     check(!(dim.empty() && self.numel() == 0), op, ": cannot compute the ", ord,
-          " norm on an empty tensor because the operation does not have an identity (shape ", str(self.sizes()), ")");
+          " norm on an empty tensor because the operation does not have an identity (shape ", shape_text(self.sizes()), ")");
     for (std::size_t d = 0; d < mask.size(); ++d)
       check(!mask[d] || self.sizes()[d] != 0, op, ": cannot compute the ", ord, " norm on the dimension ", d,
             " because this dimension is empty and the operation does not have an identity (shape ",
-            str(self.sizes()), ")");
+            shape_text(self.sizes()), ")");
   }
   const Rows<double> rows = rows_of<double>(self.to(out_dtype), mask);
   std::vector<double> result(static_cast<std::size_t>(rows.count));
@@ -356,7 +356,7 @@ Tensor softmax_impl(const Tensor& self, std::int64_t dim, std::optional<DType> d
   check(self.defined(), op, ": tensor is undefined");
   const DType out_dtype = dtype.value_or(self.dtype());
   check(is_floating_point(out_dtype), op, ": not implemented for ", dtype_name(out_dtype),
-        "; expected a floating point tensor or a floating point dtype argument (shape ", str(self.sizes()), ")");
+        "; expected a floating point tensor or a floating point dtype argument (shape ", shape_text(self.sizes()), ")");
   const std::vector<bool> mask = single_dim_mask(dim, self.dim(), op);
   const Rows<double> rows = rows_of<double>(self.to(out_dtype), mask);
   std::vector<double> result(static_cast<std::size_t>(rows.count * rows.length));
@@ -584,8 +584,8 @@ bool is_expandable_to(const Shape& shape, const Shape& desired) {
 // keepdim. Nothing to sum returns self itself, as ATen.
 Tensor sum_to(const Tensor& self, const Shape& shape) {
   check(self.defined(), "sum_to: tensor is undefined");
-  check(is_expandable_to(shape, self.sizes()), "sum_to: size ", str(shape), " is not expandable to size ",
-        str(self.sizes()));
+  check(is_expandable_to(shape, self.sizes()), "sum_to: size ", shape_text(shape), " is not expandable to size ",
+        shape_text(self.sizes()));
   if (shape.empty()) return sum(self);
   const std::size_t leading = self.sizes().size() - shape.size();
   IntList reduce_dims;

@@ -64,22 +64,22 @@ Shape infer_size(const Shape& shape, std::int64_t numel, const char* op) {
   std::int64_t known = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      check(!inferred, op, ": only one dimension can be inferred (shape ", str(shape), ")");
+      check(!inferred, op, ": only one dimension can be inferred (shape ", shape_text(shape), ")");
       inferred = i;
     } else {
-      check(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " at index ", i, " of shape ", str(shape));
+      check(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " at index ", i, " of shape ", shape_text(shape));
       known *= shape[i];
     }
   }
   Shape out = shape;
   if (inferred) {
     // With 0 known elements the -1 could be anything, so torch refuses.
-    check(known != 0, op, ": cannot reshape tensor of 0 elements into shape ", str(shape),
+    check(known != 0, op, ": cannot reshape tensor of 0 elements into shape ", shape_text(shape),
           " because the unspecified dimension size -1 can be any value and is ambiguous");
-    check(numel % known == 0, op, ": shape ", str(shape), " is invalid for input of size ", numel);
+    check(numel % known == 0, op, ": shape ", shape_text(shape), " is invalid for input of size ", numel);
     out[*inferred] = numel / known;
   }
-  check(numel_of(out) == numel, op, ": shape ", str(shape), " is invalid for input of size ", numel);
+  check(numel_of(out) == numel, op, ": shape ", shape_text(shape), " is invalid for input of size ", numel);
   return out;
 }
 
@@ -151,7 +151,7 @@ Tensor view(const Tensor& self, const Shape& shape) {
   const std::optional<Shape> strides = compute_stride(self.sizes(), self.strides(), sizes);
   check(strides.has_value(), "view: view size is not compatible with input tensor's size and stride (at least one "
         "dimension spans across two contiguous subspaces). Use .reshape(...) instead. (input shape ",
-        str(self.sizes()), ", strides ", str(self.strides()), ", view shape ", str(sizes), ")");
+        shape_text(self.sizes()), ", strides ", shape_text(self.strides()), ", view shape ", shape_text(sizes), ")");
   return make_view(self, sizes, *strides, self.storage_offset());
 }
 
@@ -210,13 +210,13 @@ Tensor unsqueeze(const Tensor& self, std::int64_t dim) {
 Tensor permute(const Tensor& self, const IntList& dims) {
   check_defined(self, "permute");
   check(static_cast<std::int64_t>(dims.size()) == self.dim(), "permute: number of dims in the permutation ",
-        str(dims), " does not match the number of dimensions of the input (", self.dim(), ", shape ",
-        str(self.sizes()), ")");
+        shape_text(dims), " does not match the number of dimensions of the input (", self.dim(), ", shape ",
+        shape_text(self.sizes()), ")");
   std::vector<bool> seen(dims.size(), false);
   Shape sizes(dims.size()), strides(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const std::int64_t d = wrap_dim(dims[i], self.dim(), "permute");
-    check(!seen[d], "permute: duplicate dims are not allowed in ", str(dims));
+    check(!seen[d], "permute: duplicate dims are not allowed in ", shape_text(dims));
     seen[d] = true;
     sizes[i] = self.sizes()[d];
     strides[i] = self.strides()[d];
@@ -239,7 +239,7 @@ Tensor transpose(const Tensor& self, std::int64_t dim0, std::int64_t dim1) {
 Tensor t(const Tensor& self) {
   check_defined(self, "t");
   check(self.dim() <= 2, "t: expects a tensor with <= 2 dimensions, but self is ", self.dim(), "D (shape ",
-        str(self.sizes()), ")");
+        shape_text(self.sizes()), ")");
   if (self.dim() < 2) return make_view(self, self.sizes(), self.strides(), self.storage_offset());
   return transpose(self, 0, 1);
 }
@@ -256,7 +256,7 @@ Tensor narrow(const Tensor& self, std::int64_t dim, std::int64_t start, std::int
         size, "], but got ", start, ")");
   if (start < 0) start += size;
   check(start + length <= size, "narrow: start (", start, ") + length (", length, ") exceeds dimension size (",
-        size, ") of dim ", d, " (shape ", str(self.sizes()), ")");
+        size, ") of dim ", d, " (shape ", shape_text(self.sizes()), ")");
   return narrow_view(self, d, start, length);
 }
 
@@ -287,7 +287,7 @@ Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index) {
   const std::int64_t d = wrap_dim(dim, self.dim(), "select");
   const std::int64_t size = self.sizes()[d];
   check(index >= -size && index < size, "select: index ", index, " out of range for tensor of size ",
-        str(self.sizes()), " at dimension ", d);
+        shape_text(self.sizes()), " at dimension ", d);
   if (index < 0) index += size;
   Shape sizes = self.sizes(), strides = self.strides();
   sizes.erase(sizes.begin() + d);
@@ -298,11 +298,11 @@ Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index) {
 Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides,
                   std::optional<std::int64_t> storage_offset) {
   check_defined(self, "as_strided");
-  check(sizes.size() == strides.size(), "as_strided: mismatch in length of strides ", str(strides), " and shape ",
-        str(sizes));
-  for (std::int64_t s : sizes) check(s >= 0, "as_strided: negative size in shape ", str(sizes));
+  check(sizes.size() == strides.size(), "as_strided: mismatch in length of strides ", shape_text(strides), " and shape ",
+        shape_text(sizes));
+  for (std::int64_t s : sizes) check(s >= 0, "as_strided: negative size in shape ", shape_text(sizes));
   for (std::int64_t s : strides)
-    check(s >= 0, "as_strided: negative strides are not supported, got strides ", str(strides));
+    check(s >= 0, "as_strided: negative strides are not supported, got strides ", shape_text(strides));
   const std::int64_t offset = storage_offset.value_or(self.storage_offset());
   check(offset >= 0, "as_strided: negative storage offset ", offset);
   if (numel_of(sizes) > 0) {
@@ -317,7 +317,7 @@ Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides,
                  __builtin_add_overflow(needed, reach, &needed);
     }
     const auto available = static_cast<std::int64_t>(self.storage()->nbytes() / element_size(self.dtype()));
-    check(!overflow && needed <= available, "as_strided: sizes ", str(sizes), ", strides ", str(strides),
+    check(!overflow && needed <= available, "as_strided: sizes ", shape_text(sizes), ", strides ", shape_text(strides),
           " and storage offset ", offset, " are out of bounds for a storage of ", available, " elements",
           overflow ? " (the extent overflows)" : concat(" (they need ", needed, ")"));
   }
@@ -372,11 +372,11 @@ Tensor cat(const TensorList& tensors, std::int64_t dim) {
     const Tensor& t = tensors[i];
     if (skipped(t)) continue;
     check(t.dim() == ndim, "cat: tensors must have same number of dimensions: got ", ndim, " and ", t.dim(),
-          " (tensor number ", i, " in the list has shape ", str(t.sizes()), ")");
+          " (tensor number ", i, " in the list has shape ", shape_text(t.sizes()), ")");
     for (std::int64_t k = 0; k < ndim; ++k) {
       check(k == d || t.sizes()[k] == reference->sizes()[k], "cat: sizes of tensors must match except in dimension ",
             d, ". Expected size ", reference->sizes()[k], " but got size ", t.sizes()[k], " in dimension ", k,
-            " for tensor number ", i, " in the list (shapes ", str(reference->sizes()), " and ", str(t.sizes()), ")");
+            " for tensor number ", i, " in the list (shapes ", shape_text(reference->sizes()), " and ", shape_text(t.sizes()), ")");
     }
     sizes[d] += t.sizes()[d];
   }
@@ -395,7 +395,7 @@ Tensor stack(const TensorList& tensors, std::int64_t dim) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     check(tensors[i].defined(), "stack: tensor ", i, " is undefined");
     check(tensors[i].sizes() == tensors[0].sizes(), "stack: expects each tensor to be equal size, but got ",
-          str(tensors[0].sizes()), " at entry 0 and ", str(tensors[i].sizes()), " at entry ", i);
+          shape_text(tensors[0].sizes()), " at entry 0 and ", shape_text(tensors[i].sizes()), " at entry ", i);
   }
   const std::int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   TensorList unsqueezed;
@@ -428,11 +428,11 @@ TensorList split_with_sizes(const Tensor& self, const IntList& split_sizes, std:
   std::int64_t total = 0;
   for (std::int64_t s : split_sizes) {
     check(s >= 0, "split_with_sizes: expects split_sizes have only non-negative entries, but got split_sizes=",
-          str(split_sizes));
+          shape_text(split_sizes));
     total += s;
   }
   check(total == self.sizes()[d], "split_with_sizes: expects split_sizes to sum exactly to ", self.sizes()[d],
-        " (input tensor's size at dimension ", d, "), but got split_sizes=", str(split_sizes));
+        " (input tensor's size at dimension ", d, "), but got split_sizes=", shape_text(split_sizes));
   return split_pieces(self, d, split_sizes);
 }
 
@@ -455,8 +455,8 @@ Tensor repeat(const Tensor& self, const IntList& repeats) {
   check_defined(self, "repeat");
   check(static_cast<std::int64_t>(repeats.size()) >= self.dim(), "repeat: number of dimensions of repeat dims (",
         repeats.size(), ") can not be smaller than number of dimensions of tensor (", self.dim(), ", shape ",
-        str(self.sizes()), ")");
-  for (std::int64_t r : repeats) check(r >= 0, "repeat: repeats ", str(repeats), " must be non-negative");
+        shape_text(self.sizes()), ")");
+  for (std::int64_t r : repeats) check(r >= 0, "repeat: repeats ", shape_text(repeats), " must be non-negative");
   // Leading size-1 dims make self as long as `repeats`; then dim d is tiled
   // repeats[d] times.
   const std::size_t extra = repeats.size() - self.sizes().size();
@@ -486,7 +486,7 @@ Tensor constant_pad_nd(const Tensor& self, const IntList& pad, Scalar value) {
   const auto padded_dims = static_cast<std::int64_t>(pad.size() / 2);
   check(padded_dims <= self.dim(), "constant_pad_nd: length of pad should be no more than twice the number of "
         "dimensions of the input. Pad length is ", pad.size(), " while the input has ", self.dim(),
-        " dimensions (shape ", str(self.sizes()), ")");
+        " dimensions (shape ", shape_text(self.sizes()), ")");
   // Pairs run from the last dim backwards: pad[2k], pad[2k+1] are the
   // (before, after) amounts of dim ndim-1-k. Negative amounts crop first
   // (a narrow view); the positive ones are then added by xt::pad.
@@ -501,7 +501,7 @@ Tensor constant_pad_nd(const Tensor& self, const IntList& pad, Scalar value) {
     const std::int64_t kept = size + std::min<std::int64_t>(before, 0) + std::min<std::int64_t>(after, 0);
     check(kept >= 0, "constant_pad_nd: the input size ", size, ", plus negative padding ", before, " and ", after,
           " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input (shape ",
-          str(self.sizes()), ")");
+          shape_text(self.sizes()), ")");
     cropped = narrow_view(cropped, d, std::max<std::int64_t>(-before, 0), kept);
     widths[d] = {static_cast<std::size_t>(std::max<std::int64_t>(before, 0)),
                  static_cast<std::size_t>(std::max<std::int64_t>(after, 0))};
@@ -531,7 +531,7 @@ namespace {
 template <class Keep>
 Tensor triangle(const Tensor& self, const char* op, Keep keep) {
   check_defined(self, op);
-  check(self.dim() >= 2, op, ": input tensor must have at least 2 dimensions (shape ", str(self.sizes()), ")");
+  check(self.dim() >= 2, op, ": input tensor must have at least 2 dimensions (shape ", shape_text(self.sizes()), ")");
   Tensor out = self.clone();
   const std::int64_t rows = self.sizes()[self.dim() - 2], cols = self.sizes()[self.dim() - 1];
   if (out.numel() == 0) return out;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <ostream>
 
 #include "kernel.hpp"
 
@@ -55,6 +56,8 @@ std::string str(const Shape& shape) {
   }
   return out + "]";
 }
+
+std::ostream& operator<<(std::ostream& out, ShapeText text) { return out << str(text.shape); }
 
 std::int64_t numel_of(const Shape& shape) {
   std::int64_t n = 1;
@@ -130,15 +133,15 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, std
       storage_offset_(storage_offset),
       dtype_(dtype) {
   check(storage_ != nullptr, "Tensor: storage is null");
-  check(sizes_.size() == strides_.size(), "Tensor: sizes ", str(sizes_), " and strides ", str(strides_),
+  check(sizes_.size() == strides_.size(), "Tensor: sizes ", shape_text(sizes_), " and strides ", shape_text(strides_),
         " differ in length");
-  for (std::int64_t s : sizes_) check(s >= 0, "Tensor: negative size in ", str(sizes_));
-  for (std::int64_t s : strides_) check(s >= 0, "Tensor: negative stride in ", str(strides_));
+  for (std::int64_t s : sizes_) check(s >= 0, "Tensor: negative size in ", shape_text(sizes_));
+  for (std::int64_t s : strides_) check(s >= 0, "Tensor: negative stride in ", shape_text(strides_));
   check(storage_offset_ >= 0, "Tensor: negative storage offset ", storage_offset_);
   if (numel() > 0) {
     const std::size_t last = static_cast<std::size_t>(storage_offset_) + kernel::span_of(sizes_, strides_);
-    check(last * element_size(dtype_) <= storage_->nbytes(), "Tensor: view with sizes ", str(sizes_),
-          ", strides ", str(strides_), " and offset ", storage_offset_, " needs ", last * element_size(dtype_),
+    check(last * element_size(dtype_) <= storage_->nbytes(), "Tensor: view with sizes ", shape_text(sizes_),
+          ", strides ", shape_text(strides_), " and offset ", storage_offset_, " needs ", last * element_size(dtype_),
           " bytes but the storage has ", storage_->nbytes());
   }
 }
@@ -204,8 +207,8 @@ T Tensor::item() const {
 template <class T>
 T Tensor::at(const Shape& index) const {
   check(defined(), "at: tensor is undefined");
-  check(static_cast<std::int64_t>(index.size()) == dim(), "at: index ", str(index), " for a tensor of shape ",
-        str(sizes_));
+  check(static_cast<std::int64_t>(index.size()) == dim(), "at: index ", shape_text(index), " for a tensor of shape ",
+        shape_text(sizes_));
   std::int64_t offset = 0;
   for (std::size_t d = 0; d < index.size(); ++d) {
     std::int64_t i = index[d];
@@ -318,7 +321,7 @@ std::vector<bool> reduction_mask(const IntList& dim, std::int64_t ndim, const ch
 // -------------------------------------------------------------- creation ---
 
 Tensor empty(const Shape& sizes, DType dtype) {
-  for (std::int64_t s : sizes) check(s >= 0, "empty: negative dimension in shape ", str(sizes));
+  for (std::int64_t s : sizes) check(s >= 0, "empty: negative dimension in shape ", shape_text(sizes));
   const std::size_t nbytes = static_cast<std::size_t>(numel_of(sizes)) * element_size(dtype);
   return Tensor(std::make_shared<Storage>(nbytes, Device::CPU), sizes, contiguous_strides(sizes), 0, dtype);
 }
@@ -436,14 +439,14 @@ Tensor from_buffer(const void* data, const Shape& sizes, DType dtype) {
   Tensor out = empty(sizes, dtype);
   const std::size_t nbytes = static_cast<std::size_t>(out.numel()) * element_size(dtype);
   if (nbytes) {
-    check(data != nullptr, "from_buffer: null data pointer for shape ", str(sizes));
+    check(data != nullptr, "from_buffer: null data pointer for shape ", shape_text(sizes));
     std::memcpy(out.raw_data(), data, nbytes);
   }
   return out;
 }
 
 Tensor from_blob(std::shared_ptr<void> owner, void* data, const Shape& sizes, const Shape& strides, DType dtype) {
-  check(sizes.size() == strides.size(), "from_blob: sizes ", str(sizes), " and strides ", str(strides),
+  check(sizes.size() == strides.size(), "from_blob: sizes ", shape_text(sizes), " and strides ", shape_text(strides),
         " differ in length");
   const std::size_t nbytes = kernel::span_of(sizes, strides) * element_size(dtype);
   auto storage = std::make_shared<Storage>(std::move(owner), data, nbytes, Device::CPU);
