@@ -54,6 +54,9 @@ struct InputMetadata {
 // A count different from edges.size() raises "Function <node_name> returned an
 // invalid number of gradients - expected 2, but got 1" (engine.cpp; the
 // "incorrect number of gradients" message is PyNode's, for autograd.Function).
+// An empty node_name is the roots' pass (Engine::execute): the same messages
+// without "Function <node_name> returned an ", e.g. "invalid gradient at index
+// 0 - got [2, 3] but expected shape compatible with [3]".
 Grads validate_outputs(const Grads& grads, const std::vector<std::optional<InputMetadata>>& edges,
                        std::string_view node_name);
 

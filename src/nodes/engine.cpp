@@ -54,7 +54,8 @@ void check_geometry(const TensorGeometry& geometry, const char* which) {
 
 Grads validate_outputs(const Grads& grads, const std::vector<std::optional<InputMetadata>>& edges,
                        std::string_view node_name) {
-  const std::string prefix = "Function " + std::string(node_name) + " returned an ";
+  // The roots' pass words its messages without the prefix (Engine::execute's format_error is the identity).
+  const std::string prefix = node_name.empty() ? "" : "Function " + std::string(node_name) + " returned an ";
   check(grads.size() == edges.size(), prefix, "invalid number of gradients - expected ", edges.size(),
         ", but got ", grads.size());
   Grads out = grads;

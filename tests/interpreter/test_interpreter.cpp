@@ -1,0 +1,687 @@
+// The interpreter (include/refgrad/interpreter.hpp): the example programs
+// against the grads written in their comments, stepping against running,
+// breakpoints, reset, register liveness, float64 promotion, host calls and
+// the messages of run-time errors. Expected values are written by hand.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "refgrad/interpreter.hpp"
+#include "refgrad/ops.hpp"
+
+using namespace refgrad;
+
+namespace {
+
+const std::filesystem::path kExamples = std::filesystem::path(REFGRAD_SOURCE_ROOT) / "examples" / "programs";
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+BoundProgram load(std::string_view text) { return bind(assemble(parse_program(text, "test"))); }
+
+BoundProgram load_example(const std::string& name) {
+  const std::filesystem::path path = kExamples / (name + ".bwd");
+  return bind(assemble(parse_program(read_text(path), path.string())));
+}
+
+// Tensors compared by dtype, shape and the bytes of their values.
+std::vector<unsigned char> value_bytes(const Tensor& tensor) {
+  const Tensor dense = contiguous(tensor);
+  const auto* first = static_cast<const unsigned char*>(dense.raw_data());
+  return {first, first + dense.numel() * static_cast<std::int64_t>(element_size(dense.dtype()))};
+}
+
+bool same_bits(const std::optional<Tensor>& a, const std::optional<Tensor>& b) {
+  if (!a || !b) return !a && !b;
+  return a->dtype() == b->dtype() && a->sizes() == b->sizes() && value_bytes(*a) == value_bytes(*b);
+}
+
+// Exactly these values, as float32.
+bool equals_f32(const std::optional<Tensor>& grad, const Tensor& expected) {
+  return grad && grad->dtype() == DType::Float32 && grad->sizes() == expected.sizes() &&
+         equal(*grad, to(expected, DType::Float32));
+}
+
+// leaf_twice.bwd's host: `double` doubles the gradient, `log` records its calls.
+struct PostAccGradCall {
+  std::string leaf;
+  std::optional<Tensor> grad;
+};
+
+Host leaf_twice_host(std::vector<PostAccGradCall>& calls) {
+  Host host;
+  host.tensor_pre_hooks["double"] = [](const Tensor& grad) -> std::optional<Tensor> { return mul(grad, Scalar(2)); };
+  host.post_acc_grad_hooks["log"] = [&calls](const std::string& leaf, const std::optional<Tensor>& grad) {
+    calls.push_back({leaf, grad});
+  };
+  return host;
+}
+
+// The leaf grads written in each example's comments.
+struct Example {
+  std::map<std::string, Tensor> leaf_grads;
+  bool needs_host = false;  // leaf_twice's hooks
+};
+
+const std::map<std::string, Example>& examples() {
+  static const std::map<std::string, Example> table = {
+      {"broadcast_add", {{{"a", tensor({{1.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})}, {"b", tensor({2.0, 2.0, 2.0})}}}},
+      {"diamond", {{{"x", tensor({-1.7720644, -3.594969, -3.2918158})}}}},
+      {"leaf_twice", {{{"w", tensor({4.5, -1.5, 10.5})}}, true}},
+      {"mlp",
+       {{{"b2", tensor({2.0, 2.0})},
+         {"W2", tensor({{0.0, 0.0, 5.0, 5.0}, {0.0, 0.0, 5.0, 5.0}})},
+         {"b1", tensor({0.0, 0.0, -1.0, 2.0})},
+         {"W1", tensor({{0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}, {0.0, -1.0, -2.0}, {0.0, 2.0, 4.0}})}}}},
+      {"mul", {{{"x", tensor({4.0, 5.0, 12.0})}, {"y", tensor({1.0, 2.0, 6.0})}}}},
+  };
+  return table;
+}
+
+std::vector<std::string> example_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {
+    if (entry.path().extension() == ".bwd") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The diamond's x.grad is a float32 computation of sin, cos and exp, which
+// may differ from torch's in the last bit; the others are exact.
+bool close_to(const std::optional<Tensor>& grad, const Tensor& expected) {
+  return grad && grad->dtype() == DType::Float32 && grad->sizes() == expected.sizes() &&
+         allclose(*grad, to(expected, DType::Float32), /*rtol=*/1e-6, /*atol=*/0.0);
+}
+
+// z = g * y, z = x * y's backward, with %g given by the caller (no default).
+constexpr const char* kMulWithoutDefault = R"(
+program mul
+  grad  %g : f32[3]
+  saved $x : f32[3] = [1.0, 2.0, 3.0]
+  saved $y : f32[3] = [4.0, 5.0, 6.0]
+  leaf  @x : f32[3]
+  leaf  @y : f32[3]
+code
+  %0 = validate %g : f32[3]
+  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32
+  %3, %4 = validate %1, %2 : f32[3], f32[3]
+  accumulate_grad @x %3
+  accumulate_grad @y %4
+)";
+
+// log(x) at x = [1, 0, 0] with incoming grads [1, 1, 0]: grad / x = [1, inf, nan].
+constexpr const char* kLogOfZero = R"(
+program log_of_zero
+  grad  %g : f32[3] = [1.0, 1.0, 0.0]
+  saved $x : f32[3] = [1.0, 0.0, 0.0]
+  leaf  @x : f32[3]
+code
+  %0 = validate %g : f32[3]
+  %1 = LogBackward0 %0  self=$x
+  %2 = validate %1 : f32[3]
+  accumulate_grad @x %2
+)";
+
+// A chain of n NegBackward0 calls on one-element tensors: x.grad = (-1)^n.
+std::string negation_chain(std::size_t n) {
+  std::string text = "program chain\n  grad %g : f32[1] = [1.0]\n  leaf @x : f32[1]\ncode\n";
+  text += "  %0 = validate %g : f32[1]\n";
+  for (std::size_t i = 1; i <= n; ++i) text += fmt::format("  %{} = NegBackward0 %{}\n", i, i - 1);
+  text += fmt::format("  accumulate_grad @x %{}\n", n);
+  return text;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ examples ---
+
+TEST_CASE("interpreter: every example program gives the leaf grads its comments give") {
+  const std::vector<std::string> names = example_names();
+  CHECK(names.size() == examples().size());
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const auto expected = examples().find(name);
+    REQUIRE_MESSAGE(expected != examples().end(), "no expected grads written for ", name, ".bwd");
+    std::vector<PostAccGradCall> calls;
+    Machine machine(load_example(name), expected->second.needs_host ? leaf_twice_host(calls) : Host{});
+    machine.run();
+    CHECK(machine.finished());
+    for (const auto& [leaf, grad] : expected->second.leaf_grads) {
+      CAPTURE(leaf);
+      CHECK(close_to(machine.leaf_grad(leaf), grad));
+      if (name != "diamond") CHECK(equals_f32(machine.leaf_grad(leaf), grad));
+    }
+  }
+}
+
+TEST_CASE("interpreter: leaf_twice calls its hooks: double on the summed grad, log with the updated leaf") {
+  std::vector<PostAccGradCall> calls;
+  Host host = leaf_twice_host(calls);
+  std::vector<Tensor> doubled;
+  host.tensor_pre_hooks["double"] = [&doubled](const Tensor& grad) -> std::optional<Tensor> {
+    doubled.push_back(grad);
+    return mul(grad, Scalar(2));
+  };
+  Machine machine(load_example("leaf_twice"), std::move(host));
+  machine.run();
+  REQUIRE(doubled.size() == 1);
+  CHECK(equals_f32(doubled[0], tensor({2.0, -1.0, 5.0})));  // x + 1
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].leaf == "w");
+  CHECK(equals_f32(calls[0].grad, tensor({4.5, -1.5, 10.5})));
+}
+
+TEST_CASE("interpreter: a hook returning None leaves the gradient unchanged") {
+  std::vector<PostAccGradCall> calls;
+  Host host = leaf_twice_host(calls);
+  host.tensor_pre_hooks["double"] = [](const Tensor&) -> std::optional<Tensor> { return std::nullopt; };
+  Machine machine(load_example("leaf_twice"), std::move(host));
+  machine.run();
+  CHECK(equals_f32(machine.leaf_grad("w"), tensor({2.5, -0.5, 5.5})));  // 0.5 + (x + 1)
+}
+
+TEST_CASE("interpreter: step by step gives the same bits as run, on every example") {
+  for (const std::string& name : example_names()) {
+    CAPTURE(name);
+    std::vector<PostAccGradCall> calls;
+    const bool needs_host = examples().count(name) && examples().at(name).needs_host;
+    Machine running(load_example(name), needs_host ? leaf_twice_host(calls) : Host{});
+    Machine stepping(load_example(name), needs_host ? leaf_twice_host(calls) : Host{});
+    running.run();
+    std::size_t steps = 0;
+    while (!stepping.finished()) {
+      CHECK(stepping.pc() == steps);
+      stepping.step();
+      ++steps;
+    }
+    CHECK(steps == stepping.size());
+    for (const LeafDecl& leaf : running.program().leaves) {
+      CAPTURE(leaf.name);
+      CHECK(running.leaf_grad(leaf.name).has_value());
+      CHECK(same_bits(running.leaf_grad(leaf.name), stepping.leaf_grad(leaf.name)));
+    }
+  }
+}
+
+TEST_CASE("interpreter: step() at the end raises") {
+  Machine machine(load_example("mul"));
+  machine.run();
+  CHECK_THROWS_WITH_AS(machine.step(), "step: the program has finished (5 instructions); reset() to run it again",
+                       Error);
+}
+
+TEST_CASE("interpreter: run_program returns leaf grads and outputs by sigiled name") {
+  const TensorMap results = run_program(load(kMulWithoutDefault), {{"%g", tensor({2.0f, 2.0f, 2.0f})}});
+  REQUIRE(results.size() == 2);
+  CHECK(equals_f32(results.at("@x"), tensor({8.0, 10.0, 12.0})));  // g * y
+  CHECK(equals_f32(results.at("@y"), tensor({2.0, 4.0, 6.0})));    // g * x
+  CHECK_THROWS_WITH_AS(run_program(load(kMulWithoutDefault), {{"g", tensor({2.0f, 2.0f, 2.0f})}}),
+                       "run_program: grads are named with their sigil (\"%g0\"), got \"g\"", Error);
+}
+
+// --------------------------------------------------------------- host calls ---
+
+TEST_CASE("interpreter: pre and post hooks see a node's grads and may replace them") {
+  const char* text = R"(
+program hooks
+  grad  %g : f32[3] = [1.0, 1.0, 2.0]
+  saved $x : f32[3] = [1.0, 2.0, 3.0]
+  saved $y : f32[3] = [4.0, 5.0, 6.0]
+  leaf  @x : f32[3]
+  leaf  @y : f32[3]
+  hook  &times10 : pre
+  hook  &minus_grad_output : post
+code
+  %0 = validate %g : f32[3]
+  %1 = hook &times10 %0
+  %2, %3 = MulBackward0 %1  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32
+  %4, %5 = hook &minus_grad_output %2, %3, %1
+  %6, %7 = validate %4, %5 : f32[3], f32[3]
+  accumulate_grad @x %6
+  accumulate_grad @y %7
+)";
+  Host host;
+  host.pre_hooks["times10"] = [](const Grads& grads) -> std::optional<Grads> {
+    return Grads{mul(*grads[0], Scalar(10))};
+  };
+  std::size_t post_outputs = 0;
+  host.post_hooks["minus_grad_output"] = [&](const Grads& inputs, const Grads& outputs) -> std::optional<Grads> {
+    post_outputs = outputs.size();
+    return Grads{sub(*inputs[0], *outputs[0]), inputs[1]};
+  };
+  Machine machine(load(text), std::move(host));
+  machine.run();
+  CHECK(post_outputs == 1);
+  CHECK(equals_f32(machine.leaf_grad("x"), tensor({30.0, 40.0, 100.0})));  // 10g * y - 10g
+  CHECK(equals_f32(machine.leaf_grad("y"), tensor({10.0, 20.0, 60.0})));   // 10g * x
+}
+
+constexpr const char* kFunction = R"(
+program function
+  grad     %g : f32[2] = [1.0, 2.0]
+  saved    $x : f32[2] = [3.0, 4.0]
+  function &Scale
+  output   ^x : f32[2]
+  output   ^unused : f32[2]
+code
+  %0 = validate %g : f32[2]
+  %1 = call_backward &Scale %0  saved=[$x]
+  %2 = validate %1 : f32[2]
+  output ^x %2
+)";
+
+TEST_CASE("interpreter: call_backward calls the host function with its saved tensors; output stores") {
+  Host host;
+  std::vector<Tensor> seen_saved;
+  host.functions["Scale"] = [&](const std::vector<Tensor>& saved, const Need& need, const Grads& grads) {
+    seen_saved = saved;
+    CHECK(need == Need{true});
+    return Grads{mul(*grads[0], saved[0])};
+  };
+  Machine machine(load(kFunction), std::move(host));
+  CHECK_FALSE(machine.output("x").has_value());
+  machine.run();
+  REQUIRE(seen_saved.size() == 1);
+  CHECK(equals_f32(seen_saved[0], tensor({3.0, 4.0})));
+  CHECK(equals_f32(machine.output("x"), tensor({3.0, 8.0})));
+  CHECK_FALSE(machine.output("unused").has_value());
+}
+
+TEST_CASE("interpreter: a host function returning the wrong number of grads is an error") {
+  Host host;
+  host.functions["Scale"] = [](const std::vector<Tensor>&, const Need&, const Grads& grads) {
+    return Grads{grads[0], grads[0]};
+  };
+  Machine machine(load(kFunction), std::move(host));
+  machine.step();
+  CHECK_THROWS_WITH_AS(machine.step(),
+                       "instruction 1 (%1 = call_backward &Scale %0  saved=[$x]): function Scale returned an "
+                       "incorrect number of gradients (expected 1, got 2); operands: f32[2]",
+                       Error);
+}
+
+// -------------------------------------------------------------- breakpoints ---
+
+TEST_CASE("interpreter: breakpoints at a pc and at a node stop before the instruction, once") {
+  // diamond: 7 is SinBackward0, 10 ExpBackward0.
+  Machine machine(load_example("diamond"));
+  const std::vector<Breakpoint> breakpoints = {Breakpoint::at_node("SinBackward0"), Breakpoint::at_pc(10)};
+  CHECK(machine.run_until(breakpoints) == StopReason::Breakpoint);
+  CHECK(machine.pc() == 7);
+  CHECK_FALSE(machine.register_value("9").has_value());  // SinBackward0's result: not yet
+  CHECK(machine.run_until(breakpoints) == StopReason::Breakpoint);
+  CHECK(machine.pc() == 10);
+  CHECK(machine.run_until(breakpoints) == StopReason::Finished);
+  CHECK(machine.finished());
+
+  Machine running(load_example("diamond"));
+  running.run();
+  CHECK(same_bits(machine.leaf_grad("x"), running.leaf_grad("x")));
+}
+
+TEST_CASE("interpreter: a breakpoint at pc 0 stops before anything runs; step() moves past a breakpoint") {
+  Machine machine(load_example("mul"));
+  CHECK(machine.run_until({Breakpoint::at_pc(0), Breakpoint::at_pc(2)}) == StopReason::Breakpoint);
+  CHECK(machine.pc() == 0);
+  machine.step();
+  CHECK(machine.run_until({Breakpoint::at_pc(0), Breakpoint::at_pc(2)}) == StopReason::Breakpoint);
+  CHECK(machine.pc() == 2);
+}
+
+TEST_CASE("interpreter: run_until with a condition stops before the instruction where it holds") {
+  Machine machine(load_example("diamond"));
+  const auto has_11 = [](const Machine& m) { return m.register_value("11").has_value(); };
+  CHECK(machine.run_until(has_11) == StopReason::Breakpoint);
+  CHECK(machine.pc() == 10);  // `add` (pc 9) made %11
+  CHECK(machine.run_until(has_11) == StopReason::Finished);  // resumes: runs pc 10 first
+}
+
+TEST_CASE("interpreter: a non-finite breakpoint stops after the instruction that made an Inf or NaN") {
+  Machine machine(load(kLogOfZero));
+  CHECK(machine.run_until({Breakpoint::non_finite()}) == StopReason::NonFinite);
+  CHECK(machine.pc() == 2);  // after LogBackward0
+  const std::optional<Tensor> made = machine.register_value("1");
+  REQUIRE(made.has_value());
+  const std::vector<float> values = made->to_vector<float>();
+  CHECK(values[0] == 1.0f);
+  CHECK(std::isinf(values[1]));
+  CHECK(std::isnan(values[2]));
+  machine.run();  // without check_finite, running on is allowed
+  CHECK(machine.finished());
+
+  Machine finite(load_example("mul"));
+  CHECK(finite.run_until({Breakpoint::non_finite()}) == StopReason::Finished);
+}
+
+TEST_CASE("interpreter: check_finite raises at the first non-finite value and stays at that instruction") {
+  Machine machine(load(kLogOfZero), {}, MachineOptions{.check_finite = true});
+  machine.step();
+  CHECK_THROWS_WITH_AS(machine.run(),
+                       "instruction 1 (%1 = LogBackward0 %0  self=$x): produced a non-finite value in %1 "
+                       "(f32[3]: 1 NaN, 1 Inf)",
+                       Error);
+  CHECK(machine.pc() == 1);
+  CHECK_FALSE(machine.register_value("1").has_value());
+  CHECK(machine.register_value("0").has_value());
+
+  // A leaf's .grad made non-finite by accumulate_grad is found too.
+  const char* text = R"(
+program accumulate
+  grad %g : f32[1] = [inf]
+  leaf @x : f32[1]
+code
+  accumulate_grad @x %g
+)";
+  Machine leaf(load(text), {}, MachineOptions{.check_finite = true});
+  CHECK_THROWS_WITH_AS(leaf.run(),
+                       "instruction 0 (accumulate_grad @x %g): produced a non-finite value in @x (f32[1]: 0 NaN, 1 Inf)",
+                       Error);
+  CHECK_FALSE(leaf.leaf_grad("x").has_value());
+}
+
+// ---------------------------------------------------------------------- reset ---
+
+TEST_CASE("interpreter: reset() goes back to pc 0 and the leaves' first .grad, and runs the same again") {
+  std::vector<PostAccGradCall> calls;
+  Machine machine(load_example("leaf_twice"), leaf_twice_host(calls));
+  machine.run();
+  const std::optional<Tensor> first = machine.leaf_grad("w");
+  machine.reset();
+  CHECK(machine.pc() == 0);
+  CHECK(equals_f32(machine.leaf_grad("w"), tensor({0.5, 0.5, 0.5})));
+  machine.run();
+  CHECK(same_bits(machine.leaf_grad("w"), first));
+  CHECK(equals_f32(machine.leaf_grad("w"), tensor({4.5, -1.5, 10.5})));
+}
+
+// ----------------------------------------------------------------- registers ---
+
+TEST_CASE("interpreter: registers are freed after their last use, unless keep_values") {
+  Machine machine(load_example("mul"));
+  using Names = std::vector<std::string>;
+  CHECK(machine.live_registers() == Names{"g"});
+  machine.step();  // %0 = validate %g
+  CHECK(machine.live_registers() == Names{"0"});
+  machine.step();  // %1, %2 = MulBackward0 %0
+  CHECK(machine.live_registers() == Names{"1", "2"});
+  machine.step();  // %3, %4 = validate %1, %2
+  CHECK(machine.live_registers() == Names{"3", "4"});
+  machine.step();  // accumulate_grad @x %3
+  CHECK(machine.live_registers() == Names{"4"});
+  CHECK_FALSE(machine.register_value("3").has_value());
+  machine.step();
+  CHECK(machine.live_registers().empty());
+
+  Machine keeping(load_example("mul"), {}, MachineOptions{.keep_values = true});
+  keeping.run();
+  CHECK(keeping.live_registers() == Names{"g", "0", "1", "2", "3", "4"});
+  CHECK(equals_f32(keeping.register_value("2"), tensor({1.0, 2.0, 6.0})));
+  CHECK_THROWS_WITH_AS(keeping.register_value("nope"), "the program has no register %nope", Error);
+}
+
+TEST_CASE("interpreter: a result nobody reads is freed at once") {
+  const char* text = R"(
+program unused
+  grad %g : f32[2] = [1.0, 2.0]
+  leaf @x : f32[2]
+code
+  %0 = validate %g : f32[2]
+  %1 = NegBackward0 %0
+  %2 = NegBackward0 %0
+  accumulate_grad @x %2
+)";
+  Machine machine(load(text));
+  machine.step();
+  machine.step();  // %1: never read
+  CHECK(machine.live_registers() == std::vector<std::string>{"0"});
+}
+
+TEST_CASE("interpreter: peak register bytes of a long chain stay flat") {
+  // Two one-element float32 registers at a time: the one read and the one made.
+  Machine short_chain(load(negation_chain(1000)));
+  short_chain.run();
+  CHECK(short_chain.peak_register_bytes() == 8);
+  CHECK(equals_f32(short_chain.leaf_grad("x"), tensor({1.0})));
+
+  Machine long_chain(load(negation_chain(10000)));
+  long_chain.run();
+  CHECK(long_chain.peak_register_bytes() == 8);
+
+  Machine keeping(load(negation_chain(1000)), {}, MachineOptions{.keep_values = true});
+  keeping.run();
+  CHECK(keeping.peak_register_bytes() == 4 * 1002);  // %g, %0 ... %1000
+}
+
+// --------------------------------------------------------------------- trace ---
+
+TEST_CASE("interpreter: the trace records each instruction's text and its operands' and results' types") {
+  Machine machine(load_example("mul"), {}, MachineOptions{.trace = true});
+  machine.run();
+  const std::vector<TraceEntry>& trace = machine.trace();
+  REQUIRE(trace.size() == 5);
+  const TraceEntry& call = trace[1];
+  CHECK(call.pc == 1);
+  CHECK(call.text == "%1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32");
+  const TensorType f32_3{DType::Float32, {3}};
+  REQUIRE(call.inputs.size() == 1);
+  CHECK((call.inputs[0].defined && call.inputs[0].type == f32_3));
+  REQUIRE(call.outputs.size() == 2);
+  CHECK((call.outputs[1].defined && call.outputs[1].type == f32_3));
+  CHECK(trace[4].text == "accumulate_grad @y %4");
+  CHECK(trace[4].outputs.size() == 1);  // the leaf's new .grad
+
+  Machine quiet(load_example("mul"));
+  quiet.run();
+  CHECK(quiet.trace().empty());
+}
+
+// ----------------------------------------------------------------- precision ---
+
+TEST_CASE("interpreter: promote_to_float64 runs mul in float64") {
+  const Program program = promote_to_float64(parse_program(read_text(kExamples / "mul.bwd")));
+  Machine machine(bind(assemble(program)));
+  machine.run();
+  const std::optional<Tensor> x = machine.leaf_grad("x");
+  REQUIRE(x.has_value());
+  CHECK(x->dtype() == DType::Float64);
+  CHECK(equal(*x, tensor({4.0, 5.0, 12.0}, DType::Float64)));
+  CHECK(machine.leaf_grad("y")->dtype() == DType::Float64);
+}
+
+TEST_CASE("interpreter: promote_to_float64 of diamond gives float64 sin, cos and exp's grads") {
+  const Program program = promote_to_float64(parse_program(read_text(kExamples / "diamond.bwd")));
+  Machine machine(bind(assemble(program)));
+  machine.run();
+  // By hand, in double: a = exp(x) as saved (float32 values), x.grad = (-sin a + cos a) * a.
+  std::vector<double> expected;
+  for (float a32 : {1.6487212f, 2.7182817f, 7.389056f}) {
+    const double a = a32;
+    expected.push_back((-std::sin(a) + std::cos(a)) * a);
+  }
+  const std::optional<Tensor> x = machine.leaf_grad("x");
+  REQUIRE(x.has_value());
+  CHECK(x->dtype() == DType::Float64);
+  const std::vector<double> got = x->to_vector<double>();
+  REQUIRE(got.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-14));
+  // float32 would be off by about 1e-7: the f64 run is not a float32 run cast up.
+  CHECK(std::abs(got[1] - static_cast<double>(-3.594969f)) > 1e-9);
+}
+
+TEST_CASE("interpreter: promote_to_float64 rewrites every f32 a program names, and nothing else") {
+  const char* text = R"(
+program dtypes
+  grad   %g : f32[2] = [0.5, 0.25]
+  saved  $i : i64[1] = [0]
+  leaf   @a : f32[2] = [1.0, 2.0]
+  output ^o : f32[2]
+code
+  %0 = validate %g : f32[2]{grad_dtype=none}
+  %1 = ToCopyBackward0 %0  self_options={dtype=f32, device=cpu, layout=strided, requires_grad=false}
+  %2 = CatBackward0 %1  dim=0 tensors_args_scalartypes=[f32, i64] tensors_args_sizes_symint=[[1], [1]]
+  %3, %4 = IndexPutBackward0 %0  accumulate=false indices=[$i] values_info={sizes=[1], options={dtype=f32}}
+  %5 = zeros : f32[2]
+  %6 = validate %5 : f32[2]{device=cuda}
+  output ^o %6
+)";
+  const Program program = parse_program(text);
+  const Program promoted = promote_to_float64(program);
+  std::string expected = print_program(program);
+  for (std::size_t at = expected.find("f32"); at != std::string::npos; at = expected.find("f32", at)) {
+    expected.replace(at, 3, "f64");
+  }
+  CHECK(print_program(promoted) == expected);
+  REQUIRE(promoted.grads[0].value.has_value());
+  CHECK(promoted.grads[0].value->dtype() == DType::Float64);
+  CHECK(equal(*promoted.grads[0].value, tensor({0.5, 0.25}, DType::Float64)));
+  CHECK(promoted.saved[0].value->dtype() == DType::Int64);
+  CHECK(promoted.leaves[0].grad->dtype() == DType::Float64);
+}
+
+TEST_CASE("interpreter: promote_to_float64 of tensors converts float32 only") {
+  const TensorMap promoted = promote_to_float64(TensorMap{{"$x", tensor({1.5f})}, {"$i", tensor({3})}});
+  CHECK(promoted.at("$x").dtype() == DType::Float64);
+  CHECK(equal(promoted.at("$x"), tensor({1.5})));
+  CHECK(promoted.at("$i").dtype() == DType::Int64);
+}
+
+// -------------------------------------------------------------------- inputs ---
+
+TEST_CASE("interpreter: set_grad gives a grad input; its type is checked") {
+  Machine machine(load(kMulWithoutDefault));
+  CHECK_THROWS_WITH_AS(machine.set_grad("g", tensor({1.0f, 2.0f})),
+                       "set_grad: grad %g is declared f32[3] but the value is f32[2]", Error);
+  CHECK_THROWS_WITH_AS(machine.set_grad("g", tensor({1.0, 2.0, 3.0}, DType::Float64)),
+                       "set_grad: grad %g is declared f32[3] but the value is f64[3]", Error);
+  CHECK_THROWS_WITH_AS(machine.set_grad("h", tensor({1.0f, 2.0f, 3.0f})), "the program declares no grad %h", Error);
+  machine.set_grad("g", tensor({1.0f, 1.0f, 1.0f}));
+  machine.run();
+  CHECK(equals_f32(machine.leaf_grad("x"), tensor({4.0, 5.0, 6.0})));
+  CHECK_THROWS_WITH_AS(machine.set_grad("g", tensor({1.0f, 1.0f, 1.0f})),
+                       "set_grad: the machine has run up to instruction 5; reset() it first", Error);
+}
+
+TEST_CASE("interpreter: set_leaf_grad gives a leaf's .grad before the run") {
+  Machine machine(load_example("mul"));
+  CHECK_THROWS_WITH_AS(machine.set_leaf_grad("x", tensor({1.0f})),
+                       "set_leaf_grad: leaf @x is declared f32[3] but the value is f32[1]", Error);
+  machine.set_leaf_grad("x", tensor({1.0f, 1.0f, 1.0f}));
+  machine.run();
+  CHECK(equals_f32(machine.leaf_grad("x"), tensor({5.0, 6.0, 13.0})));
+  CHECK(equals_f32(machine.leaf_grad("y"), tensor({1.0, 2.0, 6.0})));
+}
+
+// -------------------------------------------------------------------- errors ---
+
+TEST_CASE("interpreter: a grad with no value raises at the first instruction that reads it") {
+  Machine machine(load(kMulWithoutDefault));
+  CHECK_THROWS_WITH_AS(machine.run(),
+                       "instruction 0 (%0 = validate %g : f32[3]): grad %g has no value: give it with set_grad "
+                       "(refgrad run: --grad), or a default value in its declaration; operands: no value",
+                       Error);
+  CHECK(machine.pc() == 0);
+}
+
+TEST_CASE("interpreter: a hook the host does not have raises, naming the hook, at its instruction") {
+  Machine machine(load_example("leaf_twice"));
+  CHECK_THROWS_WITH_AS(machine.run(),
+                       "instruction 9 (%10 = hook &double %9): the host has no tensor_pre hook &double "
+                       "(Host::tensor_pre_hooks); operands: f32[3]",
+                       Error);
+  CHECK(machine.pc() == 9);
+  CHECK(machine.register_value("9").has_value());  // not freed: the instruction did not run
+  CHECK_THROWS_WITH_AS(machine.step(), doctest::Contains("the host has no tensor_pre hook &double"), Error);
+}
+
+TEST_CASE("interpreter: a shape error inside a node names the instruction, the node and the shapes") {
+  const char* text = R"(
+program bad_shape
+  grad  %g : f32[2,3] = [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+  saved $x : f32[3] = [1.0, 2.0, 3.0]
+  leaf  @x : f32[3]
+code
+  %0 = validate %g : f32[2,3]
+  %1 = LogBackward0 %0  self=$x
+  %2 = validate %1 : f32[3]
+  accumulate_grad @x %2
+)";
+  Machine machine(load(text));
+  CHECK_THROWS_WITH_AS(machine.run(),
+                       "instruction 1 (%1 = LogBackward0 %0  self=$x): LogBackward0: grad has shape [2,3] but self "
+                       "has shape [3]; operands: f32[2,3]",
+                       Error);
+  CHECK(machine.pc() == 1);
+}
+
+TEST_CASE("interpreter: validate's errors name the node that made its operands, or none for the roots") {
+  const char* roots = R"(
+program roots
+  grad %g : f32[2,3] = [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+  leaf @x : f32[3,2]
+code
+  %0 = validate %g : f32[3,2]
+  accumulate_grad @x %0
+)";
+  CHECK_THROWS_WITH_AS(Machine(load(roots)).run(),
+                       "instruction 0 (%0 = validate %g : f32[3,2]): invalid gradient at index 0 - got [2, 3] but "
+                       "expected shape compatible with [3, 2]; operands: f32[2,3]",
+                       Error);
+
+  // Through a post hook, and past an undefined first operand, to MulBackward0.
+  const char* node = R"(
+program node
+  grad  %g : f32[3] = [1.0, 1.0, 2.0]
+  saved $x : f32[3] = [1.0, 2.0, 3.0]
+  saved $y : f32[3] = [4.0, 5.0, 6.0]
+  leaf  @x : f32[3]
+  leaf  @y : f32[3]
+  hook  &same : post
+code
+  %0 = validate %g : f32[3]
+  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32
+  %3, %4 = hook &same %1, %2, %0
+  %5, %6 = validate none, %4 : f32[3], f32[2]
+  accumulate_grad @y %6
+)";
+  Host host;
+  host.post_hooks["same"] = [](const Grads&, const Grads&) -> std::optional<Grads> { return std::nullopt; };
+  Machine machine(load(node), std::move(host));
+  CHECK_THROWS_WITH_AS(machine.run(),
+                       "instruction 3 (%5, %6 = validate none, %4 : f32[3], f32[2]): Function MulBackward0 returned "
+                       "an invalid gradient at index 1 - got [3] but expected shape compatible with [2]; operands: "
+                       "none, f32[3]",
+                       Error);
+}
+
+TEST_CASE("interpreter: a program whose instructions do not fit their opcode is refused when the machine is made") {
+  Program program = parse_program(kMulWithoutDefault);
+  program.code[1].results.pop_back();  // MulBackward0 has two inputs, so two results
+  CHECK_THROWS_WITH_AS(Machine(bind(assemble(program))),
+                       "instruction 1 (%1 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x "
+                       "self_scalar_type=f32): MulBackward0 has 2 inputs, so 2 results, got 1",
+                       Error);
+}
+
+TEST_CASE("interpreter: reading unknown names raises") {
+  Machine machine(load_example("mul"));
+  CHECK_THROWS_WITH_AS(machine.leaf_grad("z"), "the program declares no leaf @z", Error);
+  CHECK_THROWS_WITH_AS(machine.saved_value("z"), "the program declares no saved $z", Error);
+  CHECK_THROWS_WITH_AS(machine.output("z"), "the program declares no output ^z", Error);
+  CHECK(equals_f32(machine.saved_value("y"), tensor({4.0, 5.0, 6.0})));
+  CHECK(machine.instruction_text(3) == "accumulate_grad @x %3");
+  CHECK_THROWS_WITH_AS(machine.instruction_text(5), "instruction_text: pc 5 is past the end (5 instructions)", Error);
+}
