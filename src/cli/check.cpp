@@ -114,7 +114,8 @@ class Checker {
       return;
     }
     if (actual->second.sizes() != expected->second.sizes()) {
-      row.verdict = fmt::format("FAIL (shape {}, refgrad's {})", str(actual->second.sizes()), str(expected->second.sizes()));
+      row.verdict =
+          fmt::format("FAIL (shape {}, refgrad's {})", str(actual->second.sizes()), str(expected->second.sizes()));
       return;
     }
     const Tolerance tolerance = tolerance_for(actual->second.dtype(), comparison_);
@@ -148,7 +149,8 @@ class Checker {
 };
 
 void print_table(const std::vector<Row>& rows) {
-  std::vector<std::array<std::string, 8>> table{{"result", "engine", "config", "grad", "max abs", "max rel", "bound", ""}};
+  std::vector<std::array<std::string, 8>> table{
+      {"result", "engine", "config", "grad", "max abs", "max rel", "bound", ""}};
   for (const Row& row : rows) {
     table.push_back({row.result, row.engine, row.config, row.grad, row.max_abs, row.max_rel, row.bound, row.verdict});
   }
@@ -170,11 +172,13 @@ std::string header(const std::string& file, const Comparison& comparison, bool h
       comparison.rtol || comparison.atol
           ? fmt::format("rtol {}, atol {}", comparison.rtol ? figure(*comparison.rtol) : "per dtype",
                         comparison.atol ? figure(*comparison.atol) : "per dtype")
-          : "torch.testing.assert_close's for E's dtype (float32: rtol 1.3e-06, atol 1e-05; float64: rtol 1e-07, atol 1e-07)";
+          : "torch.testing.assert_close's for E's dtype "
+            "(float32: rtol 1.3e-06, atol 1e-05; float64: rtol 1e-07, atol 1e-07)";
   const std::string rule =
       comparison.rule == "allclose"
           ? "allclose: R = refgrad's run as written; E passes when |E - R| <= atol + rtol |R| at every element"
-          : fmt::format("reference: R = refgrad's run in float64; E passes when max|E - R| <= bound = {}atol + rtol max|R|",
+          : fmt::format("reference: R = refgrad's run in float64; "
+                        "E passes when max|E - R| <= bound = {}atol + rtol max|R|",
                         has_eager ? "2 max|eager - R| + " : "(no eager result set) ");
   return fmt::format("check {}\n  rule {}\n  tolerances: {}", file, rule, tolerances);
 }
@@ -204,7 +208,8 @@ int check_command(const CheckOptions& options) {
   }
   std::cout << header(options.file, comparison, eager_set != nullptr) << '\n';
   print_table(rows);
-  const std::size_t failed = static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& row) { return !row.pass; }));
+  const auto failed =
+      static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& row) { return !row.pass; }));
   std::cout << fmt::format("{} of {} gradients pass\n", rows.size() - failed, rows.size());
   return failed == 0 ? kExitOk : kExitCheckFailed;
 }
@@ -214,7 +219,8 @@ int check_command(const CheckOptions& options) {
 void add_check_command(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<CheckOptions>();
   CLI::App* command = app.add_subcommand(
-      "check", "run a bundle's program and compare it with the result sets the bundle stores (exit code 1 on a mismatch)");
+      "check",
+      "run a bundle's program and compare it with the result sets the bundle stores (exit code 1 on a mismatch)");
   command->add_option("BUNDLE", options->file, "a .safetensors bundle with result sets")->required();
   command->add_option("--rtol", options->rtol, "relative tolerance (default: the bundle's, else per dtype)");
   command->add_option("--atol", options->atol, "absolute tolerance (default: the bundle's, else per dtype)");

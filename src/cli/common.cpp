@@ -118,8 +118,9 @@ void add_grad_inputs(Bundle& bundle, const std::vector<std::string>& specs) {
 
 namespace {
 
-void print_value(std::ostream& out, const std::string& who, const std::string& what, const std::optional<Tensor>& value) {
-  out << who << ": " << what << " = " << summarize(value.has_value() && value->defined() ? value : std::nullopt) << '\n';
+void print_value(std::ostream& out, const std::string& who, const std::string& what,
+                 const std::optional<Tensor>& value) {
+  out << who << ": " << what << " = " << summarize(value) << '\n';
 }
 
 void print_grads(std::ostream& out, const std::string& who, const std::string& what, const Grads& grads) {
@@ -230,7 +231,9 @@ Machine make_machine(const Bundle& bundle, const Host& host, Precision precision
 
 Results results_of(const Machine& machine) {
   Results results;
-  for (const LeafDecl& leaf : machine.program().leaves) results.emplace_back("@" + leaf.name, machine.leaf_grad(leaf.name));
+  for (const LeafDecl& leaf : machine.program().leaves) {
+    results.emplace_back("@" + leaf.name, machine.leaf_grad(leaf.name));
+  }
   for (const OutputDecl& output : machine.program().outputs) {
     std::optional<Tensor> value = machine.output(output.name);
     if (value && !value->defined()) value.reset();
@@ -268,8 +271,9 @@ std::string describe_non_finite(const Machine& machine, std::size_t pc) {
     if (result) note("%" + *result, machine.register_value(*result));
   }
   if (instr.op == Opcode::AccumulateGrad) note("@" + instr.target + ".grad", machine.leaf_grad(instr.target));
+  if (found.empty()) found.emplace_back("(the value is no longer held)");
   return fmt::format("instruction {} ({}) made a NaN or Inf: {}", pc, machine.instruction_text(pc),
-                     found.empty() ? std::string("(the value is no longer held)") : fmt::format("{}", fmt::join(found, "; ")));
+                     fmt::join(found, "; "));
 }
 
 }  // namespace

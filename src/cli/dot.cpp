@@ -46,7 +46,9 @@ std::string operation_label(const Instr& instr) {
 // The result types the program states: validate's metadata, zeros' type.
 std::string known_types(const Instr& instr) {
   std::vector<std::string> types;
-  for (const std::optional<InputMetadata>& metadata : instr.metadata) types.push_back(metadata ? to_string(*metadata) : "_");
+  for (const std::optional<InputMetadata>& metadata : instr.metadata) {
+    types.push_back(metadata ? to_string(*metadata) : "_");
+  }
   return fmt::format("{}", fmt::join(types, ", "));
 }
 
@@ -68,14 +70,18 @@ std::vector<std::pair<std::string, std::string>> saved_references(const Instr& i
 }
 
 void write_declarations(const Program& program, std::ostream& out) {
-  const auto node = [&](char sigil, const std::string& name, const TensorType& type, const char* style) {
-    out << fmt::format("  {} [label={}, {}];\n", declaration_id(sigil, name),
-                       quoted(fmt::format("{}{}\n{}", sigil, name, to_string(type))), style);
+  const auto node = [&](char sigil, const std::string& name, const TensorType& type, const char* shape,
+                        const char* style) {
+    out << fmt::format("  {} [label={}, {}, {}];\n", declaration_id(sigil, name),
+                       quoted(fmt::format("{}{}\n{}", sigil, name, to_string(type))), shape, style);
   };
-  for (const GradDecl& grad : program.grads) node('%', grad.name, grad.type, "shape=invhouse, style=filled, fillcolor=\"#dbe8fb\"");
-  for (const SavedDecl& saved : program.saved) node('$', saved.name, saved.type, "shape=note, style=filled, fillcolor=\"#fdf3d0\"");
-  for (const LeafDecl& leaf : program.leaves) node('@', leaf.name, leaf.type, "shape=doubleoctagon, style=filled, fillcolor=\"#d9f2dd\"");
-  for (const OutputDecl& output : program.outputs) node('^', output.name, output.type, "shape=house, style=filled, fillcolor=\"#d9f2dd\"");
+  const char* input = "style=filled, fillcolor=\"#dbe8fb\"";   // blue: what comes in
+  const char* saved = "style=filled, fillcolor=\"#fdf3d0\"";   // yellow: what the forward kept
+  const char* result = "style=filled, fillcolor=\"#d9f2dd\"";  // green: what the program makes
+  for (const GradDecl& grad : program.grads) node('%', grad.name, grad.type, "shape=invhouse", input);
+  for (const SavedDecl& decl : program.saved) node('$', decl.name, decl.type, "shape=note", saved);
+  for (const LeafDecl& leaf : program.leaves) node('@', leaf.name, leaf.type, "shape=doubleoctagon", result);
+  for (const OutputDecl& output : program.outputs) node('^', output.name, output.type, "shape=house", result);
 }
 
 void write_instruction(const Program& program, std::size_t pc, std::map<std::string, std::string>& made_by,
@@ -89,7 +95,9 @@ void write_instruction(const Program& program, std::size_t pc, std::map<std::str
                      is_node ? "box, style=bold" : "box, style=rounded");
   for (const std::optional<std::string>& operand : instr.operands) {
     const auto maker = operand ? made_by.find(*operand) : made_by.end();
-    if (maker != made_by.end()) out << fmt::format("  {} -> {} [label={}];\n", maker->second, id, quoted("%" + *operand));
+    if (maker != made_by.end()) {
+      out << fmt::format("  {} -> {} [label={}];\n", maker->second, id, quoted("%" + *operand));
+    }
   }
   for (const auto& [field, saved] : saved_references(instr)) {
     if (program.find_saved(saved)) {

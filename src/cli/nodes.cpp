@@ -38,11 +38,15 @@ void list_nodes() {
     op_width = std::max(op_width, node->schema.aten_op.size());
     inputs_width = std::max(inputs_width, joined(node->schema.inputs).size());
   }
-  const auto row = [&](const std::string& name, const std::string& op, const std::string& inputs, const std::string& saved) {
-    std::cout << fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", name, name_width, op, op_width, inputs, inputs_width, saved);
+  const auto row = [&](const std::string& name, const std::string& op, const std::string& inputs,
+                       const std::string& saved) {
+    std::cout << fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", name, name_width, op, op_width, inputs, inputs_width,
+                             saved);
   };
   row("node", "forward", "inputs", "saved fields");
-  for (const NodeDef* node : nodes) row(node->schema.name, node->schema.aten_op, joined(node->schema.inputs), saved_fields(node->schema));
+  for (const NodeDef* node : nodes) {
+    row(node->schema.name, node->schema.aten_op, joined(node->schema.inputs), saved_fields(node->schema));
+  }
   std::cout << fmt::format("{} nodes; † marks a saved field PyTorch does not expose as grad_fn._saved_<name>\n",
                            nodes.size());
 }

@@ -41,7 +41,8 @@ int asm_command(const std::string& file, const std::string& out) {
   } else if (extension == ".bwd") {
     write_file(out, print_program(source.program));
     if (!source.tensors.empty()) {
-      write_file(std::filesystem::path(out).replace_extension(".safetensors").string(), write_safetensors(source.tensors));
+      const std::string beside = std::filesystem::path(out).replace_extension(".safetensors").string();
+      write_file(beside, write_safetensors(source.tensors));
     }
   } else {
     fail(concat("asm: -o ", out, ": write .rgbc (bytecode), .safetensors (a bundle) or .bwd (text)"));

@@ -56,8 +56,8 @@ void print_text(const std::vector<Run>& runs) {
     }
     if (runs.size() == 2) {
       const std::optional<double> difference = max_abs_difference(runs[0].results[i].second, runs[1].results[i].second);
-      std::cout << fmt::format("{:<{}}  max abs difference {}\n", "", width,
-                               difference ? fmt::format("{:.3g}", *difference) : std::string("n/a (None or shapes differ)"));
+      const std::string text = difference ? fmt::format("{:.3g}", *difference) : "n/a (None or shapes differ)";
+      std::cout << fmt::format("{:<{}}  max abs difference {}\n", "", width, text);
     }
   }
 }

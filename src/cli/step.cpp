@@ -93,11 +93,11 @@ class Stepper {
          "without an argument, list the breakpoints",
          &Stepper::break_},
         {{"delete", "d"}, "delete [N]", "delete breakpoint N, or all of them", &Stepper::delete_},
-        {{"print", "p"}, "print %REG|$SAVED|@LEAF|^OUTPUT", "print a register, saved tensor, leaf's .grad or output in full",
-         &Stepper::print},
+        {{"print", "p"}, "print %REG|$SAVED|@LEAF|^OUTPUT",
+         "print a register, saved tensor, leaf's .grad or output in full", &Stepper::print},
         {{"regs"}, "regs", "the registers that hold a value, with their types", &Stepper::regs},
-        {{"list", "l"}, "list [PC]", "the instructions around PC (default: the next one); => marks the next, * a breakpoint",
-         &Stepper::list},
+        {{"list", "l"}, "list [PC]",
+         "the instructions around PC (default: the next one); => marks the next, * a breakpoint", &Stepper::list},
         {{"where"}, "where", "the next instruction", &Stepper::where},
         {{"trace"}, "trace [on|off]",
          "show the trace so far (operand and result types, time); on/off: continue shows each instruction it runs",
@@ -111,7 +111,8 @@ class Stepper {
 
   static const Command* find_command(const std::string& name) {
     for (const Command& command : commands()) {
-      if (std::find(command.names.begin(), command.names.end(), name) != command.names.end() && command.run) return &command;
+      const bool named = std::find(command.names.begin(), command.names.end(), name) != command.names.end();
+      if (named && command.run) return &command;
     }
     return nullptr;
   }
@@ -148,7 +149,8 @@ class Stepper {
       for (std::size_t pc = start; pc < machine_.pc(); ++pc) show_executed(pc);
     }
     if (reason == StopReason::Breakpoint) {
-      out_ << fmt::format("stopped at breakpoint {} before instruction {}\n", breakpoints_hit(machine_.pc()), machine_.pc());
+      out_ << fmt::format("stopped at breakpoint {} before instruction {}\n", breakpoints_hit(machine_.pc()),
+                          machine_.pc());
     } else if (reason == StopReason::NonFinite) {
       out_ << fmt::format("stopped: instruction {} made a NaN or Inf\n", machine_.pc() - 1);
       if (!echo_trace_) show_executed(machine_.pc() - 1);
@@ -168,7 +170,9 @@ class Stepper {
     expect_at_most(args, 1, "break [PC|NODE|nan]");
     if (args.empty()) {
       if (breakpoints_.empty()) out_ << "no breakpoints\n";
-      for (const auto& [number, breakpoint] : breakpoints_) out_ << fmt::format("{}: {}\n", number, describe(breakpoint));
+      for (const auto& [number, breakpoint] : breakpoints_) {
+        out_ << fmt::format("{}: {}\n", number, describe(breakpoint));
+      }
       return;
     }
     const Breakpoint breakpoint = parse_breakpoint(args[0]);
@@ -284,8 +288,12 @@ class Stepper {
 
   void where(const Args& args) {
     expect_at_most(args, 0, "where");
-    if (machine_.finished()) out_ << fmt::format("finished (all {} instructions ran)\n", machine_.size());
-    else out_ << fmt::format("pc {} of {}: {}\n", machine_.pc(), machine_.size(), machine_.instruction_text(machine_.pc()));
+    if (machine_.finished()) {
+      out_ << fmt::format("finished (all {} instructions ran)\n", machine_.size());
+    } else {
+      const std::size_t pc = machine_.pc();
+      out_ << fmt::format("pc {} of {}: {}\n", pc, machine_.size(), machine_.instruction_text(pc));
+    }
   }
 
   void trace(const Args& args) {

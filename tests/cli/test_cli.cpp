@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using refgrad::Tensor;
+using refgrad::tensor;
 
 struct Output {
   int status = -1;
@@ -164,7 +166,8 @@ TEST_CASE("cli: run prints name, type, norm and the first values") {
 TEST_CASE("cli: run --precision both prints float32 and float64 and their difference") {
   const Output output = cli("run --precision both " + example("diamond.bwd"));
   REQUIRE(output.status == 0);
-  CHECK(contains(output.out, "@x  f32[3]  norm=5.1865273  [-1.7720644, -3.594969, -3.2918158]\n    f64[3]  norm=5.18652"));
+  CHECK(contains(output.out,
+                 "@x  f32[3]  norm=5.1865273  [-1.7720644, -3.594969, -3.2918158]\n    f64[3]  norm=5.18652"));
   CHECK(contains(output.out, "    max abs difference "));
 
   const nlohmann::json json = nlohmann::json::parse(cli("run --json --precision both " + example("diamond.bwd")).out);
@@ -176,9 +179,9 @@ TEST_CASE("cli: run --precision both prints float32 and float64 and their differ
 }
 
 TEST_CASE("cli: run --grad reads an incoming grad from a safetensors file") {
-  const std::string program = write_program("mul_nodefault", kMulNoDefault, {{"$y", refgrad::tensor({4.0, 5.0, 6.0})}});
+  const std::string program = write_program("mul_nodefault", kMulNoDefault, {{"$y", tensor({4.0, 5.0, 6.0})}});
   write_text(in_scratch("grads.safetensors"),
-             refgrad::write_safetensors({{"g0", refgrad::tensor({1.0, 1.0, 2.0})}, {"short", refgrad::tensor({1.0, 2.0})}}));
+             refgrad::write_safetensors({{"g0", tensor({1.0, 1.0, 2.0})}, {"short", tensor({1.0, 2.0})}}));
   const Output output = cli("run --json " + program + " --grad g=" + in_scratch("grads.safetensors") + ":g0");
   REQUIRE(output.status == 0);
   check_gradients("mul.bwd", nlohmann::json::parse(output.out).at("runs").at("float32"));
@@ -239,7 +242,7 @@ TEST_CASE("cli: run -o writes a bundle that check passes") {
 
 TEST_CASE("cli: check passes right results and fails wrong ones") {
   refgrad::Bundle bundle = refgrad::make_bundle(refgrad::load_program_file(example("mul.bwd")).program, {});
-  bundle.results.push_back({"eager", {{"@x", refgrad::tensor({4.0, 5.0, 12.0})}, {"@y", refgrad::tensor({1.0, 2.0, 6.0})}}, {}});
+  bundle.results.push_back({"eager", {{"@x", tensor({4.0, 5.0, 12.0})}, {"@y", tensor({1.0, 2.0, 6.0})}}, {}});
   const std::string right = in_scratch("mul_right.safetensors");
   refgrad::save_bundle(bundle, right);
   const Output pass = cli("check " + right);
@@ -248,14 +251,16 @@ TEST_CASE("cli: check passes right results and fails wrong ones") {
 
   // 12.001 is off by 1e-3: far over eager's bound of 1e-5 + 1.3e-6 * 12 and, eager being exact, compiled's.
   bundle.results.push_back({"compiled_autograd:inductor",
-                            {{"@x", refgrad::tensor({4.0, 5.0, 12.001})}, {"@y", refgrad::tensor({1.0, 2.0, 6.0})}},
+                            {{"@x", tensor({4.0, 5.0, 12.001})}, {"@y", tensor({1.0, 2.0, 6.0})}},
                             {{"backend", "inductor"}}});
   const std::string wrong = in_scratch("mul_wrong.safetensors");
   refgrad::save_bundle(bundle, wrong);
   const Output fail = cli("check " + wrong);
   CHECK(fail.status == 1);
-  CHECK(contains(fail.out, "0       eager                       -                 @x    0        0         2.56e-05  pass\n"));
-  CHECK(contains(fail.out, "1       compiled_autograd:inductor  backend=inductor  @x    0.001    8.34e-05  2.56e-05  FAIL\n"));
+  CHECK(contains(fail.out,
+                 "0       eager                       -                 @x    0        0         2.56e-05  pass\n"));
+  CHECK(contains(fail.out,
+                 "1       compiled_autograd:inductor  backend=inductor  @x    0.001    8.34e-05  2.56e-05  FAIL\n"));
   CHECK(contains(fail.out, "3 of 4 gradients pass"));
   // A looser tolerance lets it pass.
   CHECK(cli("check " + wrong + " --atol 0.01").status == 0);
@@ -305,14 +310,38 @@ TEST_CASE("cli: step commands: breakpoints by pc and nan, regs, list, where, res
   const std::string commands = "b 3\nb nan\nb\nc\nregs\nlist\nwhere\nd 1\nc\np @x\nreset\nwhere\n";
   const Output output = cli("step " + example("mul.bwd"), commands);
   CHECK(output.status == 0);
-  CHECK(contains(output.out, "(refgrad) b\n1: before instruction 3\n2: after an instruction that makes a NaN or Inf\n"));
-  CHECK(contains(output.out, "(refgrad) c\nstopped at breakpoint 1 before instruction 3\n=>   3  accumulate_grad @x %3\n"));
-  CHECK(contains(output.out, "(refgrad) regs\n%g  f32[3]\n%0  f32[3]\n%1  f32[3]\n%2  f32[3]\n%3  f32[3]\n%4  f32[3]\n"));
+  CHECK(contains(output.out,
+                 "(refgrad) b\n1: before instruction 3\n2: after an instruction that makes a NaN or Inf\n"));
+  CHECK(contains(output.out,
+                 "(refgrad) c\nstopped at breakpoint 1 before instruction 3\n=>   3  accumulate_grad @x %3\n"));
+  CHECK(contains(output.out,
+                 "(refgrad) regs\n%g  f32[3]\n%0  f32[3]\n%1  f32[3]\n%2  f32[3]\n%3  f32[3]\n%4  f32[3]\n"));
   CHECK(contains(output.out, "     2  %3, %4 = validate %1, %2 : f32[3], f32[3]\n=>   3  accumulate_grad @x %3\n"));
   CHECK(contains(output.out, "(refgrad) where\npc 3 of 5: accumulate_grad @x %3\n"));
   CHECK(contains(output.out, "(refgrad) d 1\ndeleted breakpoint 1\n(refgrad) c\nfinished: all 5 instructions ran\n"));
   CHECK(contains(output.out, "(refgrad) p @x\n@x.grad = tensor([ 4.,  5., 12.])\n"));
   CHECK(contains(output.out, "(refgrad) reset\n=>   0  %0 = validate %g : f32[3]\n(refgrad) where\npc 0 of 5"));
+}
+
+TEST_CASE("cli: every example runs to the end under step, and its results pass check") {
+  for (const auto& [name, gradients] : expected_gradients()) {
+    CAPTURE(name);
+    const Output run = cli("run " + run_args(name));
+    REQUIRE(run.status == 0);
+    const Output step = cli("step " + run_args(name), "continue\n");
+    CHECK(step.status == 0);
+    CHECK(contains(step.out, "(refgrad) continue\n"));
+    CHECK(contains(step.out, " instructions ran\n"));
+    std::istringstream lines(run.out);  // the same values (and hook prints), printed the same way
+    for (std::string line; std::getline(lines, line);) CHECK(contains(step.out, line + "\n"));
+
+    const std::string bundle = in_scratch("results.safetensors");
+    REQUIRE(cli("run --precision both " + run_args(name) + " -o " + bundle).status == 0);
+    const Output check = cli("check " + bundle + (name == "leaf_twice.bwd" ? kLeafTwiceHooks : ""));
+    CHECK(check.status == 0);
+    const std::string count = std::to_string(2 * gradients.size());
+    CHECK(contains(check.out, count + " of " + count + " gradients pass\n"));
+  }
 }
 
 // ---------------------------------------------------------- dis, asm, dot ---
@@ -381,7 +410,9 @@ TEST_CASE("cli: nodes lists the registry and shows one node") {
   CHECK(list.status == 0);
   CHECK(contains(list.out, "\nMulBackward0 "));
   CHECK(contains(list.out, " mul.Tensor "));
-  CHECK(contains(list.out, "other : Tensor?, other_scalar_type† : ScalarType, self : Tensor?, self_scalar_type† : ScalarType\n"));
+  CHECK(contains(list.out,
+                 "other : Tensor?, other_scalar_type† : ScalarType, "
+                 "self : Tensor?, self_scalar_type† : ScalarType\n"));
   const Output one = cli("nodes MulBackward0");
   CHECK(one.status == 0);
   CHECK(contains(one.out, "MulBackward0\n  forward:  mul.Tensor\n  inputs:   self, other"));
@@ -409,7 +440,7 @@ TEST_CASE("cli: verify prints diagnostics and exits 2 on errors") {
 // ---------------------------------------------------------------- errors ---
 
 TEST_CASE("cli: bad inputs exit with 2 and a clear message") {
-  const std::string no_grad = write_program("no_grad", kMulNoDefault, {{"$y", refgrad::tensor({4.0, 5.0, 6.0})}});
+  const std::string no_grad = write_program("no_grad", kMulNoDefault, {{"$y", tensor({4.0, 5.0, 6.0})}});
   std::string unknown_text = kMulNoDefault;
   unknown_text.replace(unknown_text.find("MulBackward0"), 12, "MulBackward9");
   const std::string unknown_node = write_program("unknown_node", unknown_text);
@@ -458,7 +489,7 @@ TEST_CASE("cli: a wrong saved shape names the declaration") {
   text.replace(text.find("grad   %g : f32[3]"), 18, "grad   %g : f32[3] = [1.0, 1.0, 2.0]");
   text.replace(text.find("saved  $x : f32[3] = [1.0, 2.0, 3.0]"), 36, "saved  $x : f32[3]");
   const std::string program = write_program("saved_shape", text,
-                                            {{"$x", refgrad::tensor({1.0, 2.0})}, {"$y", refgrad::tensor({4.0, 5.0, 6.0})}});
+                                            {{"$x", tensor({1.0, 2.0})}, {"$y", tensor({4.0, 5.0, 6.0})}});
   const Output output = cli("run " + program);
   CHECK(output.status == 2);
   CHECK(output.err == "refgrad: error: bind: saved $x: declared f32[3] but the value is f32[2]\n");
