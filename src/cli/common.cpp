@@ -164,15 +164,9 @@ void add_print_hook(Host& host, const HookDecl& hook, std::ostream& out) {
 void add_scale_hook(Host& host, const HookDecl& hook, const std::string& spec, const std::string& factor_text) {
   check(hook.kind == HookKind::TensorPre, "--hook ", spec, ": &", hook.name, " is a ", to_string(hook.kind),
         " hook; scale:K is for tensor_pre hooks (use print)");
-  std::size_t used = 0;
-  double factor = 0.0;
-  try {
-    factor = std::stod(factor_text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(!factor_text.empty() && used == factor_text.size(), "--hook ", spec, ": '", factor_text, "' is not a number");
-  host.tensor_pre_hooks[hook.name] = [factor](const Tensor& grad) -> std::optional<Tensor> {
+  const std::optional<double> factor = parse_number<double>(factor_text);
+  check(factor.has_value(), "--hook ", spec, ": '", factor_text, "' is not a number");
+  host.tensor_pre_hooks[hook.name] = [factor = *factor](const Tensor& grad) -> std::optional<Tensor> {
     if (!grad.defined()) return std::nullopt;
     return mul(grad, Scalar(factor));
   };

@@ -3,9 +3,11 @@
 // --check-finite), making a Machine, and printing tensors and results.
 #pragma once
 
+#include <charconv>
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,18 @@ namespace refgrad::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitError = 2;
+
+// ---------------------------------------------------------------- numbers ---
+
+// The whole of `text` as a number, or nullopt ("", "12x", "-1" for an unsigned type).
+template <class Number>
+std::optional<Number> parse_number(std::string_view text) {
+  Number value{};
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || stop != end) return std::nullopt;
+  return value;
+}
 
 // ------------------------------------------------------------------ files ---
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -34,15 +35,9 @@ std::string called_name(const Instr& instr) {
 }
 
 std::size_t parse_count(const std::string& text, const std::string& what) {
-  std::size_t used = 0;
-  unsigned long value = 0;
-  try {
-    value = std::stoul(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(used == text.size() && !text.empty() && text.front() != '-', what, " must be a number, got '", text, "'");
-  return value;
+  const std::optional<std::size_t> count = parse_number<std::size_t>(text);
+  check(count.has_value(), what, " must be a number, got '", text, "'");
+  return *count;
 }
 
 class Stepper {
@@ -197,10 +192,9 @@ class Stepper {
 
   Breakpoint parse_breakpoint(const std::string& text) const {
     if (text == "nan") return Breakpoint::non_finite();
-    if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      const std::size_t pc = parse_count(text, "a breakpoint's pc");
-      check(pc < machine_.size(), "no instruction ", pc, " (the program has ", machine_.size(), ")");
-      return Breakpoint::at_pc(pc);
+    if (const std::optional<std::size_t> pc = parse_number<std::size_t>(text)) {
+      check(*pc < machine_.size(), "no instruction ", *pc, " (the program has ", machine_.size(), ")");
+      return Breakpoint::at_pc(*pc);
     }
     const std::vector<Instr>& code = machine_.program().code;
     check(std::any_of(code.begin(), code.end(), [&](const Instr& instr) { return called_name(instr) == text; }),
