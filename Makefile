@@ -60,6 +60,7 @@ demo: build
 
 bench: build
 	$(BUILD)/bench/bench_tensor
+	REFGRAD_TORCH_PYTHON=$(PYTHON) $(BUILD)/bench/bench_interpreter
 
 # docs/nodes.md is generated from the node registry; test-docs checks it is current.
 docs: build

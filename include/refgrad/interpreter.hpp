@@ -34,7 +34,9 @@ namespace refgrad {
 // ------------------------------------------------------------------- host ---
 
 // Host functions a program calls by name (`hook &name`, `call_backward &name`).
-// Hooks return nullopt for "unchanged" (Python's None).
+// Hooks return nullopt for "unchanged" (Python's None); an undefined gradient
+// is passed as an undefined Tensor (nullopt in Grads). The machine looks each
+// one up when it is made; one the host lacks raises when its instruction runs.
 using TensorPreHook = std::function<std::optional<Tensor>(const Tensor& grad)>;
 using PreHook = std::function<std::optional<Grads>(const Grads& grad_outputs)>;
 using PostHook = std::function<std::optional<Grads>(const Grads& grad_inputs, const Grads& grad_outputs)>;
@@ -56,7 +58,8 @@ struct Host {
 struct MachineOptions {
   bool keep_values = false;   // keep every register (no freeing after last use)
   bool trace = false;         // record a TraceEntry per instruction
-  bool check_finite = false;  // stop with an error at the first instruction whose result has NaN or Inf
+  bool check_finite = false;  // stop with an error at the first instruction whose result (or the leaf
+                              // .grad it updates) has NaN or Inf; that result is not kept
 };
 
 // Runs a float32 program in float64: every f32 in declarations, metadata and
@@ -109,15 +112,20 @@ class Machine {
 
   // Inputs, before the first step: an incoming grad by declared name (without
   // '%'); a leaf's .grad before the run (nullopt: None). Grads with a default
-  // value need not be set. Types are checked against the declarations.
+  // value need not be set; one with no value raises at the first instruction
+  // that reads it. Types (dtype and sizes) are checked against the declarations.
   void set_grad(std::string_view name, const Tensor& value);
   void set_leaf_grad(std::string_view name, const std::optional<Tensor>& grad);
 
   // Execution. step() runs one instruction (raises at the end); run() runs to
   // the end; run_until() runs to the end or stops before a breakpoint's
-  // instruction (after, for NonFinite). An error raised by an instruction
-  // names it (pc and text), its node and the shapes of its operands; the
-  // machine stays at that instruction.
+  // instruction (after, for NonFinite); called again at the instruction it
+  // stopped before, it runs that instruction first rather than stopping
+  // again. An error raised by an instruction names it (pc and text), its
+  // node and the shapes of its operands:
+  //   instruction 1 (%1 = LogBackward0 %0  self=$x): LogBackward0: grad has
+  //   shape [2,3] but self has shape [3]; operands: f32[2,3]
+  // and the machine stays at that instruction, its state unchanged.
   void step();
   void run();
   StopReason run_until(const std::vector<Breakpoint>& breakpoints);

@@ -2,11 +2,13 @@
 // time (include/refgrad/interpreter.hpp; docs/program.md, "What each
 // instruction does", is the semantics).
 //
-// Every instruction runs in two halves: dispatch() computes its results from
-// the registers without changing anything, commit() writes them (registers,
-// a leaf's .grad, an output), frees the registers that are dead from then on
-// and moves to the next instruction. An error or a non-finite value found
-// between the halves leaves the machine as it was, at that instruction.
+// Every instruction runs in three parts: take_operands() gathers its
+// operands (moving a tensor out of its register at the register's last read,
+// copying it otherwise), dispatch() computes the results from them, and
+// commit() writes the results (registers, a leaf's .grad, an output), frees
+// the registers that are dead from then on and moves to the next
+// instruction. An error or a non-finite value found before commit() gives
+// the operands back, leaving the machine as it was, at that instruction.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -98,7 +100,8 @@ Grads replaced(std::optional<Grads> returned, Grads unchanged, std::string_view 
 void check_declared_type(const Tensor& value, const TensorType& type, const std::string& what) {
   check(value.defined(), what, ": the value is an undefined tensor");
   check(value.dtype() == type.dtype && value.sizes() == type.sizes, what, " is declared ",
-        to_string(TensorType{type.dtype, type.sizes}), " but the value is ", to_string(TensorType{value.dtype(), value.sizes()}));
+        to_string(TensorType{type.dtype, type.sizes}), " but the value is ",
+        to_string(TensorType{value.dtype(), value.sizes()}));
 }
 
 template <class Decl>
@@ -126,7 +129,9 @@ struct Machine::Impl {
   std::vector<std::optional<Tensor>> registers;  // nullopt: holds nothing; an undefined Tensor: `none`
   std::vector<std::optional<Tensor>> leaf_grads;  // nullopt: None
   std::vector<std::optional<Tensor>> outputs;     // nullopt: not written
+  std::vector<std::size_t> held_bytes;  // per register: the bytes of its value
   std::size_t register_bytes = 0, peak_register_bytes = 0;
+  Grads inputs;  // the operands of the instruction being run (kept to reuse its capacity)
   std::vector<TraceEntry> trace;
   std::size_t resume_pc = kNever;  // run_until() stopped before this instruction at a breakpoint
 
@@ -159,6 +164,7 @@ struct Machine::Impl {
     pc = 0;
     resume_pc = kNever;
     registers.assign(bound.bytecode.register_names.size(), std::nullopt);
+    held_bytes.assign(registers.size(), 0);
     register_bytes = peak_register_bytes = 0;
     leaf_grads = initial_leaf_grads;
     outputs.assign(bound.bytecode.outputs.size(), std::nullopt);
@@ -175,26 +181,20 @@ struct Machine::Impl {
 
   // ------------------------------------------------------------- registers ---
 
+  // The bytes a register holds are counted from write() to free(), also
+  // while take_operands() has moved its tensor out for its last read.
   void write(std::uint32_t reg, Tensor value) {
     free(reg);
-    register_bytes += bytes_of(value);
+    held_bytes[reg] = bytes_of(value);
+    register_bytes += held_bytes[reg];
     peak_register_bytes = std::max(peak_register_bytes, register_bytes);
     registers[reg] = std::move(value);
   }
 
   void free(std::uint32_t reg) {
-    if (!registers[reg]) return;
-    register_bytes -= bytes_of(*registers[reg]);
+    register_bytes -= held_bytes[reg];
+    held_bytes[reg] = 0;
     registers[reg].reset();
-  }
-
-  // An operand's value: nullopt for `none` or a register holding an undefined tensor.
-  std::optional<Tensor> read(std::uint32_t reg) const {
-    if (reg == kNoRegister) return std::nullopt;
-    const std::optional<Tensor>& slot = registers[reg];
-    if (!slot) fail(why_empty(reg));
-    if (!slot->defined()) return std::nullopt;
-    return *slot;
   }
 
   std::string why_empty(std::uint32_t reg) const {
@@ -205,14 +205,41 @@ struct Machine::Impl {
                          "its declaration", name);
     }
     if (slot.defined_at == kNever) return fmt::format("register %{} is never defined", name);
-    if (slot.defined_at >= pc) return fmt::format("register %{} is read before instruction {} defines it", name, slot.defined_at);
+    if (slot.defined_at >= pc) {
+      return fmt::format("register %{} is read before instruction {} defines it", name, slot.defined_at);
+    }
     return fmt::format("register %{} holds no value", name);
   }
 
-  Grads operands(const BytecodeInstr& code) const {
-    Grads grads(code.operand_count);
-    for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = read(operand_register(code, i));
-    return grads;
+  // Fills `inputs` (nullopt for `none` and for a register holding an
+  // undefined tensor). Raises before changing anything when a register holds
+  // nothing.
+  void take_operands(const BytecodeInstr& code, const InstrPlan& step) {
+    for (std::size_t i = 0; i < code.operand_count; ++i) {
+      const std::uint32_t reg = operand_register(code, i);
+      if (reg != kNoRegister && !registers[reg]) fail(why_empty(reg));
+    }
+    inputs.resize(code.operand_count);
+    for (std::size_t i = 0; i < code.operand_count; ++i) {
+      const std::uint32_t reg = operand_register(code, i);
+      if (reg == kNoRegister || !registers[reg]->defined()) {
+        inputs[i].reset();
+      } else if (step.last_read[i]) {
+        inputs[i] = std::move(*registers[reg]);
+        registers[reg].reset();
+      } else {
+        inputs[i] = *registers[reg];
+      }
+    }
+  }
+
+  void give_back_operands(const BytecodeInstr& code, const InstrPlan& step) {
+    for (std::size_t i = 0; i < code.operand_count; ++i) {
+      const std::uint32_t reg = operand_register(code, i);
+      if (step.last_read[i] && reg != kNoRegister && !registers[reg]) {
+        registers[reg] = std::move(inputs[i]).value_or(Tensor());
+      }
+    }
   }
 
   // "f32[2,3], none": the operands as an error message shows them.
@@ -229,29 +256,30 @@ struct Machine::Impl {
 
   // ----------------------------------------------------------- instructions ---
 
-  // The instruction's results, one per result slot (AccumulateGrad: the
-  // leaf's new .grad; Output: the value stored). Changes no state.
+  // The instruction's results from `inputs`, one per result slot
+  // (AccumulateGrad: the leaf's new .grad; Output: the value stored).
+  // Changes no state.
   Grads dispatch(const BytecodeInstr& code, const InstrPlan& step) {
     switch (code.op) {
       case Opcode::Call: {
         const BoundCall& call = bound.calls[pc];
-        return expect_grads(call.node->apply(operands(code), call.saved.get(), step.need), code.result_count,
+        return expect_grads(call.node->apply(inputs, call.saved.get(), step.need), code.result_count,
                             call.node->schema.name);
       }
       case Opcode::CopySlices: {
         const BoundCall& call = bound.calls[pc];
-        return copy_slices(operands(code), call.base, call.view, *call.node, call.saved, step.need);
+        return copy_slices(inputs, call.base, call.view, *call.node, call.saved, step.need);
       }
-      case Opcode::Validate: return validate_outputs(operands(code), step.metadata, step.validate_node);
-      case Opcode::Add: return {add_grads(read(operand_register(code, 0)), read(operand_register(code, 1)))};
+      case Opcode::Validate: return validate_outputs(inputs, step.metadata, step.validate_node);
+      case Opcode::Add: return {add_grads(inputs[0], inputs[1])};
       case Opcode::Zeros: return {zeros_of(*step.metadata[0])};
       case Opcode::AccumulateGrad: {
-        const Tensor updated = accumulate_grad(leaf_grads[code.arg], read(operand_register(code, 0)).value_or(Tensor()));
+        const Tensor updated = accumulate_grad(leaf_grads[code.arg], inputs[0].value_or(Tensor()));
         return {updated.defined() ? std::optional<Tensor>(updated) : std::nullopt};
       }
       case Opcode::Hook: return call_hook(code, step.host);
       case Opcode::CallBackward: return call_backward(code, step);
-      case Opcode::Output: return {read(operand_register(code, 0))};
+      case Opcode::Output: return {inputs[0]};
     }
     fail(fmt::format("unknown opcode {}", static_cast<int>(code.op)));
   }
@@ -263,20 +291,17 @@ struct Machine::Impl {
     switch (hook.kind) {
       case HookKind::TensorPre: {
         if (!call.tensor_pre) missing();
-        const std::optional<Tensor> grad = read(operand_register(code, 0));
-        const std::optional<Tensor> result = (*call.tensor_pre)(grad.value_or(Tensor()));
-        return {result ? (result->defined() ? result : std::nullopt) : grad};
+        const std::optional<Tensor> result = (*call.tensor_pre)(inputs[0].value_or(Tensor()));
+        return {result ? result : inputs[0]};
       }
       case HookKind::Pre: {
         if (!call.pre) missing();
-        Grads grads = operands(code);
-        return replaced((*call.pre)(grads), grads, who);
+        return replaced((*call.pre)(inputs), inputs, who);
       }
       case HookKind::Post: {
         if (!call.post) missing();
-        const Grads all = operands(code);
-        const Grads grad_inputs(all.begin(), all.begin() + code.result_count);
-        const Grads grad_outputs(all.begin() + code.result_count, all.end());
+        const Grads grad_inputs(inputs.begin(), inputs.begin() + code.result_count);
+        const Grads grad_outputs(inputs.begin() + code.result_count, inputs.end());
         return replaced((*call.post)(grad_inputs, grad_outputs), grad_inputs, who);
       }
       case HookKind::PostAccGrad:
@@ -289,7 +314,7 @@ struct Machine::Impl {
 
   Grads call_backward(const BytecodeInstr& code, const InstrPlan& step) {
     check(step.host.function != nullptr, "the host has no function &", step.node_name, " (Host::functions)");
-    Grads grads = (*step.host.function)(bound.backward_saved[pc], step.need, operands(code));
+    Grads grads = (*step.host.function)(bound.backward_saved[pc], step.need, inputs);
     check(grads.size() == code.result_count, "function ", step.node_name,
           " returned an incorrect number of gradients (expected ", code.result_count, ", got ", grads.size(), ")");
     return grads;
@@ -316,21 +341,19 @@ struct Machine::Impl {
       default:
         for (std::size_t i = 0; i < results.size(); ++i) {
           const std::uint32_t reg = result_register(code, i);
-          if (reg != kNoRegister) write(reg, results[i].value_or(Tensor()));
+          if (reg != kNoRegister) write(reg, std::move(results[i]).value_or(Tensor()));
         }
     }
     for (std::uint32_t reg : plan.instrs[pc].dead) free(reg);
+    inputs.clear();
     ++pc;
   }
 
-  void record_trace(const BytecodeInstr& code, const Grads& results, Clock::duration time) {
+  void record_trace(const Grads& results, Clock::duration time) {
     TraceEntry entry;
     entry.pc = pc;
     entry.text = print_instruction(program.code[pc]);
-    for (std::size_t i = 0; i < code.operand_count; ++i) {
-      const std::uint32_t reg = operand_register(code, i);
-      entry.inputs.push_back(reg == kNoRegister ? ValueInfo{} : info_of(registers[reg]));
-    }
+    for (const std::optional<Tensor>& input : inputs) entry.inputs.push_back(info_of(input));
     for (const std::optional<Tensor>& result : results) entry.outputs.push_back(info_of(result));
     entry.time = std::chrono::duration_cast<std::chrono::nanoseconds>(time);
     trace.push_back(std::move(entry));
@@ -347,20 +370,31 @@ struct Machine::Impl {
   // without it raises instead, leaving the machine at the instruction).
   bool execute(bool stop_on_non_finite) {
     const BytecodeInstr& code = instruction();
+    const InstrPlan& step = plan.instrs[pc];
+    try {
+      take_operands(code, step);
+    } catch (const Error& error) {
+      fail(error_message(error.what()));
+    }
     const Clock::time_point start = options.trace ? Clock::now() : Clock::time_point{};
     Grads results;
     try {
-      results = dispatch(code, plan.instrs[pc]);
+      results = dispatch(code, step);
     } catch (const std::exception& error) {
+      give_back_operands(code, step);
       fail(error_message(error.what()));
     } catch (...) {
+      give_back_operands(code, step);
       fail(error_message("an exception that is not a std::exception"));
     }
     const Clock::duration time = options.trace ? Clock::now() - start : Clock::duration{};
     std::optional<std::string> non_finite;
     if (options.check_finite || stop_on_non_finite) non_finite = find_non_finite(code, results);
-    if (non_finite && !stop_on_non_finite) fail(fmt::format("{}: produced a non-finite value in {}", label(pc), *non_finite));
-    if (options.trace) record_trace(code, results, time);
+    if (non_finite && !stop_on_non_finite) {
+      give_back_operands(code, step);
+      fail(fmt::format("{}: produced a non-finite value in {}", label(pc), *non_finite));
+    }
+    if (options.trace) record_trace(results, time);
     commit(code, results);
     resume_pc = kNever;
     return non_finite.has_value();
@@ -487,7 +521,8 @@ std::size_t Machine::peak_register_bytes() const { return impl_->peak_register_b
 TensorMap run_program(BoundProgram program, const TensorMap& grads, Host host, MachineOptions options) {
   Machine machine(std::move(program), std::move(host), options);
   for (const auto& [key, value] : grads) {
-    check(key.size() > 1 && key[0] == '%', "run_program: grads are named with their sigil (\"%g0\"), got \"", key, "\"");
+    check(key.size() > 1 && key[0] == '%', "run_program: grads are named with their sigil (\"%g0\"), got \"", key,
+          "\"");
     machine.set_grad(std::string_view(key).substr(1), value);
   }
   machine.run();

@@ -119,6 +119,7 @@ InstrPlan plan_instruction(const BoundProgram& program, const Host& host, std::s
   operands(bytecode, code);  // checks the runs, for plan_registers
   results(bytecode, code);
   InstrPlan plan;
+  plan.last_read.assign(code.operand_count, false);  // plan_frees marks them
   switch (code.op) {
     case Opcode::Call:
     case Opcode::CopySlices: {
@@ -202,7 +203,7 @@ void plan_registers(Plan& plan, const Bytecode& bytecode, const std::function<st
 
 // Each register is freed after the instruction that reads it last; a result
 // nobody reads, right after the instruction that makes it.
-void plan_frees(Plan& plan) {
+void plan_frees(Plan& plan, const Bytecode& bytecode) {
   for (std::uint32_t reg = 0; reg < plan.registers.size(); ++reg) {
     const RegisterPlan& slot = plan.registers[reg];
     const bool defined = slot.defined_at != kNever || slot.grad;
@@ -211,6 +212,14 @@ void plan_frees(Plan& plan) {
       if (slot.defined_at != kNever) plan.instrs[slot.defined_at].dead.push_back(reg);
     } else if (slot.defined_at == kNever || slot.last_use > slot.defined_at) {
       plan.instrs[slot.last_use].dead.push_back(reg);
+    }
+  }
+  for (std::size_t pc = 0; pc < bytecode.code.size(); ++pc) {
+    const auto read = operands(bytecode, bytecode.code[pc]);
+    InstrPlan& instr = plan.instrs[pc];
+    for (std::uint32_t reg : instr.dead) {
+      const auto last = std::find(read.rbegin(), read.rend(), reg);  // `add %a, %a` reads %a twice
+      if (last != read.rend()) instr.last_read[static_cast<std::size_t>(read.rend() - last) - 1] = true;
     }
   }
 }
@@ -267,9 +276,10 @@ Plan make_plan(const BoundProgram& program, const Host& host, bool keep_values,
     }
   }
   plan_registers(plan, bytecode, label);
-  if (!keep_values) plan_frees(plan);
+  if (!keep_values) plan_frees(plan, bytecode);
   for (std::size_t pc = 0; pc < bytecode.code.size(); ++pc) {
-    if (bytecode.code[pc].op == Opcode::Validate) plan.instrs[pc].validate_node = validate_node(plan, bytecode, bytecode.code[pc]);
+    const BytecodeInstr& code = bytecode.code[pc];
+    if (code.op == Opcode::Validate) plan.instrs[pc].validate_node = validate_node(plan, bytecode, code);
   }
   return plan;
 }

@@ -35,6 +35,9 @@ struct InstrPlan {
   std::string node_name;      // what a node breakpoint matches: the (wrapped) node or the function
   HostCall host;              // Hook, CallBackward
   std::vector<std::uint32_t> dead;  // registers to free once this instruction has run
+  // Per operand: the register's last read (it is dead after this
+  // instruction), so its tensor is moved out rather than copied.
+  std::vector<bool> last_read;
 };
 
 struct RegisterPlan {

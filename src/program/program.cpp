@@ -34,7 +34,7 @@ std::string sizes_text(const Shape& sizes) {
 
 std::string to_string(const TensorType& type) {
   std::string text = short_dtype_name(type.dtype) + sizes_text(type.sizes);
-  if (type.device != Device::CPU) text += " " + device_name(type.device);
+  if (type.device != Device::CPU) text += fmt::format(" {}", device_name(type.device));
   return text;
 }
 
