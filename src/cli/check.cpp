@@ -1,0 +1,231 @@
+// `refgrad check BUNDLE`: runs the bundle's program and compares every result
+// set the bundle stores with it, under the bundle's comparison rule
+// (bundle.hpp's Comparison; DESIGN.md, "Numbers and precision"):
+//   reference  R is refgrad's run in float64. Engine E passes when
+//              max|E - R| <= 2 max|eager - R| + atol + rtol max|R|; eager when
+//              max|eager - R| <= atol + rtol max|R|.
+//   allclose   R is refgrad's run as written; |E - R| <= atol + rtol |R| elementwise.
+// rtol and atol are the bundle's (or --rtol/--atol), else
+// torch.testing.assert_close's defaults for E's dtype.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "common.hpp"
+
+namespace refgrad::cli {
+
+namespace {
+
+struct CheckOptions {
+  std::string file;
+  std::optional<double> rtol, atol;
+  std::vector<std::string> hooks;
+};
+
+struct Tolerance {
+  double rtol = 0.0, atol = 0.0;
+};
+
+// torch.testing.assert_close's defaults: float32 rtol 1.3e-6 atol 1e-5, float64 rtol 1e-7 atol 1e-7.
+Tolerance tolerance_for(DType dtype, const Comparison& comparison) {
+  Tolerance tolerance;
+  if (dtype == DType::Float32) tolerance = {1.3e-6, 1e-5};
+  if (dtype == DType::Float64) tolerance = {1e-7, 1e-7};
+  return {comparison.rtol.value_or(tolerance.rtol), comparison.atol.value_or(tolerance.atol)};
+}
+
+// How far E is from R, in float64. NaN anywhere makes every figure NaN, so it never passes.
+struct Difference {
+  double max_abs = 0.0, max_rel = 0.0, max_reference = 0.0;
+  bool allclose = true;  // |E - R| <= atol + rtol |R| at every element
+};
+
+Difference difference(const Tensor& actual, const Tensor& reference, const Tolerance& tolerance) {
+  const std::vector<double> e = actual.to_vector<double>(), r = reference.to_vector<double>();
+  Difference d;
+  bool any_nan = false;
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    const double abs = e[i] == r[i] ? 0.0 : std::abs(e[i] - r[i]);  // equal infinities count as equal
+    const double rel = abs == 0.0 ? 0.0 : abs / std::abs(r[i]);
+    any_nan = any_nan || std::isnan(abs);
+    d.max_abs = std::max(d.max_abs, abs);
+    d.max_rel = std::max(d.max_rel, rel);
+    d.max_reference = std::max(d.max_reference, std::abs(r[i]));
+    d.allclose = d.allclose && abs <= tolerance.atol + tolerance.rtol * std::abs(r[i]);
+  }
+  if (any_nan) d.max_abs = d.max_rel = std::nan("");
+  return d;
+}
+
+// One table row: one gradient of one result set.
+struct Row {
+  std::string result, engine, config, grad, max_abs = "-", max_rel = "-", bound = "-", verdict;
+  bool pass = false;
+};
+
+std::string config_text(const std::map<std::string, std::string>& config) {
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : config) parts.push_back(key + "=" + value);
+  return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, ","));
+}
+
+std::string figure(double value) { return fmt::format("{:.3g}", value); }
+
+class Checker {
+ public:
+  Checker(const Comparison& comparison, const Results& reference, const ResultSet* eager)
+      : comparison_(comparison), reference_(defined_results(reference)), eager_(eager) {
+    for (const auto& [name, value] : reference) {
+      if (value) names_.push_back(name);
+    }
+  }
+
+  // The rows for result set `index`: every gradient either side has, refgrad's in declaration order.
+  std::vector<Row> rows(std::size_t index, const ResultSet& set) const {
+    std::vector<std::string> names = names_;
+    for (const auto& [name, value] : set.tensors) {
+      if (!reference_.contains(name)) names.push_back(name);
+    }
+    std::vector<Row> rows;
+    for (const std::string& name : names) {
+      Row row;
+      row.result = std::to_string(index);
+      row.engine = set.engine;
+      row.config = config_text(set.config);
+      row.grad = name;
+      judge(row, set, name);
+      rows.push_back(row);
+    }
+    return rows;
+  }
+
+ private:
+  void judge(Row& row, const ResultSet& set, const std::string& name) const {
+    const auto actual = set.tensors.find(name);
+    const auto expected = reference_.find(name);
+    if (actual == set.tensors.end() || expected == reference_.end()) {
+      row.verdict = actual == set.tensors.end() ? "FAIL (missing in this result set)" : "FAIL (refgrad computes None)";
+      return;
+    }
+    if (actual->second.sizes() != expected->second.sizes()) {
+      row.verdict =
+          fmt::format("FAIL (shape {}, refgrad's {})", str(actual->second.sizes()), str(expected->second.sizes()));
+      return;
+    }
+    const Tolerance tolerance = tolerance_for(actual->second.dtype(), comparison_);
+    const Difference d = difference(actual->second, expected->second, tolerance);
+    row.max_abs = figure(d.max_abs);
+    row.max_rel = figure(d.max_rel);
+    if (comparison_.rule == "allclose") {
+      row.pass = d.allclose;
+    } else {
+      const double bound = 2 * eager_error(name) + tolerance.atol + tolerance.rtol * d.max_reference;
+      const double eager_bound = tolerance.atol + tolerance.rtol * d.max_reference;
+      row.bound = figure(set.engine == "eager" ? eager_bound : bound);
+      row.pass = d.max_abs <= (set.engine == "eager" ? eager_bound : bound);
+    }
+    row.verdict = row.pass ? "pass" : "FAIL";
+  }
+
+  // max|eager - R| for a gradient; 0 when the bundle holds no eager result for it.
+  double eager_error(const std::string& name) const {
+    if (eager_ == nullptr) return 0.0;
+    const auto eager = eager_->tensors.find(name);
+    const auto expected = reference_.find(name);
+    if (eager == eager_->tensors.end() || eager->second.sizes() != expected->second.sizes()) return 0.0;
+    return difference(eager->second, expected->second, {}).max_abs;
+  }
+
+  Comparison comparison_;
+  TensorMap reference_;
+  std::vector<std::string> names_;  // reference_'s, in declaration order
+  const ResultSet* eager_;
+};
+
+void print_table(const std::vector<Row>& rows) {
+  std::vector<std::array<std::string, 8>> table{
+      {"result", "engine", "config", "grad", "max abs", "max rel", "bound", ""}};
+  for (const Row& row : rows) {
+    table.push_back({row.result, row.engine, row.config, row.grad, row.max_abs, row.max_rel, row.bound, row.verdict});
+  }
+  std::array<std::size_t, 8> widths{};
+  for (const auto& line : table) {
+    for (std::size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size());
+  }
+  for (const auto& line : table) {
+    std::string text;
+    for (std::size_t c = 0; c < line.size(); ++c) text += fmt::format("{:<{}}  ", line[c], widths[c]);
+    text.erase(text.find_last_not_of(' ') + 1);
+    std::cout << text << '\n';
+  }
+}
+
+// What R is, the rule and the tolerances, in three lines.
+std::string header(const std::string& file, const Comparison& comparison, bool has_eager) {
+  const std::string tolerances =
+      comparison.rtol || comparison.atol
+          ? fmt::format("rtol {}, atol {}", comparison.rtol ? figure(*comparison.rtol) : "per dtype",
+                        comparison.atol ? figure(*comparison.atol) : "per dtype")
+          : "torch.testing.assert_close's for E's dtype "
+            "(float32: rtol 1.3e-06, atol 1e-05; float64: rtol 1e-07, atol 1e-07)";
+  const std::string rule =
+      comparison.rule == "allclose"
+          ? "allclose: R = refgrad's run as written; E passes when |E - R| <= atol + rtol |R| at every element"
+          : fmt::format("reference: R = refgrad's run in float64; "
+                        "E passes when max|E - R| <= bound = {}atol + rtol max|R|",
+                        has_eager ? "2 max|eager - R| + " : "(no eager result set) ");
+  return fmt::format("check {}\n  rule {}\n  tolerances: {}", file, rule, tolerances);
+}
+
+int check_command(const CheckOptions& options) {
+  Bundle bundle = load_checked(options.file);
+  check(!bundle.results.empty(), options.file, " holds no result sets to check (refgrad run -o writes one)");
+  Comparison comparison = bundle.comparison.value_or(Comparison{});
+  if (options.rtol) comparison.rtol = options.rtol;
+  if (options.atol) comparison.atol = options.atol;
+  check(comparison.rule == "reference" || comparison.rule == "allclose", options.file, ": unknown comparison rule '",
+        comparison.rule, "' (reference or allclose)");
+  check(comparison.reference == "refgrad", options.file, ": the comparison's reference engine is '",
+        comparison.reference, "'; refgrad check computes the reference itself, so it must be 'refgrad'");
+  add_grad_inputs(bundle, {});
+  const Host host = make_host(bundle.program, options.hooks, std::cout);
+  const Precision precision = comparison.rule == "reference" ? Precision::Float64 : Precision::AsWritten;
+  Machine machine = make_machine(bundle, host, precision);
+  machine.run();
+  const auto eager = std::find_if(bundle.results.begin(), bundle.results.end(),
+                                  [](const ResultSet& set) { return set.engine == "eager"; });
+  const ResultSet* eager_set = eager == bundle.results.end() ? nullptr : &*eager;
+  const Checker checker(comparison, results_of(machine), eager_set);
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < bundle.results.size(); ++i) {
+    for (Row& row : checker.rows(i, bundle.results[i])) rows.push_back(std::move(row));
+  }
+  std::cout << header(options.file, comparison, eager_set != nullptr) << '\n';
+  print_table(rows);
+  const auto failed =
+      static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& row) { return !row.pass; }));
+  std::cout << fmt::format("{} of {} gradients pass\n", rows.size() - failed, rows.size());
+  return failed == 0 ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<CheckOptions>();
+  CLI::App* command = app.add_subcommand(
+      "check",
+      "run a bundle's program and compare it with the result sets the bundle stores (exit code 1 on a mismatch)");
+  command->add_option("BUNDLE", options->file, "a .safetensors bundle with result sets")->required();
+  command->add_option("--rtol", options->rtol, "relative tolerance (default: the bundle's, else per dtype)");
+  command->add_option("--atol", options->atol, "absolute tolerance (default: the bundle's, else per dtype)");
+  add_hook_option(*command, options->hooks);
+  command->callback([options, &exit_code] { exit_code = check_command(*options); });
+}
+
+}  // namespace refgrad::cli

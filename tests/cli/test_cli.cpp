@@ -1,0 +1,508 @@
+// Suite "cli": build/refgrad end to end, run as a subprocess (popen) with
+// its stdin, stdout, stderr and exit code checked. Expected values are the
+// ones each example's comments give (hand-checked or from torch).
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "refgrad/bundle.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using refgrad::Tensor;
+using refgrad::tensor;
+
+struct Output {
+  int status = -1;
+  std::string out, err;
+};
+
+// A folder for the files a test writes, removed when the tests end.
+const fs::path& scratch() {
+  struct Folder {
+    fs::path path = fs::temp_directory_path() / ("refgrad_test_cli_" + std::to_string(getpid()));
+    Folder() { fs::create_directories(path); }
+    ~Folder() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  };
+  static const Folder folder;
+  return folder.path;
+}
+
+std::string in_scratch(const std::string& name) { return (scratch() / name).string(); }
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string example(const std::string& name) { return std::string(REFGRAD_SOURCE_ROOT) + "/examples/programs/" + name; }
+
+// cli(ARGS) runs `refgrad ARGS` through the shell (ARGS is shell text) with `input` on stdin.
+Output cli(const std::string& args, const std::string& input = "") {
+  const std::string in = in_scratch("stdin.txt"), err = in_scratch("stderr.txt");
+  write_text(in, input);
+  const std::string command = std::string(REFGRAD_EXE) + " " + args + " < " + in + " 2> " + err;
+  Output output;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (std::size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.out.append(buffer, n);
+  const int status = pclose(pipe);
+  output.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  output.err = read_text(err);
+  return output;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The hooks leaf_twice.bwd calls: w.register_hook(lambda g: 2 * g), and a post-accumulate-grad hook that logs.
+const std::string kLeafTwiceHooks = " --hook double=scale:2 --hook log=print";
+
+// What each example's comment says its gradients are: the first six values,
+// the shape, and for a longer tensor its 2-norm.
+struct Expected {
+  std::vector<std::int64_t> shape;
+  std::vector<double> values;
+  double norm;
+};
+
+const std::map<std::string, std::map<std::string, Expected>>& expected_gradients() {
+  static const std::map<std::string, std::map<std::string, Expected>> expected{
+      {"mul.bwd", {{"@x", {{3}, {4, 5, 12}, std::sqrt(185.0)}}, {"@y", {{3}, {1, 2, 6}, std::sqrt(41.0)}}}},
+      {"broadcast_add.bwd",
+       {{"@a", {{2, 3}, {1, 1, 1, 1, 1, 1}, std::sqrt(6.0)}}, {"@b", {{3}, {2, 2, 2}, std::sqrt(12.0)}}}},
+      {"diamond.bwd", {{"@x", {{3}, {-1.7720644, -3.594969, -3.2918158}, 5.1865273}}}},
+      {"leaf_twice.bwd", {{"@w", {{3}, {4.5, -1.5, 10.5}, std::sqrt(4.5 * 4.5 + 1.5 * 1.5 + 10.5 * 10.5)}}}},
+      // W1 = [[0,0,0],[0,0,0],[0,-1,-2],[0,2,4]], W2 = [[0,0,5,5],[0,0,5,5]]
+      {"mlp.bwd",
+       {{"@b2", {{2}, {2, 2}, std::sqrt(8.0)}},
+        {"@W2", {{2, 4}, {0, 0, 5, 5, 0, 0}, 10.0}},
+        {"@b1", {{4}, {0, 0, -1, 2}, std::sqrt(5.0)}},
+        {"@W1", {{4, 3}, {0, 0, 0, 0, 0, 0}, 5.0}}}},
+  };
+  return expected;
+}
+
+std::string run_args(const std::string& name) {
+  return example(name) + (name == "leaf_twice.bwd" ? kLeafTwiceHooks : "");
+}
+
+void check_gradients(const std::string& name, const nlohmann::json& results) {
+  for (const auto& [leaf, want] : expected_gradients().at(name)) {
+    CAPTURE(leaf);
+    const nlohmann::json& got = results.at(leaf);
+    CHECK(got.at("shape").get<std::vector<std::int64_t>>() == want.shape);
+    CHECK(got.at("norm").get<double>() == doctest::Approx(want.norm).epsilon(1e-6));
+    const std::vector<double> values = got.at("values").get<std::vector<double>>();
+    REQUIRE(values.size() == want.values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) CHECK(values[i] == doctest::Approx(want.values[i]).epsilon(1e-6));
+  }
+}
+
+// mul.bwd with its grad given at run time instead of by default, and $y
+// from a tensor file beside it (load_program_file reads NAME.safetensors).
+const char* kMulNoDefault = R"(program mul
+  grad   %g : f32[3]
+  saved  $x : f32[3] = [1.0, 2.0, 3.0]
+  saved  $y : f32[3]
+  leaf   @x : f32[3]
+  leaf   @y : f32[3]
+code
+  %0 = validate %g : f32[3]
+  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32
+  %3, %4 = validate %1, %2 : f32[3], f32[3]
+  accumulate_grad @x %3
+  accumulate_grad @y %4
+)";
+
+std::string write_program(const std::string& name, const std::string& text, const refgrad::TensorMap& beside = {}) {
+  write_text(in_scratch(name + ".bwd"), text);
+  if (!beside.empty()) write_text(in_scratch(name + ".safetensors"), refgrad::write_safetensors(beside));
+  return in_scratch(name + ".bwd");
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------- run ---
+
+TEST_CASE("cli: run prints each example's gradients") {
+  for (const auto& [name, gradients] : expected_gradients()) {
+    CAPTURE(name);
+    const Output output = cli("run --json " + run_args(name));
+    REQUIRE(output.status == 0);
+    const nlohmann::json json = nlohmann::json::parse(output.out);
+    CHECK(json.at("runs").size() == 1);
+    check_gradients(name, json.at("runs").at("float32"));
+  }
+}
+
+TEST_CASE("cli: run prints name, type, norm and the first values") {
+  const Output mul = cli("run " + example("mul.bwd"));
+  CHECK(mul.status == 0);
+  CHECK(mul.out ==
+        "@x  f32[3]  norm=13.601471  [4.0, 5.0, 12.0]\n"
+        "@y  f32[3]  norm=6.4031243  [1.0, 2.0, 6.0]\n");
+  const Output mlp = cli("run " + example("mlp.bwd"));
+  CHECK(contains(mlp.out, "@W2  f32[2,4]  norm=10.0  [0.0, 0.0, 5.0, 5.0, 0.0, 0.0, ...]\n"));
+}
+
+TEST_CASE("cli: run --precision both prints float32 and float64 and their difference") {
+  const Output output = cli("run --precision both " + example("diamond.bwd"));
+  REQUIRE(output.status == 0);
+  CHECK(contains(output.out,
+                 "@x  f32[3]  norm=5.1865273  [-1.7720644, -3.594969, -3.2918158]\n    f64[3]  norm=5.18652"));
+  CHECK(contains(output.out, "    max abs difference "));
+
+  const nlohmann::json json = nlohmann::json::parse(cli("run --json --precision both " + example("diamond.bwd")).out);
+  check_gradients("diamond.bwd", json.at("runs").at("float64"));
+  CHECK(json.at("runs").at("float64").at("@x").at("dtype") == "float64");
+  const double difference = json.at("max_abs_difference").at("@x").get<double>();
+  CHECK(difference > 0.0);  // float32 rounding
+  CHECK(difference < 1e-6);
+}
+
+TEST_CASE("cli: run --grad reads an incoming grad from a safetensors file") {
+  const std::string program = write_program("mul_nodefault", kMulNoDefault, {{"$y", tensor({4.0, 5.0, 6.0})}});
+  write_text(in_scratch("grads.safetensors"),
+             refgrad::write_safetensors({{"g0", tensor({1.0, 1.0, 2.0})}, {"short", tensor({1.0, 2.0})}}));
+  const Output output = cli("run --json " + program + " --grad g=" + in_scratch("grads.safetensors") + ":g0");
+  REQUIRE(output.status == 0);
+  check_gradients("mul.bwd", nlohmann::json::parse(output.out).at("runs").at("float32"));
+
+  const Output wrong = cli("run " + program + " --grad g=" + in_scratch("grads.safetensors") + ":short");
+  CHECK(wrong.status == 2);
+  CHECK(contains(wrong.err, "refgrad: error: --grad g="));
+  CHECK(contains(wrong.err, "%g is declared f32[3] but tensor 'short' is f32[2]"));
+}
+
+TEST_CASE("cli: run --hook gives leaf_twice.bwd its hooks") {
+  const Output output = cli("run " + example("leaf_twice.bwd") + kLeafTwiceHooks);
+  CHECK(output.status == 0);
+  CHECK(output.out ==
+        "hook &log (post_acc_grad): @w.grad = f32[3]  norm=11.521719  [4.5, -1.5, 10.5]\n"
+        "@w  f32[3]  norm=11.521719  [4.5, -1.5, 10.5]\n");
+  // w.grad = 0.5 + 3 * (x + 1) with x = [1, -2, 4]
+  const Output tripled = cli("run " + example("leaf_twice.bwd") + " --hook double=scale:3 --hook log=print");
+  CHECK(contains(tripled.out, "@w  f32[3]  norm=16.992645  [6.5, -2.5, 15.5]\n"));
+
+  const Output missing = cli("run " + example("leaf_twice.bwd"));
+  CHECK(missing.status == 2);
+  CHECK(contains(missing.err, "refgrad: error: the program calls hook &double (tensor_pre), a host function: give one "
+                              "with --hook double=print or --hook double=scale:K"));
+}
+
+TEST_CASE("cli: run --check-finite stops at the instruction that makes an Inf") {
+  std::string text = kMulNoDefault;
+  text.replace(text.find("grad   %g : f32[3]"), 18, "grad   %g : f32[3] = [1.0, 1.0, 2.0]");
+  text.replace(text.find("saved  $y : f32[3]"), 18, "saved  $y : f32[3] = [inf, 5.0, 6.0]");
+  const std::string program = write_program("mul_inf", text);
+  const Output checked = cli("run --check-finite " + program);
+  CHECK(checked.status == 1);
+  CHECK(contains(checked.err, "refgrad: check-finite: float32 run: instruction 1 (%1, %2 = MulBackward0 %0"));
+  CHECK(contains(checked.err, "made a NaN or Inf: %1 = f32[3]  norm=inf  [inf, 5.0, 12.0]"));
+  const Output unchecked = cli("run " + program);
+  CHECK(unchecked.status == 0);
+  CHECK(contains(unchecked.out, "@x  f32[3]  norm=inf  [inf, 5.0, 12.0]"));
+}
+
+// ----------------------------------------------------------------- check ---
+
+TEST_CASE("cli: run -o writes a bundle that check passes") {
+  const std::string bundle_path = in_scratch("mlp_results.safetensors");
+  REQUIRE(cli("run " + example("mlp.bwd") + " -o " + bundle_path).status == 0);
+  const refgrad::Bundle bundle = refgrad::load_bundle(bundle_path);
+  REQUIRE(bundle.results.size() == 1);
+  CHECK(bundle.results[0].engine == "refgrad");
+  CHECK(bundle.results[0].config == std::map<std::string, std::string>{{"precision", "float32"}});
+  CHECK(bundle.results[0].tensors.at("@b2").to_vector<float>() == std::vector<float>{2, 2});
+
+  const Output output = cli("check " + bundle_path);
+  CHECK(output.status == 0);
+  CHECK(contains(output.out, "rule reference: R = refgrad's run in float64"));
+  CHECK(contains(output.out, "0       refgrad  precision=float32  @W1   0        0        1.52e-05  pass\n"));
+  CHECK(contains(output.out, "4 of 4 gradients pass\n"));
+}
+
+TEST_CASE("cli: check passes right results and fails wrong ones") {
+  refgrad::Bundle bundle = refgrad::make_bundle(refgrad::load_program_file(example("mul.bwd")).program, {});
+  bundle.results.push_back({"eager", {{"@x", tensor({4.0, 5.0, 12.0})}, {"@y", tensor({1.0, 2.0, 6.0})}}, {}});
+  const std::string right = in_scratch("mul_right.safetensors");
+  refgrad::save_bundle(bundle, right);
+  const Output pass = cli("check " + right);
+  CHECK(pass.status == 0);
+  CHECK(contains(pass.out, "2 of 2 gradients pass"));
+
+  // 12.001 is off by 1e-3: far over eager's bound of 1e-5 + 1.3e-6 * 12 and, eager being exact, compiled's.
+  bundle.results.push_back({"compiled_autograd:inductor",
+                            {{"@x", tensor({4.0, 5.0, 12.001})}, {"@y", tensor({1.0, 2.0, 6.0})}},
+                            {{"backend", "inductor"}}});
+  const std::string wrong = in_scratch("mul_wrong.safetensors");
+  refgrad::save_bundle(bundle, wrong);
+  const Output fail = cli("check " + wrong);
+  CHECK(fail.status == 1);
+  CHECK(contains(fail.out,
+                 "0       eager                       -                 @x    0        0         2.56e-05  pass\n"));
+  CHECK(contains(fail.out,
+                 "1       compiled_autograd:inductor  backend=inductor  @x    0.001    8.34e-05  2.56e-05  FAIL\n"));
+  CHECK(contains(fail.out, "3 of 4 gradients pass"));
+  // A looser tolerance lets it pass.
+  CHECK(cli("check " + wrong + " --atol 0.01").status == 0);
+
+  // allclose: elementwise, refgrad's run as written.
+  bundle.comparison = refgrad::Comparison{"allclose", "refgrad", 1e-3, 0.0};
+  refgrad::save_bundle(bundle, wrong);
+  const Output allclose = cli("check " + wrong);
+  CHECK(allclose.status == 0);
+  CHECK(contains(allclose.out, "rule allclose"));
+}
+
+// -------------------------------------------------------------------- step ---
+
+TEST_CASE("cli: a step session piped on stdin reads as a transcript") {
+  const std::string commands = "break MulBackward0\ncontinue\nprint %0\nprint %3\nbogus\nstep\ncontinue\nquit\n";
+  const Output output = cli("step " + example("mul.bwd"), commands);
+  CHECK(output.status == 0);
+  CHECK(output.err.empty());
+  CHECK(output.out ==
+        "program mul: 5 instructions, float32; type help for the commands\n"
+        "=>   0  %0 = validate %g : f32[3]\n"
+        "(refgrad) break MulBackward0\n"
+        "breakpoint 1: before each call of MulBackward0\n"
+        "(refgrad) continue\n"
+        "stopped at breakpoint 1 before instruction 1\n"
+        "=>   1  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32\n"
+        "(refgrad) print %0\n"
+        "%0 = tensor([1., 1., 2.])\n"
+        "(refgrad) print %3\n"
+        "%3 holds no value yet\n"
+        "(refgrad) bogus\n"
+        "error: unknown command 'bogus'; type help for the list\n"
+        "(refgrad) step\n"
+        "     1  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32\n"
+        "          %1 = f32[3]  norm=13.601471  [4.0, 5.0, 12.0]\n"
+        "          %2 = f32[3]  norm=6.4031243  [1.0, 2.0, 6.0]\n"
+        "=>   2  %3, %4 = validate %1, %2 : f32[3], f32[3]\n"
+        "(refgrad) continue\n"
+        "finished: all 5 instructions ran\n"
+        "@x  f32[3]  norm=13.601471  [4.0, 5.0, 12.0]\n"
+        "@y  f32[3]  norm=6.4031243  [1.0, 2.0, 6.0]\n"
+        "(refgrad) quit\n");
+}
+
+TEST_CASE("cli: step commands: breakpoints by pc and nan, regs, list, where, reset; end of input ends") {
+  const std::string commands = "b 3\nb nan\nb\nc\nregs\nlist\nwhere\nd 1\nc\np @x\nreset\nwhere\n";
+  const Output output = cli("step " + example("mul.bwd"), commands);
+  CHECK(output.status == 0);
+  CHECK(contains(output.out,
+                 "(refgrad) b\n1: before instruction 3\n2: after an instruction that makes a NaN or Inf\n"));
+  CHECK(contains(output.out,
+                 "(refgrad) c\nstopped at breakpoint 1 before instruction 3\n=>   3  accumulate_grad @x %3\n"));
+  CHECK(contains(output.out,
+                 "(refgrad) regs\n%g  f32[3]\n%0  f32[3]\n%1  f32[3]\n%2  f32[3]\n%3  f32[3]\n%4  f32[3]\n"));
+  CHECK(contains(output.out, "     2  %3, %4 = validate %1, %2 : f32[3], f32[3]\n=>   3  accumulate_grad @x %3\n"));
+  CHECK(contains(output.out, "(refgrad) where\npc 3 of 5: accumulate_grad @x %3\n"));
+  CHECK(contains(output.out, "(refgrad) d 1\ndeleted breakpoint 1\n(refgrad) c\nfinished: all 5 instructions ran\n"));
+  CHECK(contains(output.out, "(refgrad) p @x\n@x.grad = tensor([ 4.,  5., 12.])\n"));
+  CHECK(contains(output.out, "(refgrad) reset\n=>   0  %0 = validate %g : f32[3]\n(refgrad) where\npc 0 of 5"));
+}
+
+TEST_CASE("cli: every example runs to the end under step, and its results pass check") {
+  for (const auto& [name, gradients] : expected_gradients()) {
+    CAPTURE(name);
+    const Output run = cli("run " + run_args(name));
+    REQUIRE(run.status == 0);
+    const Output step = cli("step " + run_args(name), "continue\n");
+    CHECK(step.status == 0);
+    CHECK(contains(step.out, "(refgrad) continue\n"));
+    CHECK(contains(step.out, " instructions ran\n"));
+    std::istringstream lines(run.out);  // the same values (and hook prints), printed the same way
+    for (std::string line; std::getline(lines, line);) CHECK(contains(step.out, line + "\n"));
+
+    const std::string bundle = in_scratch("results.safetensors");
+    REQUIRE(cli("run --precision both " + run_args(name) + " -o " + bundle).status == 0);
+    const Output check = cli("check " + bundle + (name == "leaf_twice.bwd" ? kLeafTwiceHooks : ""));
+    CHECK(check.status == 0);
+    const std::string count = std::to_string(2 * gradients.size());
+    CHECK(contains(check.out, count + " of " + count + " gradients pass\n"));
+  }
+}
+
+// ---------------------------------------------------------- dis, asm, dot ---
+
+TEST_CASE("cli: dis prints the canonical text with instruction numbers") {
+  const Output output = cli("dis " + example("mul.bwd"));
+  CHECK(output.status == 0);
+  CHECK(output.out ==
+        "program mul\n"
+        "  grad %g : f32[3] = [1.0, 1.0, 2.0]\n"
+        "  saved $x : f32[3] = [1.0, 2.0, 3.0]\n"
+        "  saved $y : f32[3] = [4.0, 5.0, 6.0]\n"
+        "  leaf @x : f32[3]\n"
+        "  leaf @y : f32[3]\n"
+        "code\n"
+        "   0  %0 = validate %g : f32[3]\n"
+        "   1  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32\n"
+        "   2  %3, %4 = validate %1, %2 : f32[3], f32[3]\n"
+        "   3  accumulate_grad @x %3\n"
+        "   4  accumulate_grad @y %4\n");
+}
+
+TEST_CASE("cli: asm writes bytecode, a bundle and text that dis and run read back the same") {
+  for (const auto& [name, gradients] : expected_gradients()) {
+    CAPTURE(name);
+    const Output original = cli("dis " + example(name));
+    const std::string stem = in_scratch("asm_" + fs::path(name).stem().string());
+    for (const std::string extension : {".rgbc", ".safetensors", ".bwd"}) {
+      CAPTURE(extension);
+      REQUIRE(cli("asm " + example(name) + " -o " + stem + extension).status == 0);
+      CHECK(cli("dis " + stem + extension).out == original.out);
+      const Output run = cli("run --json " + stem + extension + (name == "leaf_twice.bwd" ? kLeafTwiceHooks : ""));
+      REQUIRE(run.status == 0);
+      check_gradients(name, nlohmann::json::parse(run.out).at("runs").at("float32"));
+    }
+  }
+}
+
+TEST_CASE("cli: dot draws the dataflow as valid Graphviz") {
+  const Output mul = cli("dot " + example("mul.bwd"));
+  CHECK(mul.status == 0);
+  CHECK(contains(mul.out, "digraph \"mul\" {\n"));
+  CHECK(contains(mul.out, "\"%g\" [label=\"%g\\nf32[3]\", shape=invhouse"));
+  CHECK(contains(mul.out, "\"pc2\" [label=\"2: validate\\nf32[3], f32[3]\", shape=box, style=rounded];\n"));
+  CHECK(contains(mul.out, "\"%g\" -> \"pc0\" [label=\"%g\"];\n"));
+  CHECK(contains(mul.out, "\"pc1\" -> \"pc2\" [label=\"%2\"];\n"));
+  CHECK(contains(mul.out, "\"$y\" -> \"pc1\" [label=\"other\", style=dashed];\n"));
+  CHECK(contains(mul.out, "\"pc3\" -> \"@x\";\n"));
+  if (std::system("command -v dot > /dev/null 2>&1") != 0) {
+    MESSAGE("graphviz's dot is not installed: the DOT output is not checked by it");
+    return;
+  }
+  for (const auto& [name, gradients] : expected_gradients()) {
+    CAPTURE(name);
+    write_text(in_scratch("graph.dot"), cli("dot " + example(name)).out);
+    const std::string render = "dot -Tsvg " + in_scratch("graph.dot") + " -o " + in_scratch("graph.svg");
+    CHECK(std::system(render.c_str()) == 0);
+    CHECK(contains(read_text(in_scratch("graph.svg")), "<svg"));
+  }
+}
+
+// ------------------------------------------------------------ nodes, verify ---
+
+TEST_CASE("cli: nodes lists the registry and shows one node") {
+  const Output list = cli("nodes");
+  CHECK(list.status == 0);
+  CHECK(contains(list.out, "\nMulBackward0 "));
+  CHECK(contains(list.out, " mul.Tensor "));
+  CHECK(contains(list.out,
+                 "other : Tensor?, other_scalar_type† : ScalarType, "
+                 "self : Tensor?, self_scalar_type† : ScalarType\n"));
+  const Output one = cli("nodes MulBackward0");
+  CHECK(one.status == 0);
+  CHECK(contains(one.out, "MulBackward0\n  forward:  mul.Tensor\n  inputs:   self, other"));
+  CHECK(contains(one.out, "    self: mul_tensor_backward(grad, other, self.scalar_type())\n"));
+  const Output unknown = cli("nodes NoSuchBackward0");
+  CHECK(unknown.status == 2);
+  CHECK(contains(unknown.err, "refgrad: error: unknown backward node 'NoSuchBackward0'"));
+}
+
+TEST_CASE("cli: verify prints diagnostics and exits 2 on errors") {
+  for (const auto& [name, gradients] : expected_gradients()) {
+    const Output output = cli("verify " + example(name));
+    CHECK(output.status == 0);
+    CHECK(contains(output.out, ": 0 errors, 0 warnings\n"));
+  }
+  std::string text = kMulNoDefault;
+  text.replace(text.find("%0 = validate %g"), 16, "%0 = validate %h");
+  const std::string program = write_program("mul_undefined", text);
+  const Output output = cli("verify " + program);
+  CHECK(output.status == 2);
+  CHECK(contains(output.out, "mul_undefined.bwd:8:3: error: instruction 0 (%0 = validate %h : f32[3]): register %h"));
+  CHECK(contains(output.out, ": 1 error, "));
+}
+
+// ---------------------------------------------------------------- errors ---
+
+TEST_CASE("cli: bad inputs exit with 2 and a clear message") {
+  const std::string no_grad = write_program("no_grad", kMulNoDefault, {{"$y", tensor({4.0, 5.0, 6.0})}});
+  std::string unknown_text = kMulNoDefault;
+  unknown_text.replace(unknown_text.find("MulBackward0"), 12, "MulBackward9");
+  const std::string unknown_node = write_program("unknown_node", unknown_text);
+  REQUIRE(cli("asm " + example("mul.bwd") + " -o " + in_scratch("good.rgbc")).status == 0);
+  std::string bytes = read_text(in_scratch("good.rgbc"));
+  bytes[bytes.size() / 2] ^= 0x40;
+  write_text(in_scratch("corrupt.rgbc"), bytes);
+  write_text(in_scratch("corrupt.safetensors"), "not a safetensors file");
+
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"run " + no_grad, "refgrad: error: grad %g (f32[3]) has no value: the program gives no default; give one with "
+                         "--grad g=FILE:TENSOR\n"},
+      {"step " + no_grad, "grad %g (f32[3]) has no value"},
+      {"run " + no_grad + " --grad g=" + in_scratch("missing.safetensors") + ":g0", "cannot open '"},
+      {"run " + no_grad + " --grad g", "--grad g: expected NAME=FILE:TENSOR"},
+      {"run " + unknown_node, "unknown_node.bwd:9:12: error: unknown backward node 'MulBackward9'"},
+      {"run " + in_scratch("corrupt.rgbc"), "corrupt.rgbc: "},
+      {"run " + in_scratch("corrupt.safetensors"), "corrupt.safetensors: "},
+      {"check " + in_scratch("corrupt.safetensors"), "corrupt.safetensors: "},
+      {"run " + in_scratch("missing.bwd"), "refgrad: error: cannot open '"},
+      {"run " + in_scratch("program.txt"), "is not .safetensors (a bundle), .rgbc (bytecode) or .bwd (text)"},
+      {"asm " + example("mul.bwd") + " -o " + in_scratch("out.txt"), "write .rgbc (bytecode), .safetensors (a bundle)"},
+      {"run " + example("mul.bwd") + " -o " + in_scratch("out.bwd"), "results are written as a bundle"},
+      {"check " + example("mul.bwd"), "holds no result sets to check"},
+      {"run " + example("mul.bwd") + " --hook nope=print", "--hook nope=print: the program declares no hook &nope"},
+      {"run " + example("leaf_twice.bwd") + " --hook double=scale:two --hook log=print", "'two' is not a number"},
+      {"run " + example("leaf_twice.bwd") + " --hook log=scale:2 --hook double=print",
+       "&log is a post_acc_grad hook; scale:K is for tensor_pre hooks"},
+      {"frobnicate", "The following argument was not expected: frobnicate"},
+      {"", "A command is required"},
+      {"run --frob " + example("mul.bwd"), "The following argument was not expected: --frob"},
+      {"run --precision float16 " + example("mul.bwd"), "--precision: float16 not in {float32,float64,both}"},
+      {"step --precision both " + example("mul.bwd"), "--precision: both not in {float32,float64}"},
+      {"run", "FILE is required"},
+  };
+  for (const auto& [args, message] : cases) {
+    CAPTURE(args);
+    const Output output = cli(args);
+    CHECK(output.status == 2);
+    CHECK(contains(output.err, message));
+  }
+}
+
+TEST_CASE("cli: a wrong saved shape names the declaration") {
+  std::string text = kMulNoDefault;
+  text.replace(text.find("grad   %g : f32[3]"), 18, "grad   %g : f32[3] = [1.0, 1.0, 2.0]");
+  text.replace(text.find("saved  $x : f32[3] = [1.0, 2.0, 3.0]"), 36, "saved  $x : f32[3]");
+  const std::string program = write_program("saved_shape", text,
+                                            {{"$x", tensor({1.0, 2.0})}, {"$y", tensor({4.0, 5.0, 6.0})}});
+  const Output output = cli("run " + program);
+  CHECK(output.status == 2);
+  CHECK(output.err == "refgrad: error: bind: saved $x: declared f32[3] but the value is f32[2]\n");
+}
+
+TEST_CASE("cli: --help works on every subcommand") {
+  for (const std::string command : {"run", "step", "check", "dis", "asm", "verify", "dot", "nodes"}) {
+    CAPTURE(command);
+    const Output output = cli(command + " --help");
+    CHECK(output.status == 0);
+    CHECK(contains(output.out, "Usage: refgrad " + command + " [OPTIONS]"));
+  }
+  const Output top = cli("--help");
+  CHECK(top.status == 0);
+  CHECK(contains(top.out, "Subcommands:\n  run "));
+}
