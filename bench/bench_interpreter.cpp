@@ -4,8 +4,8 @@
 //   dispatch overhead  a chain of N = 20,000 MulBackward0 calls on 1-element
 //                      tensors (each multiplies the grad by a saved constant),
 //                      run by the Machine, against the same N calls made
-//                      directly in C++ through NodeDef::apply with the same
-//                      bound saved fields. (interpreted - direct) / N is the
+//                      directly in C++ through NodeDef::apply, each with its
+//                      instruction's own bound saved fields. (interpreted - direct) / N is the
 //                      price of one instruction's dispatch: fetching operands,
 //                      building the grads vector, freeing registers.
 //                      Median of 5 runs of each, interleaved.
@@ -82,12 +82,15 @@ int main() {
   Machine machine(bound);
   machine.set_grad("g0", grad);
 
-  // The direct calls: the same node, saved fields and need, without the machine.
-  const BoundCall& call = bound.calls.at(0);
+  // The direct calls: each instruction's node with its own bound saved
+  // fields (as the machine reads them), without the machine.
   const Need need{true, false};
   auto direct = [&] {
     Grads grads{grad};
-    for (std::size_t i = 0; i < kChain; ++i) grads = {call.node->apply(grads, call.saved.get(), need)[0]};
+    for (std::size_t i = 0; i < kChain; ++i) {
+      const BoundCall& call = bound.calls[i];
+      grads = {call.node->apply(grads, call.saved.get(), need)[0]};
+    }
     if (!grads[0]) std::abort();
   };
   auto interpreted = [&] {
