@@ -56,7 +56,7 @@ test-embed:
 	$(BUILD)/embed-cmake/embed
 
 demo: build
-	@$(BUILD)/examples/tensor_tour
+	@tools/demo.sh
 
 bench: build
 	$(BUILD)/bench/bench_tensor
