@@ -490,3 +490,60 @@ TEST_CASE("functionalize: errors") {
   CHECK_THROWS_WITH_AS(functionalize(graph), "functionalize: node 1 (MulBackwards0) is not a node refgrad has",
                        Error);
 }
+
+TEST_CASE("functionalize: an autograd.Function, retains_grad, and tensors too large to write inline") {
+  // z = MyMul.apply(x, y) saving (x, y); z.retain_grad(); z.backward(g), with inline_limit 2.
+  Graph graph;
+  GraphNode function;
+  function.kind = GraphNode::Kind::Function;
+  function.name = "MyMul";
+  function.function_saved = {f32({1, 2, 3}), f32({4, 5, 6})};
+  function.next_edges = {{1, 0}, {2, 0}};
+  function.input_metadata = {meta({3})};
+  function.retains_grad[0] = "z";
+  const int node = add_node(graph, std::move(function));
+  add_leaf(graph, "x", {3});
+  add_leaf(graph, "y", {3});
+  set_root(graph, node, f32({1.0F, 0.5F, 2.0F}));
+  FunctionalizeOptions options;
+  options.inline_limit = 2;
+  const Functionalized result = functionalize(graph, options);
+  CHECK(code_text(result.bundle.program) ==
+        "%0 = validate %g : f32[3]\n"
+        "output ^z %0\n"
+        "%1, %2 = call_backward &MyMul %0  saved=[$n0_saved_0, $n0_saved_1]\n"
+        "%3, %4 = validate %1, %2 : f32[3], f32[3]\n"
+        "accumulate_grad @x %3\n"
+        "accumulate_grad @y %4\n");
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : result.bundle.tensors) keys.push_back(key);
+  CHECK(keys == std::vector<std::string>{"$n0_saved_0", "$n0_saved_1", "%g"});
+  CHECK(!result.bundle.program.grads.at(0).value.has_value());
+
+  Host host;
+  host.functions["MyMul"] = [](const std::vector<Tensor>& saved, const Need& need, const Grads& grads) -> Grads {
+    CHECK(need == Need{true, true});
+    return {mul(*grads[0], saved[1]), mul(*grads[0], saved[0])};
+  };
+  const TensorMap results = run(result, host);
+  CHECK(close(results, "^z", {1.0F, 0.5F, 2.0F}));
+  CHECK(close(results, "@x", {4.0F, 2.5F, 12.0F}));
+  CHECK(close(results, "@y", {1.0F, 1.0F, 6.0F}));
+}
+
+TEST_CASE("functionalize: backward(inputs=[x]) accumulates only x") {
+  Graph graph = mul_sum();
+  graph.captures = {{"x", {2, 0}}};  // accumulate_grad (the default): backward(inputs=...)
+  const Functionalized result = functionalize(graph);
+  CHECK(code_text(result.bundle.program) ==
+        "%0 = validate %g : f32[]\n"
+        "%1 = SumBackward0 %0  self_sym_sizes=[3]\n"
+        "%2 = validate %1 : f32[3]\n"
+        "%3, _ = MulBackward0 %2  other=$n1_other other_scalar_type=f32 self=$n1_self self_scalar_type=f32 need=[1,0]\n"
+        "%4, _ = validate %3, none : f32[3], f32[3]\n"
+        "accumulate_grad @x %4\n");
+  const TensorMap results = run(result);
+  CHECK(close(results, "@x", {4, 5, 6}));
+  CHECK(results.count("@y") == 0);
+  CHECK(result.bundle.program.outputs.empty());
+}
