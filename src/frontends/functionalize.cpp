@@ -28,16 +28,50 @@ using Kind = GraphNode::Kind;
 
 // ------------------------------------------------------------- the graph ---
 
+// Incoming grad slots of a node (its forward outputs): AccumulateGrad has one.
+std::size_t slot_count(const GraphNode& node) {
+  return node.kind == Kind::AccumulateGrad ? 1 : node.input_metadata.size();
+}
+
 void check_edge(const Graph& graph, const Edge& edge, const std::string& where) {
   if (!edge.valid()) return;
-  check(static_cast<std::size_t>(edge.node) < graph.nodes.size(), where, " points to node ", edge.node,
-        ", but the graph has ", graph.nodes.size(), " nodes");
+  check(static_cast<std::size_t>(edge.node) < graph.nodes.size(), "functionalize: ", where, " points to node ",
+        edge.node, ", but the graph has ", graph.nodes.size(), " nodes");
+  const std::size_t slots = slot_count(graph.nodes[static_cast<std::size_t>(edge.node)]);
+  check(edge.input_nr < slots, "functionalize: ", where, " points to input ", edge.input_nr, " of node ", edge.node,
+        ", which has ", slots, " (one per input_metadata)");
 }
 
 std::string describe_node(const Graph& graph, int index) {
   const GraphNode& node = graph.nodes[static_cast<std::size_t>(index)];
   const std::string name = node.kind == Kind::AccumulateGrad ? "AccumulateGrad(@" + node.leaf + ")" : node.name;
   return fmt::format("node {} ({})", index, name);
+}
+
+// Kahn's algorithm: peel nodes no edge leads to; a cycle is what remains.
+void check_acyclic(const Graph& graph) {
+  std::vector<int> incoming(graph.nodes.size(), 0);
+  for (const GraphNode& node : graph.nodes) {
+    for (const Edge& edge : node.next_edges) {
+      if (edge.valid()) ++incoming[static_cast<std::size_t>(edge.node)];
+    }
+  }
+  std::vector<std::size_t> free;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (incoming[n] == 0) free.push_back(n);
+  }
+  std::size_t peeled = 0;
+  while (!free.empty()) {
+    const std::size_t n = free.back();
+    free.pop_back();
+    ++peeled;
+    for (const Edge& edge : graph.nodes[n].next_edges) {
+      if (edge.valid() && --incoming[static_cast<std::size_t>(edge.node)] == 0) {
+        free.push_back(static_cast<std::size_t>(edge.node));
+      }
+    }
+  }
+  check(peeled == graph.nodes.size(), "functionalize: the graph has a cycle");
 }
 
 // What functionalize needs to hold before it can order anything: edges in
@@ -61,16 +95,12 @@ void check_graph(const Graph& graph, const FunctionalizeOptions& options) {
       check(known, describe_node(graph, static_cast<int>(n)), " names leaf @", node.leaf, ", which the graph lacks");
     }
   }
+  check_acyclic(graph);
   for (const auto& [name, edge] : graph.captures) {
     check(edge.valid(), "One of the differentiated Tensors does not require grad");
     check_edge(graph, edge, "capture ^" + name);
   }
   check(options.accumulate_grad || !graph.captures.empty(), "grad requires non-empty inputs.");
-}
-
-// Incoming grad slots of a node (its forward outputs): AccumulateGrad has one.
-std::size_t slot_count(const GraphNode& node) {
-  return node.kind == Kind::AccumulateGrad ? 1 : node.input_metadata.size();
 }
 
 std::uint64_t sequence_nr(const GraphNode& node) {
@@ -114,7 +144,7 @@ class ExecInfo {
       const auto node = static_cast<std::size_t>(capture.second.node);
       (options.accumulate_grad ? forced_ : captured_)[node] = true;
     }
-    needed_.assign(count, -1);
+    needed_.assign(count, kUnknown);
   }
 
   bool enabled() const { return enabled_; }
@@ -125,25 +155,45 @@ class ExecInfo {
   bool captures(int node) const { return enabled_ && captured_[static_cast<std::size_t>(node)]; }
   bool needed(int node) {
     if (!enabled_) return true;
-    const auto n = static_cast<std::size_t>(node);
-    if (needed_[n] < 0) {
-      bool any = forced_[n];
-      for (const Edge& edge : graph_.nodes[n].next_edges) {
-        if (edge.valid() && should_execute(edge.node)) any = true;
-      }
-      needed_[n] = any ? 1 : 0;
-    }
-    return needed_[n] == 1;
+    if (needed_[static_cast<std::size_t>(node)] == kUnknown) compute_needed(node);
+    return needed_[static_cast<std::size_t>(node)] == 1;
   }
   bool should_execute(int node) { return needed(node) || captures(node); }
   // task_should_compute_output: the edge is valid and leads somewhere that runs.
   bool should_compute(const Edge& edge) { return edge.valid() && should_execute(edge.node); }
 
  private:
+  // needed = forced, or some next node should execute: a post-order walk
+  // without recursion, so that deep graphs cannot overflow the stack.
+  void compute_needed(int start) {
+    constexpr int kVisiting = -2;
+    std::vector<std::pair<int, std::size_t>> stack{{start, 0}};  // node, next edge to visit
+    needed_[static_cast<std::size_t>(start)] = kVisiting;
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      const std::vector<Edge>& edges = graph_.nodes[static_cast<std::size_t>(node)].next_edges;
+      if (next < edges.size()) {
+        const Edge& edge = edges[next++];
+        if (!edge.valid()) continue;
+        int& state = needed_[static_cast<std::size_t>(edge.node)];
+        if (state == kUnknown) {  // the graph is acyclic (check_graph), so kVisiting is never met again
+          state = kVisiting;
+          stack.emplace_back(edge.node, 0);
+        }
+        continue;
+      }
+      bool any = forced_[static_cast<std::size_t>(node)];
+      for (const Edge& edge : edges) any = any || (edge.valid() && should_execute(edge.node));
+      needed_[static_cast<std::size_t>(node)] = any ? 1 : 0;
+      stack.pop_back();
+    }
+  }
+
   const Graph& graph_;
   bool enabled_ = false;
   std::vector<bool> captured_, forced_;
-  std::vector<int> needed_;  // -1 not computed yet
+  static constexpr int kUnknown = -1;
+  std::vector<int> needed_;  // 1 needed, 0 not, kUnknown not computed yet
 };
 
 // ------------------------------------------------------------ scheduling ---
@@ -391,10 +441,7 @@ class Writer {
     for (std::size_t i = 0; i < edges.size() && i < outputs.size(); ++i) {
       const Edge& edge = edges[i];
       if (!edge.valid() || !exec_.should_execute(edge.node)) continue;
-      Slots& slots = buffer(edge.node);
-      check(edge.input_nr < slots.size(), "functionalize: an edge leads to input ", edge.input_nr, " of ",
-            describe_node(graph_, edge.node), ", which has ", slots.size(), " inputs");
-      std::optional<std::string>& held = slots[edge.input_nr];
+      std::optional<std::string>& held = buffer(edge.node)[edge.input_nr];
       if (!outputs[i]) continue;
       if (!held) {
         held = outputs[i];
@@ -437,7 +484,7 @@ class Writer {
   void write_captures(int index, const Slots& inputs) {
     if (options_.accumulate_grad || !exec_.captures(index)) return;
     for (const auto& [name, edge] : graph_.captures) {
-      if (edge.node == index) write_output(name, inputs.at(edge.input_nr));
+      if (edge.node == index) write_output(name, inputs[edge.input_nr]);
     }
   }
 

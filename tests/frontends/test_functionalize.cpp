@@ -547,3 +547,24 @@ TEST_CASE("functionalize: backward(inputs=[x]) accumulates only x") {
   CHECK(results.count("@y") == 0);
   CHECK(result.bundle.program.outputs.empty());
 }
+
+TEST_CASE("functionalize: a malformed graph is an error, not a crash") {
+  Graph graph = mul_sum();
+  SUBCASE("an edge to a node that does not exist") {
+    graph.nodes[1].next_edges[1] = {7, 0};
+    CHECK_THROWS_WITH_AS(functionalize(graph),
+                         "functionalize: node 1 (MulBackward0)'s edge 1 points to node 7, but the graph has 4 nodes",
+                         Error);
+  }
+  SUBCASE("an edge to an input a node does not have") {
+    graph.nodes[1].next_edges[1] = {3, 1};
+    CHECK_THROWS_WITH_AS(functionalize(graph),
+                         "functionalize: node 1 (MulBackward0)'s edge 1 points to input 1 of node 3, which has 1 "
+                         "(one per input_metadata)",
+                         Error);
+  }
+  SUBCASE("a cycle") {
+    graph.nodes[1].next_edges[1] = {0, 0};
+    CHECK_THROWS_WITH_AS(functionalize(graph), "functionalize: the graph has a cycle", Error);
+  }
+}
