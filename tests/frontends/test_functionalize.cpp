@@ -568,3 +568,31 @@ TEST_CASE("functionalize: a malformed graph is an error, not a crash") {
     CHECK_THROWS_WITH_AS(functionalize(graph), "functionalize: the graph has a cycle", Error);
   }
 }
+
+TEST_CASE("functionalize: CopySlices wraps the in-place node on a view") {
+  // b = x.clone(); b[1:3].mul_(2); b.sum().backward()  ->  x.grad = [1, 2, 2, 1].
+  Graph graph;
+  const int sum = add_node(graph, builtin("SumBackward0", 2, {}, {{1, 0}}, sum_saved(4)));
+  GraphNode copy_slices = builtin("MulBackward1", 1, {4}, {{2, 0}},
+                                  {{"base", TensorGeometry{{4}, {1}, 0}},
+                                   {"view", TensorGeometry{{2}, {1}, 1}},
+                                   {"other", Scalar(2)},
+                                   {"self_scalar_type", DType::Float32}});
+  copy_slices.kind = GraphNode::Kind::CopySlices;
+  add_node(graph, std::move(copy_slices));
+  add_node(graph, builtin("CloneBackward0", 0, {4}, {{3, 0}}, {}));
+  add_leaf(graph, "x", {4});
+  set_root(graph, sum, scalar(1.0F));
+  const Functionalized result = functionalize(graph);
+  CHECK(code_text(result.bundle.program) ==
+        "%0 = validate %g : f32[]\n"
+        "%1 = SumBackward0 %0  self_sym_sizes=[4]\n"
+        "%2 = validate %1 : f32[4]\n"
+        "%3 = CopySlices[MulBackward1] %2  base={sizes=[4], strides=[1], storage_offset=0} "
+        "view={sizes=[2], strides=[1], storage_offset=1} other=2 self_scalar_type=f32\n"
+        "%4 = validate %3 : f32[4]\n"
+        "%5 = CloneBackward0 %4\n"
+        "%6 = validate %5 : f32[4]\n"
+        "accumulate_grad @x %6\n");
+  CHECK(close(run(result), "@x", {1, 2, 2, 1}));
+}
