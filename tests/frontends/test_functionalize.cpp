@@ -596,3 +596,19 @@ TEST_CASE("functionalize: CopySlices wraps the in-place node on a view") {
         "accumulate_grad @x %6\n");
   CHECK(close(run(result), "@x", {1, 2, 2, 1}));
 }
+
+TEST_CASE("functionalize: a node reached twice from one parent (x * x) waits for both grads") {
+  Graph graph;
+  const Tensor x = f32({1, 2, 3});
+  const int node = add_node(graph, builtin("MulBackward0", 0, {3}, {{1, 0}, {1, 0}}, mul_saved(x, x)));
+  add_leaf(graph, "x", {3});
+  set_root(graph, node, f32({1, 1, 0.5F}));
+  const Functionalized result = functionalize(graph);
+  CHECK(code_text(result.bundle.program) ==
+        "%0 = validate %g : f32[3]\n"
+        "%1, %2 = MulBackward0 %0  other=$n0_other other_scalar_type=f32 self=$n0_self self_scalar_type=f32\n"
+        "%3, %4 = validate %1, %2 : f32[3], f32[3]\n"
+        "%5 = add %3, %4\n"
+        "accumulate_grad @x %5\n");
+  CHECK(close(run(result), "@x", {2, 4, 3}));  // 2 * x * g
+}
