@@ -9,11 +9,14 @@
 // and the hand-off of each output to the input buffer of the node it feeds
 // (§2.3), which becomes `add OLD, NEW` when the slot already holds a grad.
 #include <algorithm>
-#include <functional>
+#include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
@@ -250,7 +253,8 @@ std::vector<int> compiled_autograd_schedule(const Graph& graph, ExecInfo& exec) 
     const int node = worklist.back();
     worklist.pop_back();
     if (node != kGraphRoot) order.push_back(node);
-    const std::vector<Edge>& edges = node == kGraphRoot ? graph.roots : graph.nodes[static_cast<std::size_t>(node)].next_edges;
+    const std::vector<Edge>& edges =
+        node == kGraphRoot ? graph.roots : graph.nodes[static_cast<std::size_t>(node)].next_edges;
     for (const Edge& edge : edges) {
       if (!edge.valid() || !exec.should_execute(edge.node)) continue;
       if (--dependencies[static_cast<std::size_t>(edge.node)] == 0) worklist.push_back(edge.node);
@@ -688,8 +692,8 @@ Functionalized functionalize(const Graph& graph, const FunctionalizeOptions& opt
   ExecInfo exec(graph, options);
   const bool skip_dummy_node = graph.roots.size() == 1 && options.order == Order::Eager;
   if (skip_dummy_node) exec.force_needed(graph.roots[0].node);
-  const std::vector<int> schedule =
-      options.order == Order::Eager ? eager_schedule(graph, exec, skip_dummy_node) : compiled_autograd_schedule(graph, exec);
+  const std::vector<int> schedule = options.order == Order::Eager ? eager_schedule(graph, exec, skip_dummy_node)
+                                                                   : compiled_autograd_schedule(graph, exec);
 
   Writer writer(graph, options, exec);
   writer.declare_captures();

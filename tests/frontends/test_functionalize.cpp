@@ -126,7 +126,8 @@ Graph diamond(std::uint64_t sin_sequence_nr, std::uint64_t cos_sequence_nr, bool
   const Tensor a = f32(a_values);
   Graph graph;
   const int sum = add_node(graph, builtin("SumBackward0", 4, {}, {{1, 0}}, sum_saved(3)));
-  const std::vector<Edge> add_edges = add_cos_first ? std::vector<Edge>{{3, 0}, {2, 0}} : std::vector<Edge>{{2, 0}, {3, 0}};
+  const std::vector<Edge> add_edges =
+      add_cos_first ? std::vector<Edge>{{3, 0}, {2, 0}} : std::vector<Edge>{{2, 0}, {3, 0}};
   add_node(graph, builtin("AddBackward0", 3, {3}, add_edges, add_saved()));
   add_node(graph, builtin("SinBackward0", sin_sequence_nr, {3}, {{4, 0}}, {{"self", a}}));
   add_node(graph, builtin("CosBackward0", cos_sequence_nr, {3}, {{4, 0}}, {{"self", a}}));
@@ -323,7 +324,8 @@ TEST_CASE("functionalize: hooks fire in the engine's order — tensor pre, pre, 
   // y doesn't require grad; z = x * y; z.register_hook(tp); z.grad_fn.register_prehook(pre);
   // z.grad_fn.register_hook(post); x.register_hook(tp_leaf); x.register_post_accumulate_grad_hook(acc).
   Graph graph;
-  const int mul_node = add_node(graph, builtin("MulBackward0", 0, {2}, {{1, 0}, {}}, mul_saved(std::nullopt, f32({3, 4}))));
+  const int mul_node =
+      add_node(graph, builtin("MulBackward0", 0, {2}, {{1, 0}, {}}, mul_saved(std::nullopt, f32({3, 4}))));
   const int x = add_leaf(graph, "x", {2});
   graph.nodes[0].tensor_pre_hooks[0] = {"tp"};
   graph.nodes[0].pre_hooks = {"pre"};
@@ -459,7 +461,8 @@ TEST_CASE("functionalize: multiple roots go through a GraphRoot") {
   SUBCASE("two roots into one node: their grads are added in root order") {
     // z = x * y; torch.autograd.backward([z, z], [g1, g2]).
     Graph graph;
-    const int mul_node = add_node(graph, builtin("MulBackward0", 0, {3}, {{1, 0}, {}}, mul_saved(std::nullopt, f32({4, 5, 6}))));
+    const int mul_node =
+        add_node(graph, builtin("MulBackward0", 0, {3}, {{1, 0}, {}}, mul_saved(std::nullopt, f32({4, 5, 6}))));
     add_leaf(graph, "x", {3});
     set_root(graph, mul_node, f32({1, 1, 1}), "g1");
     set_root(graph, mul_node, f32({0.5F, 0, 2}), "g2");
