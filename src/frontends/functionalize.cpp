@@ -354,8 +354,8 @@ class Writer {
   // torch.autograd.grad's check after the run, for captures nothing reached.
   void check_captures_used() const {
     if (options_.accumulate_grad || options_.allow_unused) return;
-    for (const auto& decl : program().outputs) {
-      check(written_.count(decl.name) == 1,
+    for (const auto& capture : graph_.captures) {  // not retains_grad's outputs: those may stay None
+      check(written_.count(capture.first) == 1,
             "One of the differentiated Tensors appears to not have been used in the graph. Set allow_unused=True "
             "if this is the desired behavior.");
     }

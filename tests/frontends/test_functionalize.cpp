@@ -615,3 +615,24 @@ TEST_CASE("functionalize: a node reached twice from one parent (x * x) waits for
         "accumulate_grad @x %5\n");
   CHECK(close(run(result), "@x", {2, 4, 3}));  // 2 * x * g
 }
+
+TEST_CASE("functionalize: a retained grad that stays None is not an unused capture") {
+  // a, b = x.unbind(0); a.retain_grad(); b.retain_grad(); torch.autograd.grad(a.sum(), [x]):
+  // UnbindBackward0 runs with b's slot undefined, so ^b is declared and stays None.
+  Graph graph;
+  const int sum = add_node(graph, builtin("SumBackward0", 1, {}, {{1, 0}}, sum_saved(2)));
+  GraphNode unbind = builtin("UnbindBackward0", 0, {2}, {{2, 0}}, {{"dim", std::int64_t{0}}});
+  unbind.input_metadata = {meta({2}), meta({2})};
+  unbind.retains_grad = {{0, "a"}, {1, "b"}};
+  add_node(graph, std::move(unbind));
+  add_leaf(graph, "x", {2, 2});
+  set_root(graph, sum, scalar(1.0F));
+  graph.captures = {{"gx", {2, 0}}};
+  FunctionalizeOptions options;
+  options.accumulate_grad = false;
+  const Functionalized result = functionalize(graph, options);
+  const TensorMap results = run(result);
+  CHECK(close(results, "^a", {1, 1}));
+  CHECK(results.count("^b") == 0);
+  CHECK(close(results, "^gx", {1, 1, 0, 0}));
+}
