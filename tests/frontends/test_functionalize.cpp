@@ -97,9 +97,13 @@ void require_verified(const Program& program) {
   }
 }
 
-// Verifies the program and runs it: leaf grads by "@name", outputs by "^name".
+// Verifies the program, checks that its text reads back, and runs it: leaf
+// grads by "@name", outputs by "^name".
 TensorMap run(const Functionalized& result, Host host = {}) {
   require_verified(result.bundle.program);
+  const std::string text = print_program(result.bundle.program);
+  INFO(text);
+  CHECK(parse_program(text) == result.bundle.program);
   return run_program(bind(result.bundle), {}, std::move(host));
 }
 
