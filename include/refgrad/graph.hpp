@@ -76,7 +76,8 @@ struct Graph {
   std::vector<GraphLeaf> leaves;           // AccumulateGrad nodes name these
   std::vector<Edge> roots;                 // the outputs' gradient edges
   std::vector<std::pair<std::string, std::optional<Tensor>>> root_grads;  // name and value per root
-  std::vector<std::pair<std::string, Edge>> captures;  // torch.autograd.grad's inputs, by output name
+  // torch.autograd.grad's inputs, by output name; with accumulate_grad, backward(inputs=...)'s.
+  std::vector<std::pair<std::string, Edge>> captures;
 };
 
 enum class Order : std::uint8_t {
@@ -94,8 +95,10 @@ struct FunctionalizeOptions {
   std::string program_name = "backward";
 };
 
-// The program and its tensors (a bundle without results), and for each call
-// instruction the graph node it came from (-1 for other instructions).
+// The program and its tensors (a bundle without results: saved tensors, root
+// grads and leaf .grads larger than inline_limit, by sigiled name), and for
+// each instruction the graph node it came from: the node's call
+// (call, CopySlices, call_backward) or its accumulate_grad; -1 for the others.
 struct Functionalized {
   Bundle bundle;
   std::vector<int> node_of_instruction;
@@ -104,7 +107,26 @@ struct Functionalized {
 // Orders the graph as the engine would and writes the program. Raises for
 // what PyTorch raises for (a root that needs no grad, an unused capture
 // without allow_unused, in PyTorch's words) and for graphs refgrad cannot
-// express yet, naming the node.
+// express yet, naming the node (src/frontends/functionalize.cpp).
+//
+// The program: one `validate` of the root grads (GraphRoot's own validate,
+// which repeats it, is left out: it changes nothing); then each node in the
+// engine's order: captures (`output`) and tensor pre-hooks in the order NOTE
+// [Hooks ordering] gives, retains_grad as an `output`, pre-hooks, the call
+// with need=task_should_compute_output, `validate` against the next edges'
+// metadata, post-hooks, and `add OLD, NEW` where a grad reaches a buffer slot
+// that already holds one. Saved tensors are named `$n<node>_<field>`
+// (`_<i>` for list items; `$n<node>_saved_<i>` for an autograd.Function),
+// registers `%0`, `%1`, ... in order. With captures and accumulate_grad
+// (backward(inputs=...)) the captured nodes are needed and nothing is output.
+//
+// Not reproduced: a capture or allow_unused check whose grad is undefined
+// only at run time (the program leaves the output None); retains_grad adds
+// to an existing .grad in PyTorch (the output holds this backward's grad);
+// tensor pre-hooks run slot by slot, not in registration order across
+// slots; compiled autograd's reorder passes for hooks and accumulate nodes;
+// min_topo_nr pruning (it changes no order); reentrant backward and devices
+// other than the CPU's ready queue.
 Functionalized functionalize(const Graph& graph, const FunctionalizeOptions& options = {});
 
 }  // namespace refgrad
