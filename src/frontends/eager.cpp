@@ -1,0 +1,369 @@
+// The eager tape (include/refgrad/eager.hpp). Variables point at their
+// grad_fn (a TapeNode) or, for leaves, hold their .grad; record() walks the
+// TapeNodes from the roots into a Graph, one AccumulateGrad node per leaf.
+#include "refgrad/eager.hpp"
+
+#include <atomic>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "refgrad/error.hpp"
+#include "refgrad/interpreter.hpp"
+#include "refgrad/ops.hpp"
+
+namespace refgrad::eager {
+
+struct TapeNode;
+
+// Where a grad goes: input `input_nr` of `node`, or a leaf's accumulator;
+// neither for an input that needs no grad (PyTorch's invalid edge).
+struct TapeEdge {
+  std::shared_ptr<TapeNode> node;
+  std::shared_ptr<VariableState> leaf;
+  std::uint32_t input_nr = 0;
+};
+
+struct TapeNode {
+  std::string name;
+  std::vector<std::pair<std::string, FieldValue>> saved;
+  std::vector<TapeEdge> next_edges;
+  std::uint64_t sequence_nr = 0;
+  std::vector<std::optional<InputMetadata>> input_metadata;
+};
+
+struct VariableState {
+  Tensor data;
+  std::string name;
+  bool requires_grad = false;
+  std::optional<Tensor> grad;
+  std::shared_ptr<TapeNode> grad_fn;  // null for a leaf
+  std::uint32_t output_nr = 0;
+};
+
+namespace {
+
+using Saved = std::vector<std::pair<std::string, FieldValue>>;
+
+// PyTorch's thread-local sequence_nr counter, one per process here.
+std::atomic<std::uint64_t> next_sequence_nr{0};
+
+InputMetadata metadata_of(const Tensor& tensor) {
+  InputMetadata metadata;
+  metadata.dtype = tensor.dtype();
+  metadata.shape = tensor.sizes();
+  metadata.device = tensor.device();
+  metadata.grad_dtype = tensor.dtype();
+  return metadata;
+}
+
+TapeEdge gradient_edge(const Variable& variable) {
+  const VariableState& state = *variable.state();
+  if (state.grad_fn) return {state.grad_fn, nullptr, state.output_nr};
+  if (state.requires_grad) return {nullptr, variable.state(), 0};
+  return {};
+}
+
+// The result of an op: a constant when no input requires grad; otherwise
+// the output of a new node `node_name` with `saved`, whose next edges are the
+// inputs' gradient edges.
+Variable record_op(const std::string& node_name, Tensor result, const std::vector<Variable>& inputs, Saved saved) {
+  bool any_requires_grad = false;
+  for (const Variable& input : inputs) any_requires_grad = any_requires_grad || input.requires_grad();
+  if (!any_requires_grad) return constant(std::move(result));
+  auto node = std::make_shared<TapeNode>();
+  node->name = node_name;
+  node->saved = std::move(saved);
+  for (const Variable& input : inputs) node->next_edges.push_back(gradient_edge(input));
+  node->sequence_nr = next_sequence_nr++;
+  node->input_metadata = {metadata_of(result)};
+  auto state = std::make_shared<VariableState>();
+  state->data = std::move(result);
+  state->requires_grad = true;
+  state->grad_fn = std::move(node);
+  return Variable(std::move(state));
+}
+
+// A tensor PyTorch saves only when `needed` (the other input requires grad).
+FieldValue saved_if(bool needed, const Variable& variable) {
+  if (needed) return variable.data();
+  return None{};
+}
+
+// Strides PyTorch saves only when the tensor's own grad is needed (empty otherwise).
+FieldValue strides_if(bool needed, const Variable& variable) {
+  if (needed) return IntList(variable.data().strides());
+  return IntList{};
+}
+
+// The fields add and sub save: alpha and both scalar types.
+Saved alpha_saved(const Variable& self, const Variable& other) {
+  return {{"alpha", Scalar(1)}, {"other_scalar_type", other.data().dtype()}, {"self_scalar_type", self.data().dtype()}};
+}
+
+// The result-saving unary ops (exp, relu, tanh, sigmoid): the node saves its output.
+Variable unary_saving_result(const std::string& node_name, const Variable& self, Tensor result) {
+  Saved saved = {{"result", result}};
+  return record_op(node_name, std::move(result), {self}, std::move(saved));
+}
+
+}  // namespace
+
+// --------------------------------------------------------------- Variable ---
+
+const VariableState& Variable::checked() const {
+  check(state_ != nullptr, "eager: the Variable is undefined");
+  return *state_;
+}
+const Tensor& Variable::data() const { return checked().data; }
+bool Variable::requires_grad() const { return checked().requires_grad; }
+bool Variable::is_leaf() const { return checked().grad_fn == nullptr; }
+std::optional<Tensor> Variable::grad() const { return checked().grad; }
+void Variable::zero_grad() {
+  checked();
+  state_->grad.reset();
+}
+const std::string& Variable::name() const { return checked().name; }
+
+Variable leaf(Tensor value, std::string name, bool requires_grad) {
+  check(value.defined(), "eager::leaf: the tensor is undefined");
+  check(!requires_grad || value.is_floating_point(),
+        "only Tensors of floating point dtype can require gradients (leaf '", name, "')");
+  auto state = std::make_shared<VariableState>();
+  state->data = std::move(value);
+  state->name = std::move(name);
+  state->requires_grad = requires_grad;
+  return Variable(std::move(state));
+}
+
+Variable constant(Tensor value) { return leaf(std::move(value), "", false); }
+
+// -------------------------------------------------------------------- ops ---
+
+Variable add(const Variable& self, const Variable& other) {
+  return record_op("AddBackward0", refgrad::add(self.data(), other.data()), {self, other}, alpha_saved(self, other));
+}
+
+Variable sub(const Variable& self, const Variable& other) {
+  return record_op("SubBackward0", refgrad::sub(self.data(), other.data()), {self, other}, alpha_saved(self, other));
+}
+
+Variable mul(const Variable& self, const Variable& other) {
+  Saved saved = {{"other", saved_if(self.requires_grad(), other)},
+                 {"other_scalar_type", other.data().dtype()},
+                 {"self", saved_if(other.requires_grad(), self)},
+                 {"self_scalar_type", self.data().dtype()}};
+  return record_op("MulBackward0", refgrad::mul(self.data(), other.data()), {self, other}, std::move(saved));
+}
+
+Variable mm(const Variable& self, const Variable& mat2) {
+  check(self.data().dim() == 2 && mat2.data().dim() == 2, "eager::mm: both operands must be 2-d");
+  Saved saved = {{"mat2", saved_if(self.requires_grad(), mat2)},
+                 {"mat2_layout", Layout::Strided},
+                 {"mat2_sym_sizes", IntList(mat2.data().sizes())},
+                 {"mat2_sym_strides", strides_if(mat2.requires_grad(), mat2)},
+                 {"self", saved_if(mat2.requires_grad(), self)},
+                 {"self_layout", Layout::Strided},
+                 {"self_sym_sizes", IntList(self.data().sizes())},
+                 {"self_sym_strides", strides_if(self.requires_grad(), self)}};
+  return record_op("MmBackward0", refgrad::mm(self.data(), mat2.data()), {self, mat2}, std::move(saved));
+}
+
+Variable matmul(const Variable& self, const Variable& other) {
+  check(self.data().dim() == 2 && other.data().dim() == 2, "eager::matmul: only 2-d operands are supported");
+  return mm(self, other);
+}
+
+Variable t(const Variable& self) {
+  check(self.data().dim() == 2, "eager::t: only 2-d tensors are supported");
+  return record_op("TBackward0", refgrad::t(self.data()), {self}, {});
+}
+
+Variable linear(const Variable& input, const Variable& weight, const Variable& bias) {
+  check(input.data().dim() == 2, "eager::linear: only 2-d input is supported");
+  const Variable mat2 = t(weight);
+  const Tensor result = refgrad::add(bias.data(), refgrad::mm(input.data(), mat2.data()));
+  Saved saved = {{"alpha", Scalar(1)},
+                 {"beta", Scalar(1)},
+                 {"mat1", saved_if(mat2.requires_grad(), input)},
+                 {"mat1_layout", Layout::Strided},
+                 {"mat1_sym_sizes", IntList(input.data().sizes())},
+                 {"mat1_sym_strides", strides_if(input.requires_grad(), input)},
+                 {"mat2", saved_if(input.requires_grad(), mat2)},
+                 {"mat2_layout", Layout::Strided},
+                 {"mat2_sym_sizes", IntList(mat2.data().sizes())},
+                 {"mat2_sym_strides", strides_if(mat2.requires_grad(), mat2)}};
+  return record_op("AddmmBackward0", result, {bias, input, mat2}, std::move(saved));
+}
+
+Variable relu(const Variable& self) { return unary_saving_result("ReluBackward0", self, refgrad::relu(self.data())); }
+Variable tanh(const Variable& self) { return unary_saving_result("TanhBackward0", self, refgrad::tanh(self.data())); }
+Variable sigmoid(const Variable& self) {
+  return unary_saving_result("SigmoidBackward0", self, refgrad::sigmoid(self.data()));
+}
+Variable exp(const Variable& self) { return unary_saving_result("ExpBackward0", self, refgrad::exp(self.data())); }
+
+Variable log(const Variable& self) {
+  return record_op("LogBackward0", refgrad::log(self.data()), {self}, {{"self", self.data()}});
+}
+
+Variable neg(const Variable& self) { return record_op("NegBackward0", refgrad::neg(self.data()), {self}, {}); }
+
+Variable sum(const Variable& self) {
+  return record_op("SumBackward0", refgrad::sum(self.data()), {self}, {{"self_sym_sizes", IntList(self.data().sizes())}});
+}
+
+Variable mean(const Variable& self) {
+  Saved saved = {{"self_sym_numel", self.data().numel()}, {"self_sym_sizes", IntList(self.data().sizes())}};
+  return record_op("MeanBackward0", refgrad::mean(self.data()), {self}, std::move(saved));
+}
+
+// ----------------------------------------------------------------- record ---
+
+namespace {
+
+// Copies TapeNodes into a Graph, each once, depth first from the roots in
+// next-edge order (so node indices, and the saved tensors' names, are stable).
+class GraphBuilder {
+ public:
+  Edge edge(const TapeEdge& tape_edge) {
+    if (tape_edge.node) return {node_index(tape_edge.node), tape_edge.input_nr};
+    if (tape_edge.leaf) return {leaf_index(tape_edge.leaf), 0};
+    return {};
+  }
+  Graph take() { return std::move(graph_); }
+
+ private:
+  int node_index(const std::shared_ptr<TapeNode>& node) {
+    const auto found = nodes_.find(node.get());
+    if (found != nodes_.end()) return found->second;
+    const int index = add({});
+    nodes_[node.get()] = index;
+    GraphNode graph_node;
+    graph_node.name = node->name;
+    graph_node.saved = node->saved;
+    graph_node.sequence_nr = node->sequence_nr;
+    graph_node.input_metadata = node->input_metadata;
+    for (const TapeEdge& next : node->next_edges) graph_node.next_edges.push_back(edge(next));
+    graph_.nodes[static_cast<std::size_t>(index)] = std::move(graph_node);
+    return index;
+  }
+
+  int leaf_index(const std::shared_ptr<VariableState>& leaf) {
+    const auto found = leaves_.find(leaf.get());
+    if (found != leaves_.end()) return found->second;
+    check(!leaf->name.empty(), "eager: a leaf that requires grad needs a name");
+    for (const GraphLeaf& other : graph_.leaves) {
+      check(other.name != leaf->name, "eager: two leaves are named '", leaf->name, "'");
+    }
+    graph_.leaves.push_back({leaf->name, TensorType{leaf->data.dtype(), leaf->data.sizes(), leaf->data.device()},
+                             leaf->grad});
+    GraphNode accumulate;
+    accumulate.kind = GraphNode::Kind::AccumulateGrad;
+    accumulate.leaf = leaf->name;
+    accumulate.sequence_nr = kAccumulateGradSequenceNr;
+    accumulate.input_metadata = {metadata_of(leaf->data)};
+    const int index = add(std::move(accumulate));
+    leaves_[leaf.get()] = index;
+    return index;
+  }
+
+  int add(GraphNode node) {
+    graph_.nodes.push_back(std::move(node));
+    return static_cast<int>(graph_.nodes.size()) - 1;
+  }
+
+  Graph graph_;
+  std::map<const TapeNode*, int> nodes_;
+  std::map<const VariableState*, int> leaves_;
+};
+
+// Adds the roots' nodes to the builder and returns the graph with its roots set.
+Graph record_roots(GraphBuilder& builder, const std::vector<Variable>& roots,
+                   const std::vector<std::optional<Tensor>>& grads) {
+  check(grads.empty() || grads.size() == roots.size(), "eager: ", roots.size(), " roots but ", grads.size(),
+        " grads");
+  std::vector<std::pair<std::string, std::optional<Tensor>>> root_grads;
+  std::vector<Edge> root_edges;
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    const Variable& root = roots[i];
+    check(root.requires_grad(), "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    std::optional<Tensor> grad = grads.empty() ? std::nullopt : grads[i];
+    if (!grad) {
+      check(root.data().numel() == 1, "grad can be implicitly created only for scalar outputs");
+      grad = ones_like(root.data());
+    }
+    root_edges.push_back(builder.edge(gradient_edge(root)));
+    root_grads.emplace_back(fmt::format("g{}", i), std::move(grad));
+  }
+  Graph graph = builder.take();
+  graph.roots = std::move(root_edges);
+  graph.root_grads = std::move(root_grads);
+  return graph;
+}
+
+// Runs the functionalized graph; leaf grads by "@name", outputs by "^name".
+TensorMap run(const Graph& graph, const FunctionalizeOptions& options) {
+  const Functionalized functionalized = functionalize(graph, options);
+  return run_program(bind(functionalized.bundle));
+}
+
+// Each requires-grad leaf reachable from `roots`, by name.
+void collect_leaves(const TapeEdge& edge, std::map<std::string, std::shared_ptr<VariableState>>& leaves,
+                    std::map<const TapeNode*, bool>& seen) {
+  if (edge.leaf) leaves[edge.leaf->name] = edge.leaf;
+  if (!edge.node || seen[edge.node.get()]) return;
+  seen[edge.node.get()] = true;
+  for (const TapeEdge& next : edge.node->next_edges) collect_leaves(next, leaves, seen);
+}
+
+std::map<std::string, std::shared_ptr<VariableState>> leaf_states(const std::vector<Variable>& roots) {
+  std::map<std::string, std::shared_ptr<VariableState>> leaves;
+  std::map<const TapeNode*, bool> seen;
+  for (const Variable& root : roots) collect_leaves(gradient_edge(root), leaves, seen);
+  return leaves;
+}
+
+}  // namespace
+
+Graph record(const std::vector<Variable>& roots, const std::vector<std::optional<Tensor>>& grads) {
+  GraphBuilder builder;
+  return record_roots(builder, roots, grads);
+}
+
+void backward(const Variable& root, std::optional<Tensor> grad) {
+  const Graph graph = record({root}, {std::move(grad)});
+  const TensorMap results = run(graph, {});
+  for (const auto& [name, state] : leaf_states({root})) {
+    const auto found = results.find("@" + name);
+    if (found != results.end()) state->grad = found->second;
+  }
+}
+
+std::vector<std::optional<Tensor>> grad(const std::vector<Variable>& outputs, const std::vector<Variable>& inputs,
+                                        bool allow_unused) {
+  GraphBuilder builder;
+  // The captures' edges first, so that the builder still holds the graph when the roots take it.
+  std::vector<std::pair<std::string, Edge>> captures;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check(inputs[i].requires_grad(), "One of the differentiated Tensors does not require grad");
+    captures.emplace_back(fmt::format("input{}", i), builder.edge(gradient_edge(inputs[i])));
+  }
+  Graph graph = record_roots(builder, outputs, {});
+  graph.captures = captures;
+
+  FunctionalizeOptions options;
+  options.accumulate_grad = false;
+  options.allow_unused = allow_unused;
+  const TensorMap results = run(graph, options);
+  std::vector<std::optional<Tensor>> grads;
+  for (const auto& capture : captures) {
+    const auto found = results.find("^" + capture.first);
+    grads.push_back(found == results.end() || !found->second.defined() ? std::nullopt
+                                                                        : std::optional<Tensor>(found->second));
+  }
+  return grads;
+}
+
+}  // namespace refgrad::eager
