@@ -144,6 +144,15 @@ TEST_CASE("eager: a broadcast add sums the grad down to each leaf's shape") {
   check_grad(b.grad(), f64({2.0, 2.0, 2.0}));
 }
 
+TEST_CASE("eager: a broadcast grad is summed down to an op's output shape too") {
+  // (a + neg(c)).sum() with a: [2, 3], c: [3]: neg's output gets a [2, 3]
+  // grad that validate sums to [3] by NegBackward0's input metadata; c.grad = -2.
+  const eager::Variable a = eager::leaf(values({2, 3}, 0.0), "a");
+  const eager::Variable c = eager::leaf(f64({1.0, 2.0, 3.0}), "c");
+  eager::backward(eager::sum(eager::add(a, eager::neg(c))));
+  check_grad(c.grad(), f64({-2.0, -2.0, -2.0}));
+}
+
 TEST_CASE("eager: backward twice accumulates into .grad, zero_grad clears it") {
   // (w * w).sum(): 2w per backward.
   const eager::Variable w = eager::leaf(f64({1.0, 3.0}), "w");
