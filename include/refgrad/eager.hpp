@@ -71,6 +71,9 @@ Variable log(const Variable& self);
 Variable neg(const Variable& self);
 Variable sum(const Variable& self);   // SumBackward0, over all elements
 Variable mean(const Variable& self);  // MeanBackward0, over all elements
+Variable softmax(const Variable& self, std::int64_t dim);      // SoftmaxBackward0; dim saved as given
+Variable log_softmax(const Variable& self, std::int64_t dim);  // LogSoftmaxBackward0; dim saved as given
+Variable mse_loss(const Variable& self, const Variable& target);  // MseLossBackward0, reduction mean
 
 // The graph a backward from `roots` would functionalize: root grads named
 // "g0", "g1", ... (grads[i], or ones for a one-element root when absent),

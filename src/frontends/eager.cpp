@@ -219,6 +219,33 @@ Variable mean(const Variable& self) {
   return record_op("MeanBackward0", refgrad::mean(self.data()), {self}, std::move(saved));
 }
 
+namespace {
+
+// softmax and log_softmax save dim (unwrapped, as given), the input's dtype and their result.
+Variable softmax_like(const std::string& node_name, const Variable& self, std::int64_t dim, Tensor result) {
+  Saved saved = {{"dim", dim}, {"self_scalar_type", self.data().dtype()}, {"result", result}};
+  return record_op(node_name, std::move(result), {self}, std::move(saved));
+}
+
+// at::Reduction::Mean, as mse_loss saves it.
+constexpr std::int64_t kReductionMean = 1;
+
+}  // namespace
+
+Variable softmax(const Variable& self, std::int64_t dim) {
+  return softmax_like("SoftmaxBackward0", self, dim, refgrad::softmax(self.data(), dim));
+}
+
+Variable log_softmax(const Variable& self, std::int64_t dim) {
+  return softmax_like("LogSoftmaxBackward0", self, dim, refgrad::log_softmax(self.data(), dim));
+}
+
+Variable mse_loss(const Variable& self, const Variable& target) {
+  const Tensor result = refgrad::mean(refgrad::square(refgrad::sub(self.data(), target.data())));
+  Saved saved = {{"reduction", kReductionMean}, {"self", self.data()}, {"target", target.data()}};
+  return record_op("MseLossBackward0", result, {self, target}, std::move(saved));
+}
+
 // ----------------------------------------------------------------- record ---
 
 namespace {

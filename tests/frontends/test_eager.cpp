@@ -117,6 +117,13 @@ TEST_CASE("eager: each op's gradient matches finite differences") {
     const Op linear = [](const std::vector<eager::Variable>& x) { return eager::linear(x[0], x[1], x[2]); };
     check_against_finite_differences(linear, {values({4, 3}, 0.5), values({2, 3}, 1.5), values({2}, 2.5)});
   }
+  SUBCASE("softmax") {
+    check_against_finite_differences(unary([](const eager::Variable& x) { return eager::softmax(x, 1); }), {a});
+  }
+  SUBCASE("log_softmax") {
+    check_against_finite_differences(unary([](const eager::Variable& x) { return eager::log_softmax(x, -1); }), {a});
+  }
+  SUBCASE("mse_loss") { check_against_finite_differences(binary(eager::mse_loss), {a, b}); }
   SUBCASE("broadcasting mul") { check_against_finite_differences(binary(eager::mul), {a, values({3}, 4.0)}); }
 }
 
