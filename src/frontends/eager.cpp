@@ -260,6 +260,8 @@ class GraphBuilder {
     return {};
   }
   Graph take() { return std::move(graph_); }
+  // The leaves added so far, for writing their grads back after a run.
+  const std::vector<std::shared_ptr<VariableState>>& leaves() const { return leaf_states_; }
 
  private:
   int node_index(const std::shared_ptr<TapeNode>& node) {
@@ -293,6 +295,7 @@ class GraphBuilder {
     accumulate.input_metadata = {metadata_of(leaf->data)};
     const int index = add(std::move(accumulate));
     leaves_[leaf.get()] = index;
+    leaf_states_.push_back(leaf);
     return index;
   }
 
@@ -304,6 +307,7 @@ class GraphBuilder {
   Graph graph_;
   std::map<const TapeNode*, int> nodes_;
   std::map<const VariableState*, int> leaves_;
+  std::vector<std::shared_ptr<VariableState>> leaf_states_;
 };
 
 // Adds the roots' nodes to the builder and returns the graph with its roots set.
@@ -336,22 +340,6 @@ TensorMap run(const Graph& graph, const FunctionalizeOptions& options) {
   return run_program(bind(functionalized.bundle));
 }
 
-// Each requires-grad leaf reachable from `roots`, by name.
-void collect_leaves(const TapeEdge& edge, std::map<std::string, std::shared_ptr<VariableState>>& leaves,
-                    std::map<const TapeNode*, bool>& seen) {
-  if (edge.leaf) leaves[edge.leaf->name] = edge.leaf;
-  if (!edge.node || seen[edge.node.get()]) return;
-  seen[edge.node.get()] = true;
-  for (const TapeEdge& next : edge.node->next_edges) collect_leaves(next, leaves, seen);
-}
-
-std::map<std::string, std::shared_ptr<VariableState>> leaf_states(const std::vector<Variable>& roots) {
-  std::map<std::string, std::shared_ptr<VariableState>> leaves;
-  std::map<const TapeNode*, bool> seen;
-  for (const Variable& root : roots) collect_leaves(gradient_edge(root), leaves, seen);
-  return leaves;
-}
-
 }  // namespace
 
 Graph record(const std::vector<Variable>& roots, const std::vector<std::optional<Tensor>>& grads) {
@@ -360,18 +348,19 @@ Graph record(const std::vector<Variable>& roots, const std::vector<std::optional
 }
 
 void backward(const Variable& root, std::optional<Tensor> grad) {
-  const Graph graph = record({root}, {std::move(grad)});
+  GraphBuilder builder;
+  const Graph graph = record_roots(builder, {root}, {std::move(grad)});
   const TensorMap results = run(graph, {});
-  for (const auto& [name, state] : leaf_states({root})) {
-    const auto found = results.find("@" + name);
-    if (found != results.end()) state->grad = found->second;
+  for (const std::shared_ptr<VariableState>& leaf : builder.leaves()) {
+    const auto found = results.find("@" + leaf->name);
+    if (found != results.end()) leaf->grad = found->second;
   }
 }
 
 std::vector<std::optional<Tensor>> grad(const std::vector<Variable>& outputs, const std::vector<Variable>& inputs,
                                         bool allow_unused) {
   GraphBuilder builder;
-  // The captures' edges first, so that the builder still holds the graph when the roots take it.
+  // The captures' nodes go in first: record_roots takes the builder's graph.
   std::vector<std::pair<std::string, Edge>> captures;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     check(inputs[i].requires_grad(), "One of the differentiated Tensors does not require grad");
