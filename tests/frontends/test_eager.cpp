@@ -257,4 +257,8 @@ TEST_CASE("eager: the recorded program of mul then sum") {
         "%5, %6 = validate %3, %4 : f64[2], f64[2]\n"
         "accumulate_grad @x %5\n"
         "accumulate_grad @y %6\n");
+  for (const Diagnostic& diagnostic : verify(result.bundle.program)) {
+    CHECK_MESSAGE(diagnostic.severity != Diagnostic::Severity::Error, to_string(diagnostic));
+  }
+  CHECK(parse_program(print_program(result.bundle.program)) == result.bundle.program);
 }
