@@ -194,6 +194,12 @@ TEST_CASE("eager: grad() returns the grads of the inputs asked for and leaves .g
   CHECK_FALSE(with_unused[1].has_value());
 }
 
+TEST_CASE("eager: backward from a leaf gives the leaf its grad") {
+  const eager::Variable w = eager::leaf(f64({1.0, 2.0}), "w");
+  eager::backward(w, f64({0.5, -1.0}));
+  check_grad(w.grad(), f64({0.5, -1.0}));
+}
+
 TEST_CASE("eager: ops on constants record nothing, and backward from them raises") {
   const eager::Variable c = eager::mul(eager::constant(f64({1.0})), eager::constant(f64({2.0})));
   CHECK_FALSE(c.requires_grad());
