@@ -44,7 +44,7 @@ test-python:
 
 # Install under build/stage (never into the system) and build examples/embed against it.
 test-embed:
-	@rm -rf $(STAGE) $(BUILD)/embed
+	@rm -rf $(STAGE) $(BUILD)/embed $(BUILD)/embed-cmake  # CMake caches what pkg-config said
 	meson install -C $(BUILD) --destdir $(STAGE) --tags devel --quiet
 	PKG_CONFIG_PATH=$$(find $(STAGE) -name refgrad.pc -printf '%h') \
 	  meson setup --reconfigure $(BUILD)/embed examples/embed > $(BUILD)/embed-setup.log || { cat $(BUILD)/embed-setup.log; exit 1; }
