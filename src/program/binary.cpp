@@ -283,22 +283,21 @@ void write_value(Writer& w, const AttrValue& value) {
       value);
 }
 
+// grad, saved and leaf declarations share one layout: name, type, optional
+// tensor (the default value, the inline value, the initial .grad).
+template <class Decl>
+void write_typed_declarations(Writer& w, const std::vector<Decl>& decls, std::optional<Tensor> Decl::*tensor) {
+  w.list(decls, [&](const Decl& d) {
+    w.str(d.name);
+    write_type(w, d.type);
+    write_optional_tensor(w, d.*tensor);
+  });
+}
+
 void write_declarations(Writer& w, const Bytecode& b) {
-  w.list(b.grads, [&](const GradDecl& d) {
-    w.str(d.name);
-    write_type(w, d.type);
-    write_optional_tensor(w, d.value);
-  });
-  w.list(b.saved, [&](const SavedDecl& d) {
-    w.str(d.name);
-    write_type(w, d.type);
-    write_optional_tensor(w, d.value);
-  });
-  w.list(b.leaves, [&](const LeafDecl& d) {
-    w.str(d.name);
-    write_type(w, d.type);
-    write_optional_tensor(w, d.grad);
-  });
+  write_typed_declarations(w, b.grads, &GradDecl::value);
+  write_typed_declarations(w, b.saved, &SavedDecl::value);
+  write_typed_declarations(w, b.leaves, &LeafDecl::grad);
   w.list(b.hooks, [&](const HookDecl& d) {
     w.str(d.name);
     w.enum_value(d.kind);
@@ -595,27 +594,19 @@ auto read_declarations(Reader& r, std::size_t min_bytes, std::string_view kind, 
 }
 
 void read_declarations(Reader& r, Bytecode& b) {
-  b.grads = read_declarations(r, kMinString + kMinType + 1, "grad", [&] {
-    GradDecl d;
-    d.name = r.str("name");
-    d.type = read_type(r);
-    d.value = read_optional_tensor(r);
-    return d;
-  });
-  b.saved = read_declarations(r, kMinString + kMinType + 1, "saved", [&] {
-    SavedDecl d;
-    d.name = r.str("name");
-    d.type = read_type(r);
-    d.value = read_optional_tensor(r);
-    return d;
-  });
-  b.leaves = read_declarations(r, kMinString + kMinType + 1, "leaf", [&] {
-    LeafDecl d;
-    d.name = r.str("name");
-    d.type = read_type(r);
-    d.grad = read_optional_tensor(r);
-    return d;
-  });
+  // grad, saved and leaf declarations share one layout (write_typed_declarations).
+  const auto typed = [&r]<class Decl>(std::string_view kind, std::optional<Tensor> Decl::*tensor) {
+    return read_declarations(r, kMinString + kMinType + 1, kind, [&] {
+      Decl d;
+      d.name = r.str("name");
+      d.type = read_type(r);
+      d.*tensor = read_optional_tensor(r);
+      return d;
+    });
+  };
+  b.grads = typed("grad", &GradDecl::value);
+  b.saved = typed("saved", &SavedDecl::value);
+  b.leaves = typed("leaf", &LeafDecl::grad);
   b.hooks = read_declarations(r, kMinString + 1, "hook", [&] {
     HookDecl d;
     d.name = r.str("name");
