@@ -159,18 +159,15 @@ bool same_declarations(const Program& a, const Program& b) {
     }
     return true;
   };
-  return same_list(a.grads, b.grads,
-                   [](const GradDecl& x, const GradDecl& y) {
-                     return x.name == y.name && x.type == y.type && same_tensor(x.value, y.value);
-                   }) &&
-         same_list(a.saved, b.saved,
-                   [](const SavedDecl& x, const SavedDecl& y) {
-                     return x.name == y.name && x.type == y.type && same_tensor(x.value, y.value);
-                   }) &&
-         same_list(a.leaves, b.leaves,
-                   [](const LeafDecl& x, const LeafDecl& y) {
-                     return x.name == y.name && x.type == y.type && same_tensor(x.grad, y.grad);
-                   }) &&
+  // grad, saved and leaf declarations: a name, a type and an optional tensor.
+  const auto same_typed = [](auto tensor) {
+    return [tensor](const auto& x, const auto& y) {
+      return x.name == y.name && x.type == y.type && same_tensor(x.*tensor, y.*tensor);
+    };
+  };
+  return same_list(a.grads, b.grads, same_typed(&GradDecl::value)) &&
+         same_list(a.saved, b.saved, same_typed(&SavedDecl::value)) &&
+         same_list(a.leaves, b.leaves, same_typed(&LeafDecl::grad)) &&
          same_list(a.hooks, b.hooks,
                    [](const HookDecl& x, const HookDecl& y) { return x.name == y.name && x.kind == y.kind; }) &&
          same_list(a.functions, b.functions,
