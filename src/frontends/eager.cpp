@@ -1,6 +1,8 @@
 // The eager tape (include/refgrad/eager.hpp). Variables point at their
 // grad_fn (a TapeNode) or, for leaves, hold their .grad; record() walks the
 // TapeNodes from the roots into a Graph, one AccumulateGrad node per leaf.
+// This file holds the tape itself, hooks, and the elementwise and
+// linear-algebra ops; eager_shape.cpp and eager_nn.cpp hold the others.
 #include "refgrad/eager.hpp"
 
 #include <atomic>
@@ -12,42 +14,18 @@
 #include "refgrad/error.hpp"
 #include "refgrad/interpreter.hpp"
 #include "refgrad/ops.hpp"
+#include "tape.hpp"
 
 namespace refgrad::eager {
 
-struct TapeNode;
-
-// Where a grad goes: input `input_nr` of `node`, or a leaf's accumulator;
-// neither for an input that needs no grad (PyTorch's invalid edge).
-struct TapeEdge {
-  std::shared_ptr<TapeNode> node;
-  std::shared_ptr<VariableState> leaf;
-  std::uint32_t input_nr = 0;
-};
-
-struct TapeNode {
-  std::string name;
-  std::vector<std::pair<std::string, FieldValue>> saved;
-  std::vector<TapeEdge> next_edges;
-  std::uint64_t sequence_nr = 0;
-  std::vector<std::optional<InputMetadata>> input_metadata;
-};
-
-struct VariableState {
-  Tensor data;
-  std::string name;
-  bool requires_grad = false;
-  std::optional<Tensor> grad;
-  std::shared_ptr<TapeNode> grad_fn;  // null for a leaf
-  std::uint32_t output_nr = 0;
-};
-
 namespace {
-
-using Saved = std::vector<std::pair<std::string, FieldValue>>;
 
 // PyTorch's thread-local sequence_nr counter, one per process here.
 std::atomic<std::uint64_t> next_sequence_nr{0};
+
+}  // namespace
+
+namespace tape {
 
 InputMetadata metadata_of(const Tensor& tensor) {
   InputMetadata metadata;
@@ -59,43 +37,63 @@ InputMetadata metadata_of(const Tensor& tensor) {
 }
 
 TapeEdge gradient_edge(const Variable& variable) {
+  if (!variable.defined()) return {};  // an optional input left out (a bias)
   const VariableState& state = *variable.state();
   if (state.grad_fn) return {state.grad_fn, nullptr, state.output_nr};
   if (state.requires_grad) return {nullptr, variable.state(), 0};
   return {};
 }
 
-// The result of an op: a constant when no input requires grad; otherwise
-// the output of a new node `node_name` with `saved`, whose next edges are the
-// inputs' gradient edges.
-Variable record_op(const std::string& node_name, Tensor result, const std::vector<Variable>& inputs, Saved saved) {
+std::vector<Variable> record_multi_output_op(const std::string& node_name, std::vector<Tensor> results,
+                                             const std::vector<Variable>& inputs, Saved saved) {
   bool any_requires_grad = false;
-  for (const Variable& input : inputs) any_requires_grad = any_requires_grad || input.requires_grad();
-  if (!any_requires_grad) return constant(std::move(result));
+  for (const Variable& input : inputs) any_requires_grad = any_requires_grad || (input.defined() && input.requires_grad());
+  std::vector<Variable> outputs;
+  if (!any_requires_grad) {
+    for (Tensor& result : results) outputs.push_back(constant(std::move(result)));
+    return outputs;
+  }
   auto node = std::make_shared<TapeNode>();
   node->name = node_name;
   node->saved = std::move(saved);
   for (const Variable& input : inputs) node->next_edges.push_back(gradient_edge(input));
   node->sequence_nr = next_sequence_nr++;
-  node->input_metadata = {metadata_of(result)};
-  auto state = std::make_shared<VariableState>();
-  state->data = std::move(result);
-  state->requires_grad = true;
-  state->grad_fn = std::move(node);
-  return Variable(std::move(state));
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    node->input_metadata.emplace_back(metadata_of(results[i]));
+    auto state = std::make_shared<VariableState>();
+    state->data = std::move(results[i]);
+    state->requires_grad = true;
+    state->grad_fn = node;
+    state->output_nr = static_cast<std::uint32_t>(i);
+    outputs.emplace_back(std::move(state));
+  }
+  return outputs;
 }
 
-// A tensor PyTorch saves only when `needed` (the other input requires grad).
+Variable record_op(const std::string& node_name, Tensor result, const std::vector<Variable>& inputs, Saved saved) {
+  return record_multi_output_op(node_name, {std::move(result)}, inputs, std::move(saved)).front();
+}
+
 FieldValue saved_if(bool needed, const Variable& variable) {
   if (needed) return variable.data();
   return None{};
 }
 
-// Strides PyTorch saves only when the tensor's own grad is needed (empty otherwise).
 FieldValue strides_if(bool needed, const Variable& variable) {
   if (needed) return IntList(variable.data().strides());
   return IntList{};
 }
+
+}  // namespace tape
+
+namespace {
+
+using tape::gradient_edge;
+using tape::metadata_of;
+using tape::record_op;
+using tape::saved_if;
+using tape::Saved;
+using tape::strides_if;
 
 // The fields add and sub save: alpha and both scalar types.
 Saved alpha_saved(const Variable& self, const Variable& other) {
@@ -227,9 +225,6 @@ Variable softmax_like(const std::string& node_name, const Variable& self, std::i
   return record_op(node_name, std::move(result), {self}, std::move(saved));
 }
 
-// at::Reduction::Mean, as mse_loss saves it.
-constexpr std::int64_t kReductionMean = 1;
-
 }  // namespace
 
 Variable softmax(const Variable& self, std::int64_t dim) {
@@ -240,11 +235,6 @@ Variable log_softmax(const Variable& self, std::int64_t dim) {
   return softmax_like("LogSoftmaxBackward0", self, dim, refgrad::log_softmax(self.data(), dim));
 }
 
-Variable mse_loss(const Variable& self, const Variable& target) {
-  const Tensor result = refgrad::mean(refgrad::square(refgrad::sub(self.data(), target.data())));
-  Saved saved = {{"reduction", kReductionMean}, {"self", self.data()}, {"target", target.data()}};
-  return record_op("MseLossBackward0", result, {self, target}, std::move(saved));
-}
 
 // ----------------------------------------------------------------- record ---
 
