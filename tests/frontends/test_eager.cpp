@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "eager_check.hpp"
 #include "gradcheck.hpp"
 #include "refgrad/eager.hpp"
 #include "refgrad/error.hpp"
@@ -22,61 +23,13 @@ namespace eager = refgrad::eager;
 
 namespace {
 
-// Deterministic, uneven float64 values of `shape`, none near zero by accident.
-Tensor values(const Shape& shape, double seed) {
-  std::vector<double> data(static_cast<std::size_t>(numel_of(shape)));
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0.2 + 0.9 * std::sin(1.3 * static_cast<double>(i) + seed);
-  return from_vector(data, shape);
-}
-
-Tensor f64(const std::vector<double>& data) { return from_vector(data, Shape{static_cast<std::int64_t>(data.size())}); }
-
-bool within_gradcheck_tolerance(const Tensor& actual, const Tensor& expected) {
-  if (actual.sizes() != expected.sizes()) return false;
-  const auto a = actual.contiguous().to_vector<double>(), e = expected.contiguous().to_vector<double>();
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::fabs(a[i] - e[i]) > testing::kGradcheckAtol + testing::kGradcheckRtol * std::fabs(e[i])) return false;
-  }
-  return true;
-}
-
-void check_grad(const std::optional<Tensor>& actual, const Tensor& expected) {
-  REQUIRE(actual.has_value());
-  INFO("actual: ", actual->repr(), "\nexpected: ", expected.repr());
-  CHECK(within_gradcheck_tolerance(*actual, expected));
-}
-
-using Op = std::function<eager::Variable(const std::vector<eager::Variable>&)>;
-
-// Runs `op` on leaves x0, x1, ... holding `inputs`, backward with an uneven
-// grad_output, and compares each leaf's .grad with the numerical VJP of the
-// same op run on constants (plain L0 forward, no tape).
-void check_against_finite_differences(const Op& op, const std::vector<Tensor>& inputs) {
-  std::vector<eager::Variable> leaves;
-  for (std::size_t i = 0; i < inputs.size(); ++i) leaves.push_back(eager::leaf(inputs[i], fmt::format("x{}", i)));
-  const eager::Variable output = op(leaves);
-  const Tensor grad_output = values(output.data().sizes(), 0.7);
-  eager::backward(output, grad_output);
-
-  const testing::Forward forward = [&op](const std::vector<Tensor>& tensors) {
-    std::vector<eager::Variable> constants;
-    for (const Tensor& tensor : tensors) constants.push_back(eager::constant(tensor));
-    return op(constants).data();
-  };
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    INFO("input ", k);
-    check_grad(leaves[k].grad(), testing::numerical_vjp(forward, inputs, k, grad_output));
-  }
-}
-
-template <class Fn>
-Op unary(Fn fn) {
-  return [fn](const std::vector<eager::Variable>& x) { return fn(x[0]); };
-}
-template <class Fn>
-Op binary(Fn fn) {
-  return [fn](const std::vector<eager::Variable>& x) { return fn(x[0], x[1]); };
-}
+using testing::binary;
+using testing::check_against_finite_differences;
+using testing::check_grad;
+using testing::f64;
+using testing::Op;
+using testing::unary;
+using testing::values;
 
 // The saved field `name` of a graph node.
 const FieldValue& field(const GraphNode& node, const std::string& name) {

@@ -1,0 +1,1 @@
+// Filled in by issue 6 work in progress.
