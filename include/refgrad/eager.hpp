@@ -52,9 +52,9 @@ class Variable {
   // Hooks, run by the program's `hook` instructions where PyTorch's engine
   // runs them. On a leaf a tensor hook runs before AccumulateGrad; on an op's
   // result, before its grad_fn. Registration order is run order.
-  void register_hook(TensorHook hook);
-  void register_post_accumulate_grad_hook(PostAccumulateGradHook hook);  // leaves only
-  void retain_grad();  // a non-leaf's .grad is set by the next backward (replaced, not added)
+  void register_hook(TensorHook hook) const;
+  void register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;  // leaves only
+  void retain_grad() const;  // a non-leaf's .grad is set by the next backward (replaced, not added)
   const std::string& name() const;      // a leaf's name; empty for an op's result
   bool same_as(const Variable& other) const { return state_ == other.state_; }
 
@@ -160,7 +160,9 @@ Variable max_pool2d(const Variable& input, const IntList& kernel_size, const Int
 // The graph a backward from `roots` would functionalize: root grads named
 // "g0", "g1", ... (grads[i], or ones for a one-element root when absent),
 // leaves with their current .grad. Raises, in PyTorch's words, for a root
-// that does not require grad.
+// that does not require grad. Hooks appear in the graph by name ("hook0",
+// ...; retained grads as outputs "retained0", ...); backward() and grad()
+// run the program with the hooks themselves.
 Graph record(const std::vector<Variable>& roots, const std::vector<std::optional<Tensor>>& grads = {});
 
 // root.backward(grad): accumulates into the leaves' .grad.

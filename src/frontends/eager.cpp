@@ -124,6 +124,27 @@ void Variable::zero_grad() {
 }
 const std::string& Variable::name() const { return checked().name; }
 
+void Variable::register_hook(TensorHook hook) const {
+  check(requires_grad(), "cannot register a hook on a tensor that doesn't require gradient");
+  if (state_->grad_fn) {
+    state_->grad_fn->tensor_pre_hooks[state_->output_nr].push_back(std::move(hook));
+  } else {
+    state_->tensor_hooks.push_back(std::move(hook));
+  }
+}
+
+void Variable::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  check(requires_grad(), "cannot register a hook on a tensor that doesn't require gradient");
+  check(is_leaf(), "post accumulate grad hooks cannot be registered on non-leaf tensors");
+  state_->post_accumulate_grad_hooks.push_back(std::move(hook));
+}
+
+void Variable::retain_grad() const {
+  check(requires_grad(), "can't retain_grad on Tensor that has requires_grad=False");
+  if (is_leaf()) return;  // a leaf's .grad is kept anyway
+  state_->grad_fn->retains_grad[state_->output_nr] = state_;
+}
+
 Variable leaf(Tensor value, std::string name, bool requires_grad) {
   check(value.defined(), "eager::leaf: the tensor is undefined");
   check(!requires_grad || value.is_floating_point(),
@@ -242,6 +263,9 @@ namespace {
 
 // Copies TapeNodes into a Graph, each once, depth first from the roots in
 // next-edge order (so node indices, and the saved tensors' names, are stable).
+// Hooks get names in the order they are met ("hook0", "hook1", ...) and go
+// into the Host the program is run with; retain_grad() gets an output
+// ("retained0", ...) whose value becomes the variable's .grad.
 class GraphBuilder {
  public:
   Edge edge(const TapeEdge& tape_edge) {
@@ -252,6 +276,9 @@ class GraphBuilder {
   Graph take() { return std::move(graph_); }
   // The leaves added so far, for writing their grads back after a run.
   const std::vector<std::shared_ptr<VariableState>>& leaves() const { return leaf_states_; }
+  const Host& host() const { return host_; }
+  // The non-leaf variables that retain their grad, by program output name.
+  const std::map<std::string, std::weak_ptr<VariableState>>& retained() const { return retained_; }
 
  private:
   int node_index(const std::shared_ptr<TapeNode>& node) {
@@ -264,10 +291,34 @@ class GraphBuilder {
     graph_node.saved = node->saved;
     graph_node.sequence_nr = node->sequence_nr;
     graph_node.input_metadata = node->input_metadata;
+    for (const auto& [slot, hooks] : node->tensor_pre_hooks) {
+      for (const TensorHook& hook : hooks) graph_node.tensor_pre_hooks[slot].push_back(add_tensor_hook(hook));
+    }
+    for (const auto& [slot, variable] : node->retains_grad) {
+      const std::string output = fmt::format("retained{}", retained_.size());
+      graph_node.retains_grad[slot] = output;
+      retained_[output] = variable;
+    }
     for (const TapeEdge& next : node->next_edges) graph_node.next_edges.push_back(edge(next));
     graph_.nodes[static_cast<std::size_t>(index)] = std::move(graph_node);
     return index;
   }
+
+  std::string add_tensor_hook(const TensorHook& hook) {
+    const std::string name = next_hook_name();
+    host_.tensor_pre_hooks[name] = hook;
+    return name;
+  }
+
+  std::string add_post_accumulate_grad_hook(const PostAccumulateGradHook& hook) {
+    const std::string name = next_hook_name();
+    host_.post_acc_grad_hooks[name] = [hook](const std::string&, const std::optional<Tensor>& grad) {
+      if (grad) hook(*grad);
+    };
+    return name;
+  }
+
+  std::string next_hook_name() { return fmt::format("hook{}", hook_count_++); }
 
   int leaf_index(const std::shared_ptr<VariableState>& leaf) {
     const auto found = leaves_.find(leaf.get());
@@ -283,6 +334,10 @@ class GraphBuilder {
     accumulate.leaf = leaf->name;
     accumulate.sequence_nr = kAccumulateGradSequenceNr;
     accumulate.input_metadata = {metadata_of(leaf->data)};
+    for (const TensorHook& hook : leaf->tensor_hooks) accumulate.tensor_pre_hooks[0].push_back(add_tensor_hook(hook));
+    for (const PostAccumulateGradHook& hook : leaf->post_accumulate_grad_hooks) {
+      accumulate.post_acc_grad_hooks.push_back(add_post_accumulate_grad_hook(hook));
+    }
     const int index = add(std::move(accumulate));
     leaves_[leaf.get()] = index;
     leaf_states_.push_back(leaf);
@@ -298,6 +353,9 @@ class GraphBuilder {
   std::map<const TapeNode*, int> nodes_;
   std::map<const VariableState*, int> leaves_;
   std::vector<std::shared_ptr<VariableState>> leaf_states_;
+  Host host_;
+  std::size_t hook_count_ = 0;
+  std::map<std::string, std::weak_ptr<VariableState>> retained_;
 };
 
 // Adds the roots' nodes to the builder and returns the graph with its roots set.
@@ -324,10 +382,17 @@ Graph record_roots(GraphBuilder& builder, const std::vector<Variable>& roots,
   return graph;
 }
 
-// Runs the functionalized graph; leaf grads by "@name", outputs by "^name".
-TensorMap run(const Graph& graph, const FunctionalizeOptions& options) {
+// Runs the functionalized graph with the builder's hooks; leaf grads by
+// "@name", outputs by "^name". Retained grads go to their variables.
+TensorMap run(const Graph& graph, const FunctionalizeOptions& options, const GraphBuilder& builder) {
   const Functionalized functionalized = functionalize(graph, options);
-  return run_program(bind(functionalized.bundle));
+  TensorMap results = run_program(bind(functionalized.bundle), {}, builder.host());
+  for (const auto& [output, variable] : builder.retained()) {
+    const auto found = results.find("^" + output);
+    const std::shared_ptr<VariableState> state = variable.lock();
+    if (state && found != results.end() && found->second.defined()) state->grad = found->second;
+  }
+  return results;
 }
 
 }  // namespace
@@ -340,7 +405,7 @@ Graph record(const std::vector<Variable>& roots, const std::vector<std::optional
 void backward(const Variable& root, std::optional<Tensor> grad) {
   GraphBuilder builder;
   const Graph graph = record_roots(builder, {root}, {std::move(grad)});
-  const TensorMap results = run(graph, {});
+  const TensorMap results = run(graph, {}, builder);
   for (const std::shared_ptr<VariableState>& leaf : builder.leaves()) {
     const auto found = results.find("@" + leaf->name);
     if (found != results.end()) leaf->grad = found->second;
@@ -362,7 +427,7 @@ std::vector<std::optional<Tensor>> grad(const std::vector<Variable>& outputs, co
   FunctionalizeOptions options;
   options.accumulate_grad = false;
   options.allow_unused = allow_unused;
-  const TensorMap results = run(graph, options);
+  const TensorMap results = run(graph, options, builder);
   std::vector<std::optional<Tensor>> grads;
   for (const auto& capture : captures) {
     const auto found = results.find("^" + capture.first);

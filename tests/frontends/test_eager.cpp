@@ -221,3 +221,66 @@ TEST_CASE("eager: the recorded program of mul then sum") {
   }
   CHECK(parse_program(print_program(result.bundle.program)) == result.bundle.program);
 }
+
+// Expected values from torch 2.13:
+//   x = torch.tensor([1., 2.], requires_grad=True); h = x * x; h.retain_grad()
+//   h.register_hook(lambda g: g * 3); h.register_hook(lambda g: None)   # records g
+//   x.register_hook(lambda g: g + 1); x.register_post_accumulate_grad_hook(...)  # records x.grad
+//   h.sum().backward()
+// runs the hooks in the order a, b (b sees [3, 3]), leaf (sees [6, 12]),
+// post (sees [7, 13]); h.grad == [3, 3]; x.grad == [7, 13].
+TEST_CASE("eager: tensor hooks, retain_grad and post-accumulate-grad hooks run as torch runs them") {
+  const eager::Variable x = eager::leaf(f64({1, 2}), "x");
+  const eager::Variable h = eager::mul(x, x);
+  std::vector<std::string> order;
+  const auto values_of = [](const Tensor& t) { return fmt::format("{}", fmt::join(t.to_vector<double>(), ", ")); };
+  h.retain_grad();
+  h.register_hook([&](const Tensor& grad) -> std::optional<Tensor> {
+    order.push_back("a");
+    return refgrad::mul(grad, Scalar(3.0));
+  });
+  h.register_hook([&](const Tensor& grad) -> std::optional<Tensor> {
+    order.push_back("b: " + values_of(grad));
+    return std::nullopt;
+  });
+  x.register_hook([&](const Tensor& grad) -> std::optional<Tensor> {
+    order.push_back("leaf: " + values_of(grad));
+    return refgrad::add(grad, Scalar(1.0));
+  });
+  x.register_post_accumulate_grad_hook([&](const Tensor& grad) { order.push_back("post: " + values_of(grad)); });
+  eager::backward(eager::sum(h));
+
+  CHECK(order == std::vector<std::string>{"a", "b: 3, 3", "leaf: 6, 12", "post: 7, 13"});
+  REQUIRE(h.grad().has_value());
+  CHECK(h.grad()->to_vector<double>() == std::vector<double>{3, 3});
+  REQUIRE(x.grad().has_value());
+  CHECK(x.grad()->to_vector<double>() == std::vector<double>{7, 13});
+}
+
+TEST_CASE("eager: hooks are refused where torch refuses them") {
+  const eager::Variable c = eager::constant(f64({1, 2}));
+  const auto keep = [](const Tensor&) -> std::optional<Tensor> { return std::nullopt; };
+  CHECK_THROWS_WITH_AS(c.register_hook(keep), "cannot register a hook on a tensor that doesn't require gradient",
+                       Error);
+  CHECK_THROWS_WITH_AS(c.retain_grad(), "can't retain_grad on Tensor that has requires_grad=False", Error);
+  const eager::Variable x = eager::leaf(f64({1, 2}), "x");
+  CHECK_THROWS_WITH_AS(eager::mul(x, x).register_post_accumulate_grad_hook([](const Tensor&) {}),
+                       "post accumulate grad hooks cannot be registered on non-leaf tensors", Error);
+}
+
+TEST_CASE("eager: a hook's graph names the hooks, and grad() runs them too") {
+  const eager::Variable x = eager::leaf(f64({1, 2}), "x");
+  x.register_hook([](const Tensor& grad) -> std::optional<Tensor> { return refgrad::mul(grad, Scalar(10.0)); });
+  const eager::Variable y = eager::sum(eager::mul(x, x));
+  const Graph graph = eager::record({y});
+  bool named = false;
+  for (const GraphNode& node : graph.nodes) {
+    if (node.kind == GraphNode::Kind::AccumulateGrad) named = node.tensor_pre_hooks.at(0) == std::vector<std::string>{"hook0"};
+  }
+  CHECK(named);
+  // A tensor hook on a captured tensor runs before the capture: torch 2.13's
+  // torch.autograd.grad(y, x) with x.register_hook(lambda g: g * 10) gives [20, 40].
+  const auto grads = eager::grad({y}, {x});
+  REQUIRE(grads[0].has_value());
+  CHECK(grads[0]->to_vector<double>() == std::vector<double>{20, 40});
+}
