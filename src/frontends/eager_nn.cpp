@@ -68,7 +68,7 @@ Tensor gelu_forward(const Tensor& x, const std::string& approximate) {
   const Tensor half_x = mul(x, 0.5);
   if (approximate == "none") return mul(half_x, add(erf(mul(x, M_SQRT1_2)), 1));
   const double sqrt_2_over_pi = M_SQRT2 * M_2_SQRTPI * 0.5;
-  const Tensor inner = mul(add(x, mul(pow(x, 3), 0.044715)), sqrt_2_over_pi);
+  const Tensor inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), sqrt_2_over_pi);
   return mul(half_x, add(tanh(inner), 1));
 }
 
@@ -115,7 +115,7 @@ LayerNormResults layer_norm_forward(const Tensor& input, const IntList& dims, co
 // (N, C) input and (N) int64 targets, each a class in [0, C) or ignore_index.
 void check_nll_loss_args(const std::string& op, const Tensor& input, const Tensor& target, std::int64_t ignore_index) {
   check(input.dim() == 2, op, ": expected (N, C) input, got ", shape_text(input.sizes()));
-  check(target.dtype() == DType::Int64, op, ": target must be int64, got ", target.dtype());
+  check(target.dtype() == DType::Int64, op, ": target must be int64, got ", dtype_name(target.dtype()));
   check(target.dim() == 1 && target.size(0) == input.size(0), op, ": expected target of shape [", input.size(0),
         "] for input ", shape_text(input.sizes()), ", got ", shape_text(target.sizes()));
   for (const std::int64_t cls : target.to_vector<std::int64_t>()) {
@@ -181,7 +181,7 @@ Variable dropout(const Variable& input, double p, bool training, Generator& gene
 Variable embedding(const Variable& weight, const Tensor& indices, std::int64_t padding_idx) {
   const Tensor& table = weight.data();
   check(table.dim() == 2, "eager::embedding: weight must be 2-d, got ", shape_text(table.sizes()));
-  check(indices.dtype() == DType::Int64, "eager::embedding: indices must be int64, got ", indices.dtype());
+  check(indices.dtype() == DType::Int64, "eager::embedding: indices must be int64, got ", dtype_name(indices.dtype()));
   // As at::embedding takes it: -1 for none (F.embedding has already wrapped a negative index).
   check(padding_idx >= -1 && padding_idx < table.size(0), "eager::embedding: padding_idx ", padding_idx,
         " is out of range for weight ", shape_text(table.sizes()));
