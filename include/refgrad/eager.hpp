@@ -102,9 +102,11 @@ Variable softmax(const Variable& self, std::int64_t dim);      // SoftmaxBackwar
 Variable log_softmax(const Variable& self, std::int64_t dim);  // LogSoftmaxBackward0; dim saved as given
 Variable mm(const Variable& self, const Variable& mat2);    // MmBackward0
 Variable bmm(const Variable& self, const Variable& mat2);   // BmmBackward0
-// torch.matmul for 2-d @ 2-d (mm), n-d @ 2-d (view, mm, _unsafe_view) and
-// 3-d @ 3-d with equal batch sizes (expand, reshape, bmm, _unsafe_view);
-// other ranks raise.
+// torch.matmul for 2-d @ 2-d (mm), n-d @ 2-d and 3-d @ 3-d with equal batch
+// sizes, following ATen's choice: n-d @ 2-d folds into one mm (reshape, mm,
+// _unsafe_view) when the matrix requires grad or the fold needs no copy;
+// otherwise the batched path (expand, reshape, bmm, _unsafe_view). Other
+// ranks raise.
 Variable matmul(const Variable& self, const Variable& other);
 Variable t(const Variable& self);                           // TBackward0, 2-d
 // F.linear: x @ weight.t() + bias as torch records it — for 2-d x TBackward0

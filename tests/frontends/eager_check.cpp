@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gradcheck.hpp"
+#include "refgrad/error.hpp"
 
 namespace refgrad::testing {
 
@@ -49,6 +50,20 @@ void check_against_finite_differences(const Op& op, const std::vector<Tensor>& i
     INFO("input ", k);
     check_grad(leaves[k].grad(), numerical_vjp(forward, inputs, k, grad_output));
   }
+}
+
+const FieldValue& field(const GraphNode& node, const std::string& name) {
+  for (const auto& [field_name, value] : node.saved) {
+    if (field_name == name) return value;
+  }
+  fail("node " + node.name + " has no field " + name);
+}
+
+const GraphNode& node_named(const Graph& graph, const std::string& name) {
+  for (const GraphNode& node : graph.nodes) {
+    if (node.name == name) return node;
+  }
+  fail("no node " + name);
 }
 
 }  // namespace refgrad::testing

@@ -6,7 +6,11 @@
 #include <optional>
 #include <vector>
 
+#include <string>
+#include <variant>
+
 #include "refgrad/eager.hpp"
+#include "refgrad/graph.hpp"
 #include "refgrad/tensor.hpp"
 
 namespace refgrad::testing {
@@ -29,6 +33,17 @@ using Op = std::function<eager::Variable(const std::vector<eager::Variable>&)>;
 // grad_output, and compares each leaf's .grad with the numerical VJP of the
 // same op run on constants (plain L0 forward, no tape).
 void check_against_finite_differences(const Op& op, const std::vector<Tensor>& inputs);
+
+// The saved field `name` of a graph node (raises when it has none).
+const FieldValue& field(const GraphNode& node, const std::string& name);
+template <class T>
+const T& typed_field(const GraphNode& node, const std::string& name) {
+  return std::get<T>(field(node, name));
+}
+inline bool is_none(const FieldValue& value) { return std::holds_alternative<None>(value); }
+
+// The first node of the graph named `name` (raises when there is none).
+const GraphNode& node_named(const Graph& graph, const std::string& name);
 
 template <class Fn>
 Op unary(Fn fn) {

@@ -27,26 +27,13 @@ using testing::binary;
 using testing::check_against_finite_differences;
 using testing::check_grad;
 using testing::f64;
+using testing::field;
+using testing::is_none;
+using testing::node_named;
 using testing::Op;
 using testing::unary;
 using testing::values;
 
-// The saved field `name` of a graph node.
-const FieldValue& field(const GraphNode& node, const std::string& name) {
-  for (const auto& [field_name, value] : node.saved) {
-    if (field_name == name) return value;
-  }
-  fail("node " + node.name + " has no field " + name);
-}
-
-const GraphNode& node_named(const Graph& graph, const std::string& name) {
-  for (const GraphNode& node : graph.nodes) {
-    if (node.name == name) return node;
-  }
-  fail("no node " + name);
-}
-
-bool is_none(const FieldValue& value) { return std::holds_alternative<None>(value); }
 
 }  // namespace
 

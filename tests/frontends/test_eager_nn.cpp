@@ -23,23 +23,13 @@ namespace {
 
 using testing::check_against_finite_differences;
 using testing::f64;
+using testing::field;
+using testing::is_none;
+using testing::node_named;
 using testing::Op;
+using testing::typed_field;
 using testing::unary;
 using testing::values;
-
-const FieldValue& field(const GraphNode& node, const std::string& name) {
-  for (const auto& [field_name, value] : node.saved) {
-    if (field_name == name) return value;
-  }
-  fail("node " + node.name + " has no field " + name);
-}
-
-const GraphNode& node_named(const Graph& graph, const std::string& name) {
-  for (const GraphNode& node : graph.nodes) {
-    if (node.name == name) return node;
-  }
-  fail("no node " + name);
-}
 
 // A copy of node `name` in the graph a backward from `root` would run (the graph itself is dropped).
 GraphNode recorded_node(const eager::Variable& root, const std::string& name) {
@@ -50,11 +40,6 @@ const GraphNode& next_node(const Graph& graph, const GraphNode& node, std::size_
   return graph.nodes.at(static_cast<std::size_t>(node.next_edges.at(edge).node));
 }
 
-bool is_none(const FieldValue& value) { return std::holds_alternative<None>(value); }
-template <class T>
-const T& typed_field(const GraphNode& node, const std::string& name) {
-  return std::get<T>(field(node, name));
-}
 const Tensor& tensor_field(const GraphNode& node, const std::string& name) { return typed_field<Tensor>(node, name); }
 const IntList& ints_field(const GraphNode& node, const std::string& name) { return typed_field<IntList>(node, name); }
 std::int64_t int_field(const GraphNode& node, const std::string& name) { return typed_field<std::int64_t>(node, name); }

@@ -25,7 +25,10 @@ namespace {
 using eager::Variable;
 using testing::binary;
 using testing::check_against_finite_differences;
+using testing::field;
+using testing::is_none;
 using testing::Op;
+using testing::typed_field;
 using testing::unary;
 using testing::values;
 
@@ -57,18 +60,8 @@ const GraphNode& recorded(const Graph& graph, std::size_t i) { return *recorded_
 // The first node recorded for `y`, copied out of its graph (which is gone after the call).
 GraphNode first_node(const Variable& y) { return recorded(graph_of(y), 0); }
 
-const FieldValue& field(const GraphNode& node, const std::string& name) {
-  for (const auto& [field_name, value] : node.saved) {
-    if (field_name == name) return value;
-  }
-  fail("node " + node.name + " has no field " + name);
-}
-
-IntList ints(const GraphNode& node, const std::string& name) { return std::get<IntList>(field(node, name)); }
-std::int64_t int_field(const GraphNode& node, const std::string& name) {
-  return std::get<std::int64_t>(field(node, name));
-}
-bool is_none(const FieldValue& value) { return std::holds_alternative<None>(value); }
+IntList ints(const GraphNode& node, const std::string& name) { return typed_field<IntList>(node, name); }
+std::int64_t int_field(const GraphNode& node, const std::string& name) { return typed_field<std::int64_t>(node, name); }
 
 // The message of the refgrad::Error `run` raises ("" when it raises none).
 std::string error_of(const std::function<void()>& run) {
