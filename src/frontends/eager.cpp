@@ -100,7 +100,13 @@ Saved alpha_saved(const Variable& self, const Variable& other) {
   return {{"alpha", Scalar(1)}, {"other_scalar_type", other.data().dtype()}, {"self_scalar_type", self.data().dtype()}};
 }
 
-// The result-saving unary ops (exp, relu, tanh, sigmoid): the node saves its output.
+// The fields the scalar ops add, mul and div save: the scalar (mul, div) and self's dtype.
+Saved scalar_type_saved(const Variable& self) { return {{"self_scalar_type", self.data().dtype()}}; }
+Saved scalar_and_type_saved(const Variable& self, Scalar other) {
+  return {{"other", other}, {"self_scalar_type", self.data().dtype()}};
+}
+
+// The result-saving unary ops (exp, relu, tanh, sigmoid, sqrt, rsqrt): the node saves its output.
 Variable unary_saving_result(const std::string& node_name, const Variable& self, Tensor result) {
   Saved saved = {{"result", result}};
   return record_op(node_name, std::move(result), {self}, std::move(saved));
@@ -143,6 +149,10 @@ Variable add(const Variable& self, const Variable& other) {
   return record_op("AddBackward0", refgrad::add(self.data(), other.data()), {self, other}, alpha_saved(self, other));
 }
 
+Variable add(const Variable& self, Scalar other) {
+  return record_op("AddBackward1", refgrad::add(self.data(), other), {self}, scalar_type_saved(self));
+}
+
 Variable sub(const Variable& self, const Variable& other) {
   return record_op("SubBackward0", refgrad::sub(self.data(), other.data()), {self, other}, alpha_saved(self, other));
 }
@@ -155,8 +165,38 @@ Variable mul(const Variable& self, const Variable& other) {
   return record_op("MulBackward0", refgrad::mul(self.data(), other.data()), {self, other}, std::move(saved));
 }
 
+Variable mul(const Variable& self, Scalar other) {
+  return record_op("MulBackward1", refgrad::mul(self.data(), other), {self}, scalar_and_type_saved(self, other));
+}
+
+Variable div(const Variable& self, const Variable& other) {
+  // self's grad needs other; other's grad needs self and other.
+  Saved saved = {{"other", other.data()},
+                 {"self", saved_if(other.requires_grad(), self)},
+                 {"self_scalar_type", self.data().dtype()}};
+  return record_op("DivBackward0", refgrad::div(self.data(), other.data()), {self, other}, std::move(saved));
+}
+
+Variable div(const Variable& self, Scalar other) {
+  return record_op("DivBackward1", refgrad::div(self.data(), other), {self}, scalar_and_type_saved(self, other));
+}
+
+Variable pow(const Variable& self, Scalar exponent) {
+  return record_op("PowBackward0", refgrad::pow(self.data(), exponent), {self},
+                   {{"exponent", exponent}, {"self", self.data()}});
+}
+
+Variable sqrt(const Variable& self) {
+  return unary_saving_result("SqrtBackward0", self, refgrad::sqrt(self.data()));
+}
+
+Variable rsqrt(const Variable& self) {
+  return unary_saving_result("RsqrtBackward0", self, refgrad::rsqrt(self.data()));
+}
+
 Variable mm(const Variable& self, const Variable& mat2) {
-  check(self.data().dim() == 2 && mat2.data().dim() == 2, "eager::mm: both operands must be 2-d");
+  check(self.data().dim() == 2 && mat2.data().dim() == 2, "eager::mm: expected 2-d operands, got ",
+        shape_text(self.data().sizes()), " and ", shape_text(mat2.data().sizes()));
   Saved saved = {{"mat2", saved_if(self.requires_grad(), mat2)},
                  {"mat2_layout", Layout::Strided},
                  {"mat2_sym_sizes", IntList(mat2.data().sizes())},
@@ -168,9 +208,68 @@ Variable mm(const Variable& self, const Variable& mat2) {
   return record_op("MmBackward0", refgrad::mm(self.data(), mat2.data()), {self, mat2}, std::move(saved));
 }
 
+Variable bmm(const Variable& self, const Variable& mat2) {
+  check(self.data().dim() == 3 && mat2.data().dim() == 3, "eager::bmm: expected 3-d operands, got ",
+        shape_text(self.data().sizes()), " and ", shape_text(mat2.data().sizes()));
+  Saved saved = {{"mat2", saved_if(self.requires_grad(), mat2)}, {"self", saved_if(mat2.requires_grad(), self)}};
+  return record_op("BmmBackward0", refgrad::bmm(self.data(), mat2.data()), {self, mat2}, std::move(saved));
+}
+
+namespace {
+
+// ATen's should_fold for n-d @ 2-d: fold self's batch dims into its rows and
+// run one mm when other needs a grad (its grad is then one mm, not a bmm
+// whose batch is summed away) or when the fold is a view (no copy).
+bool should_fold(const Variable& self, const Variable& other) {
+  if (other.requires_grad()) return true;
+  const Tensor& tensor = self.data();
+  if (tensor.numel() == 0) return true;
+  for (std::int64_t i = 0; i + 2 < tensor.dim(); ++i) {
+    if (tensor.stride(i) != tensor.stride(i + 1) * tensor.size(i + 1)) return false;
+  }
+  return true;
+}
+
+// sizes without the last `count` dims, followed by `tail`.
+Shape replace_last_dims(const Shape& sizes, std::size_t count, const Shape& tail) {
+  Shape result(sizes.begin(), sizes.end() - static_cast<std::ptrdiff_t>(count));
+  result.insert(result.end(), tail.begin(), tail.end());
+  return result;
+}
+
+// [..., n, m] @ [m, p] as one mm: reshape to [N, m], mm, _unsafe_view to [..., n, p].
+Variable folded_matmul(const Variable& self, const Variable& other) {
+  const Shape& sizes = self.data().sizes();
+  const std::int64_t rows = numel_of(replace_last_dims(sizes, 1, {}));
+  const Variable product = mm(reshape(self, {rows, sizes.back()}), other);
+  return tape::unsafe_view(product, replace_last_dims(sizes, 1, {other.data().size(1)}));
+}
+
+// ATen's general matmul path: both operands expanded to self's batch dims
+// and reshaped to 3-d, one bmm, _unsafe_view back to the batch dims.
+Variable batched_matmul(const Variable& self, const Variable& other) {
+  const Shape& self_sizes = self.data().sizes();
+  const Shape batch = replace_last_dims(self_sizes, 2, {});
+  const std::int64_t batch_size = numel_of(batch);
+  const std::int64_t n = self.data().size(-2), m = self.data().size(-1), p = other.data().size(-1);
+  const Variable self_3d = reshape(expand(self, self_sizes), {batch_size, n, m});
+  const Variable other_3d = reshape(expand(other, replace_last_dims(batch, 0, {m, p})), {batch_size, m, p});
+  return tape::unsafe_view(bmm(self_3d, other_3d), replace_last_dims(batch, 0, {n, p}));
+}
+
+}  // namespace
+
 Variable matmul(const Variable& self, const Variable& other) {
-  check(self.data().dim() == 2 && other.data().dim() == 2, "eager::matmul: only 2-d operands are supported");
-  return mm(self, other);
+  const Shape& a = self.data().sizes();
+  const Shape& b = other.data().sizes();
+  const bool supported = (a.size() >= 2 && b.size() == 2) || (a.size() == 3 && b.size() == 3 && a[0] == b[0]);
+  check(supported, "eager::matmul: supports 2-d @ 2-d, n-d @ 2-d and 3-d @ 3-d with equal batch sizes, got ",
+        shape_text(a), " and ", shape_text(b));
+  check(a.back() == b[b.size() - 2], "eager::matmul: shapes ", shape_text(a), " and ", shape_text(b),
+        " cannot be multiplied");
+  if (a.size() == 2) return mm(self, other);
+  if (b.size() == 2 && should_fold(self, other)) return folded_matmul(self, other);
+  return batched_matmul(self, other);
 }
 
 Variable t(const Variable& self) {
@@ -178,21 +277,58 @@ Variable t(const Variable& self) {
   return record_op("TBackward0", refgrad::t(self.data()), {self}, {});
 }
 
-Variable linear(const Variable& input, const Variable& weight, const Variable& bias) {
-  check(input.data().dim() == 2, "eager::linear: only 2-d input is supported");
-  const Variable mat2 = t(weight);
-  const Tensor result = refgrad::add(bias.data(), refgrad::mm(input.data(), mat2.data()));
+namespace {
+
+// addmm(bias, mat1, mat2) with beta = alpha = 1: AddmmBackward0.
+Variable addmm(const Variable& bias, const Variable& mat1, const Variable& mat2) {
+  const Tensor result = refgrad::addmm(bias.data(), mat1.data(), mat2.data());
   Saved saved = {{"alpha", Scalar(1)},
                  {"beta", Scalar(1)},
-                 {"mat1", saved_if(mat2.requires_grad(), input)},
+                 {"mat1", saved_if(mat2.requires_grad(), mat1)},
                  {"mat1_layout", Layout::Strided},
-                 {"mat1_sym_sizes", IntList(input.data().sizes())},
-                 {"mat1_sym_strides", strides_if(input.requires_grad(), input)},
-                 {"mat2", saved_if(input.requires_grad(), mat2)},
+                 {"mat1_sym_sizes", IntList(mat1.data().sizes())},
+                 {"mat1_sym_strides", strides_if(mat1.requires_grad(), mat1)},
+                 {"mat2", saved_if(mat1.requires_grad(), mat2)},
                  {"mat2_layout", Layout::Strided},
                  {"mat2_sym_sizes", IntList(mat2.data().sizes())},
                  {"mat2_sym_strides", strides_if(mat2.requires_grad(), mat2)}};
-  return record_op("AddmmBackward0", result, {bias, input, mat2}, std::move(saved));
+  return record_op("AddmmBackward0", result, {bias, mat1, mat2}, std::move(saved));
+}
+
+// ATen's _flatten_nd_linear: [..., in] reshaped to [N, in], addmm, viewed back to [..., out].
+Variable flattened_linear(const Variable& input, const Variable& weight, const Variable& bias) {
+  const Shape& sizes = input.data().sizes();
+  const Shape batch(sizes.begin(), sizes.end() - 1);
+  const Variable flat = reshape(input, {numel_of(batch), sizes.back()});
+  const Variable weight_t = t(weight);  // recorded after the reshape, as ATen does
+  const Variable result = addmm(bias, flat, weight_t);
+  Shape output_sizes = batch;
+  output_sizes.push_back(result.data().size(1));
+  return view(result, output_sizes);
+}
+
+}  // namespace
+
+// ATen's linear: the fused addmm for 2-d input, or for contiguous input
+// flattened to 2-d; otherwise matmul with weight.t() and then the bias added.
+Variable linear(const Variable& input, const Variable& weight, const Variable& bias) {
+  const Shape& input_sizes = input.data().sizes();
+  const Shape& weight_sizes = weight.data().sizes();
+  check(!input_sizes.empty() && weight_sizes.size() == 2 && input_sizes.back() == weight_sizes[1],
+        "eager::linear: expected input [..., in] and weight [out, in], got ", shape_text(input_sizes), " and ",
+        shape_text(weight_sizes));
+  if (bias.defined()) {
+    if (input_sizes.size() == 2) {
+      const Variable weight_t = t(weight);
+      return addmm(bias, input, weight_t);
+    }
+    if (input.data().is_contiguous() && (input_sizes.size() == 3 || bias.data().dim() == 1)) {
+      return flattened_linear(input, weight, bias);
+    }
+  }
+  const Variable weight_t = t(weight);
+  const Variable output = matmul(input, weight_t);
+  return bias.defined() ? add(output, bias) : output;  // ATen adds in place: the same AddBackward0
 }
 
 Variable relu(const Variable& self) { return unary_saving_result("ReluBackward0", self, refgrad::relu(self.data())); }
@@ -215,6 +351,19 @@ Variable sum(const Variable& self) {
 Variable mean(const Variable& self) {
   Saved saved = {{"self_sym_numel", self.data().numel()}, {"self_sym_sizes", IntList(self.data().sizes())}};
   return record_op("MeanBackward0", refgrad::mean(self.data()), {self}, std::move(saved));
+}
+
+Variable sum(const Variable& self, const IntList& dim, bool keepdim) {
+  Saved saved = {{"dim", dim}, {"keepdim", keepdim}, {"self_sym_sizes", IntList(self.data().sizes())}};
+  return record_op("SumBackward1", refgrad::sum(self.data(), dim, keepdim), {self}, std::move(saved));
+}
+
+Variable mean(const Variable& self, const IntList& dim, bool keepdim) {
+  Saved saved = {{"dim", dim},
+                 {"keepdim", keepdim},
+                 {"self_sym_numel", self.data().numel()},
+                 {"self_sym_sizes", IntList(self.data().sizes())}};
+  return record_op("MeanBackward1", refgrad::mean(self.data(), dim, keepdim), {self}, std::move(saved));
 }
 
 namespace {

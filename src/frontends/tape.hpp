@@ -76,5 +76,9 @@ FieldValue saved_if(bool needed, const Variable& variable);
 // Strides PyTorch saves only when the tensor's own grad is needed (empty otherwise).
 FieldValue strides_if(bool needed, const Variable& variable);
 
+// ATen's _unsafe_view (UnsafeViewBackward0), which reshape and matmul record
+// after a copy or an mm; defined in eager_shape.cpp.
+Variable unsafe_view(const Variable& self, const Shape& shape);
+
 }  // namespace tape
 }  // namespace refgrad::eager
