@@ -78,6 +78,8 @@ int run_block(bool print_program) {
   }
   eager::backward(loss);
   fmt::print("loss {:.6f}\n", loss.data().item<double>());
+  // attn.k.bias gets a zero grad, and rightly: adding the same vector to every
+  // key adds q_i . bias to all of query i's scores, which softmax ignores.
   std::vector<Variable> in_order;
   for (const auto& [name, parameter] : parameters) in_order.push_back(parameter);
   example::print_grad_norms(in_order);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "eager_check.hpp"
 #include "refgrad/eager.hpp"
@@ -112,7 +113,7 @@ const std::vector<std::string> kEngineOrder = {
 Program attention_block_program() {
   std::vector<Variable> leaves;
   const std::vector<Tensor> inputs = inputs_of(kBlockShapes);
-  for (std::size_t i = 0; i < inputs.size(); ++i) leaves.push_back(eager::leaf(inputs[i], "p" + std::to_string(i)));
+  for (std::size_t i = 0; i < inputs.size(); ++i) leaves.push_back(eager::leaf(inputs[i], fmt::format("p{}", i)));
   return functionalize(eager::record({attention_block(leaves)})).bundle.program;
 }
 
