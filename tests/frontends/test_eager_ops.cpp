@@ -54,6 +54,9 @@ std::vector<std::string> recorded_names(const Graph& graph) {
 // The i-th recorded node (in recording order).
 const GraphNode& recorded(const Graph& graph, std::size_t i) { return *recorded_nodes(graph).at(i); }
 
+// The first node recorded for `y`, copied out of its graph (which is gone after the call).
+GraphNode first_node(const Variable& y) { return recorded(graph_of(y), 0); }
+
 const FieldValue& field(const GraphNode& node, const std::string& name) {
   for (const auto& [field_name, value] : node.saved) {
     if (field_name == name) return value;
@@ -201,48 +204,48 @@ TEST_CASE("eager: scalar ops, div, pow and reductions over dims save what torch 
   const Variable c = eager::constant(values({2, 3}, 1.0));
 
   // torch.ops.aten.add.Scalar(x, 2.0): AddBackward1, nothing exposed (self_scalar_type hidden).
-  const GraphNode& add = recorded(graph_of(eager::add(x, 2.0)), 0);
+  const GraphNode add = first_node(eager::add(x, 2.0));
   CHECK(add.name == "AddBackward1");
   CHECK(std::get<DType>(field(add, "self_scalar_type")) == DType::Float64);
 
   // torch.ops.aten.mul.Scalar(x, 2.0)._saved_other is 2.0 (a float); div.Scalar(x, 2) saves the int 2.
-  const GraphNode& mul = recorded(graph_of(eager::mul(x, 2.0)), 0);
+  const GraphNode mul = first_node(eager::mul(x, 2.0));
   CHECK(mul.name == "MulBackward1");
   CHECK(std::get<Scalar>(field(mul, "other")).is_floating_point());
   CHECK(std::get<Scalar>(field(mul, "other")).to_double() == 2.0);
-  const GraphNode& div_scalar = recorded(graph_of(eager::div(x, 2)), 0);
+  const GraphNode div_scalar = first_node(eager::div(x, 2));
   CHECK(div_scalar.name == "DivBackward1");
   CHECK(std::get<Scalar>(field(div_scalar, "other")).is_integral());
 
   // x / c with only x requiring grad: _saved_other c, _saved_self None; c / x saves both.
-  const GraphNode& div_by_constant = recorded(graph_of(eager::div(x, c)), 0);
+  const GraphNode div_by_constant = first_node(eager::div(x, c));
   CHECK(div_by_constant.name == "DivBackward0");
   CHECK(std::get<Tensor>(field(div_by_constant, "other")).is_same(c.data()));
   CHECK(is_none(field(div_by_constant, "self")));
-  const GraphNode& constant_by_x = recorded(graph_of(eager::div(c, x)), 0);
+  const GraphNode constant_by_x = first_node(eager::div(c, x));
   CHECK(std::get<Tensor>(field(constant_by_x, "self")).is_same(c.data()));
   CHECK(std::get<Tensor>(field(constant_by_x, "other")).is_same(x.data()));
 
   // x.pow(2): PowBackward0, _saved_exponent 2 (an int), _saved_self x.
-  const GraphNode& pow = recorded(graph_of(eager::pow(x, 2)), 0);
+  const GraphNode pow = first_node(eager::pow(x, 2));
   CHECK(pow.name == "PowBackward0");
   CHECK(std::get<Scalar>(field(pow, "exponent")).is_integral());
   CHECK(std::get<Tensor>(field(pow, "self")).is_same(x.data()));
 
   // x.sqrt() and x.rsqrt() save their result.
   const Variable root = eager::sqrt(x);
-  CHECK(std::get<Tensor>(field(recorded(graph_of(root), 0), "result")).is_same(root.data()));
+  CHECK(std::get<Tensor>(field(first_node(root), "result")).is_same(root.data()));
   CHECK(recorded_names(graph_of(eager::rsqrt(x))) == std::vector<std::string>{"RsqrtBackward0"});
 
   // x.sum([-1], True): SumBackward1, dim (-1,), keepdim True, self_sym_sizes (2, 3).
-  const GraphNode& sum = recorded(graph_of(eager::sum(x, {-1}, true)), 0);
+  const GraphNode sum = first_node(eager::sum(x, {-1}, true));
   CHECK(sum.name == "SumBackward1");
   CHECK(ints(sum, "dim") == IntList{-1});
   CHECK(std::get<bool>(field(sum, "keepdim")));
   CHECK(ints(sum, "self_sym_sizes") == IntList{2, 3});
 
   // x.mean((0, -1)): MeanBackward1, dim (0, -1), keepdim False, self_sym_numel 6.
-  const GraphNode& mean = recorded(graph_of(eager::mean(x, {0, -1})), 0);
+  const GraphNode mean = first_node(eager::mean(x, {0, -1}));
   CHECK(mean.name == "MeanBackward1");
   CHECK(ints(mean, "dim") == IntList{0, -1});
   CHECK_FALSE(std::get<bool>(field(mean, "keepdim")));
@@ -256,7 +259,7 @@ TEST_CASE("eager: bmm and matmul record the nodes torch records") {
 
   // torch.bmm(a, b.detach()): BmmBackward0 with _saved_self None, _saved_mat2 b.
   const Variable b_constant = eager::constant(b.data());
-  const GraphNode& bmm = recorded(graph_of(eager::bmm(a, b_constant)), 0);
+  const GraphNode bmm = first_node(eager::bmm(a, b_constant));
   CHECK(bmm.name == "BmmBackward0");
   CHECK(is_none(field(bmm, "self")));
   CHECK(std::get<Tensor>(field(bmm, "mat2")).is_same(b.data()));
@@ -398,7 +401,7 @@ TEST_CASE("eager: reshape and flatten record a view, an alias or a copy as torch
   const Variable scalar = eager::leaf(full({}, 2.0, DType::Float64), "scalar");
   const Variable scalar_flat = eager::flatten(scalar);
   CHECK(scalar_flat.data().sizes() == Shape{1});
-  CHECK(ints(recorded(graph_of(scalar_flat), 0), "self_sym_sizes").empty());
+  CHECK(ints(first_node(scalar_flat), "self_sym_sizes").empty());
 
   // contiguous() of a contiguous tensor is the tensor; of a transposed one, CloneBackward0.
   CHECK(eager::contiguous(x).same_as(x));
@@ -410,20 +413,20 @@ TEST_CASE("eager: view and indexing ops save dims and indices as torch does") {
   const Variable x = leaf_of({2, 3, 4}, 0.0, "x");
 
   // x.transpose(-1, 0): dim0 -1, dim1 0 (as given, not wrapped).
-  const GraphNode& transpose = recorded(graph_of(eager::transpose(x, -1, 0)), 0);
+  const GraphNode transpose = first_node(eager::transpose(x, -1, 0));
   CHECK(int_field(transpose, "dim0") == -1);
   CHECK(int_field(transpose, "dim1") == 0);
   // x.permute(2, -3, 1): dims (2, -3, 1).
-  CHECK(ints(recorded(graph_of(eager::permute(x, {2, -3, 1})), 0), "dims") == IntList{2, -3, 1});
+  CHECK(ints(first_node(eager::permute(x, {2, -3, 1})), "dims") == IntList{2, -3, 1});
   // x.unsqueeze(-1): dim -1.
-  CHECK(int_field(recorded(graph_of(eager::unsqueeze(x, -1)), 0), "dim") == -1);
+  CHECK(int_field(first_node(eager::unsqueeze(x, -1)), "dim") == -1);
   // x.expand(3, -1, -1, -1): ExpandBackward0 saving only self_sym_sizes (2, 3, 4).
-  const GraphNode& expand = recorded(graph_of(eager::expand(x, {3, -1, -1, -1})), 0);
+  const GraphNode expand = first_node(eager::expand(x, {3, -1, -1, -1}));
   CHECK(expand.name == "ExpandBackward0");
   CHECK(ints(expand, "self_sym_sizes") == IntList{2, 3, 4});
 
   // x.select(-1, -2): dim -1, index -2, self_sym_sizes (2, 3, 4).
-  const GraphNode& select = recorded(graph_of(eager::select(x, -1, -2)), 0);
+  const GraphNode select = first_node(eager::select(x, -1, -2));
   CHECK(select.name == "SelectBackward0");
   CHECK(int_field(select, "dim") == -1);
   CHECK(int_field(select, "index") == -2);
@@ -431,17 +434,17 @@ TEST_CASE("eager: view and indexing ops save dims and indices as torch does") {
 
   // x[:, 1:]: dim 1, start 1, end INT64_MAX, step 1; x[..., ::2]: start 0, end INT64_MAX, step 2;
   // x[:, -2:-1]: start -2, end -1.
-  const GraphNode& open_end = recorded(graph_of(eager::slice(x, 1, 1, std::nullopt)), 0);
+  const GraphNode open_end = first_node(eager::slice(x, 1, 1, std::nullopt));
   CHECK(open_end.name == "SliceBackward0");
   CHECK(int_field(open_end, "dim") == 1);
   CHECK(int_field(open_end, "start") == 1);
   CHECK(int_field(open_end, "end") == kOpenEnd);
   CHECK(int_field(open_end, "step") == 1);
-  const GraphNode& stepped = recorded(graph_of(eager::slice(x, 2, std::nullopt, std::nullopt, 2)), 0);
+  const GraphNode stepped = first_node(eager::slice(x, 2, std::nullopt, std::nullopt, 2));
   CHECK(int_field(stepped, "start") == 0);
   CHECK(int_field(stepped, "end") == kOpenEnd);
   CHECK(int_field(stepped, "step") == 2);
-  const GraphNode& negative = recorded(graph_of(eager::slice(x, 1, -2, -1)), 0);
+  const GraphNode negative = first_node(eager::slice(x, 1, -2, -1));
   CHECK(int_field(negative, "start") == -2);
   CHECK(int_field(negative, "end") == -1);
 
@@ -451,7 +454,7 @@ TEST_CASE("eager: view and indexing ops save dims and indices as torch does") {
   const Tensor indices = from_vector<std::int64_t>({2, 0, 2}, {3});
   const Variable indexed = eager::index(x2, indices);
   CHECK(indexed.data().sizes() == Shape{3, 3});
-  const GraphNode& index = recorded(graph_of(indexed), 0);
+  const GraphNode index = first_node(indexed);
   CHECK(index.name == "IndexBackward0");
   const auto& saved_indices = std::get<std::vector<OptionalTensor>>(field(index, "indices"));
   REQUIRE(saved_indices.size() == 1);
@@ -462,7 +465,7 @@ TEST_CASE("eager: view and indexing ops save dims and indices as torch does") {
 
   // x2.index_select(-1, torch.tensor([2, 2, 0])): dim -1, index, self_sym_sizes (4, 3).
   const Tensor select_index = from_vector<std::int64_t>({2, 2, 0}, {3});
-  const GraphNode& index_select = recorded(graph_of(eager::index_select(x2, -1, select_index)), 0);
+  const GraphNode index_select = first_node(eager::index_select(x2, -1, select_index));
   CHECK(index_select.name == "IndexSelectBackward0");
   CHECK(int_field(index_select, "dim") == -1);
   CHECK(std::get<Tensor>(field(index_select, "index")).is_same(select_index));
