@@ -68,7 +68,7 @@ Tensor gelu_forward(const Tensor& x, const std::string& approximate) {
   const Tensor half_x = mul(x, 0.5);
   if (approximate == "none") return mul(half_x, add(erf(mul(x, M_SQRT1_2)), 1));
   const double sqrt_2_over_pi = M_SQRT2 * M_2_SQRTPI * 0.5;
-  const Tensor inner = mul(add(x, mul(pow(x, 3), 0.044715)), sqrt_2_over_pi);
+  const Tensor inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), sqrt_2_over_pi);
   return mul(half_x, add(tanh(inner), 1));
 }
 
@@ -115,7 +115,7 @@ LayerNormResults layer_norm_forward(const Tensor& input, const IntList& dims, co
 // (N, C) input and (N) int64 targets, each a class in [0, C) or ignore_index.
 void check_nll_loss_args(const std::string& op, const Tensor& input, const Tensor& target, std::int64_t ignore_index) {
   check(input.dim() == 2, op, ": expected (N, C) input, got ", shape_text(input.sizes()));
-  check(target.dtype() == DType::Int64, op, ": target must be int64, got ", target.dtype());
+  check(target.dtype() == DType::Int64, op, ": target must be int64, got ", dtype_name(target.dtype()));
   check(target.dim() == 1 && target.size(0) == input.size(0), op, ": expected target of shape [", input.size(0),
         "] for input ", shape_text(input.sizes()), ", got ", shape_text(target.sizes()));
   for (const std::int64_t cls : target.to_vector<std::int64_t>()) {
@@ -160,9 +160,12 @@ Variable layer_norm(const Variable& input, const IntList& normalized_shape, cons
   check_affine_shape("weight", weight, normalized_shape);
   check_affine_shape("bias", bias, normalized_shape);
   LayerNormResults results = layer_norm_forward(input.data(), dims, weight, bias, eps);
-  Saved saved = {{"bias", tensor_or_none(bias)},   {"input", input.data()},
-                 {"normalized_shape", normalized_shape}, {"weight", tensor_or_none(weight)},
-                 {"result1", results.mean},      {"result2", results.rstd}};
+  Saved saved = {{"bias", tensor_or_none(bias)},
+                 {"input", input.data()},
+                 {"normalized_shape", normalized_shape},
+                 {"weight", tensor_or_none(weight)},
+                 {"result1", results.mean},
+                 {"result2", results.rstd}};
   return record_first_output("NativeLayerNormBackward0", {results.output, results.mean, results.rstd},
                              {input, weight, bias}, std::move(saved));
 }
@@ -181,12 +184,14 @@ Variable dropout(const Variable& input, double p, bool training, Generator& gene
 Variable embedding(const Variable& weight, const Tensor& indices, std::int64_t padding_idx) {
   const Tensor& table = weight.data();
   check(table.dim() == 2, "eager::embedding: weight must be 2-d, got ", shape_text(table.sizes()));
-  check(indices.dtype() == DType::Int64, "eager::embedding: indices must be int64, got ", indices.dtype());
+  check(indices.dtype() == DType::Int64, "eager::embedding: indices must be int64, got ", dtype_name(indices.dtype()));
   // As at::embedding takes it: -1 for none (F.embedding has already wrapped a negative index).
   check(padding_idx >= -1 && padding_idx < table.size(0), "eager::embedding: padding_idx ", padding_idx,
         " is out of range for weight ", shape_text(table.sizes()));
-  Saved saved = {{"indices", indices},          {"padding_idx", padding_idx},
-                 {"scale_grad_by_freq", false}, {"sparse", false},
+  Saved saved = {{"indices", indices},
+                 {"padding_idx", padding_idx},
+                 {"scale_grad_by_freq", false},
+                 {"sparse", false},
                  {"weight_sym_argsize_0", table.size(0)}};
   return record_op("EmbeddingBackward0", refgrad::embedding(table, indices, padding_idx), {weight}, std::move(saved));
 }
@@ -196,8 +201,12 @@ Variable nll_loss(const Variable& input, const Tensor& target, std::int64_t igno
   const std::int64_t reduction_code = reduction_enum("eager::nll_loss", reduction);
   check_nll_loss_args("eager::nll_loss", input.data(), target, ignore_index);
   NllLossResults results = nll_loss_forward(input.data(), target, ignore_index, reduction_code);
-  Saved saved = {{"ignore_index", ignore_index}, {"reduction", reduction_code}, {"self", input.data()},
-                 {"target", target},             {"weight", None{}},            {"total_weight", results.total_weight}};
+  Saved saved = {{"ignore_index", ignore_index},
+                 {"reduction", reduction_code},
+                 {"self", input.data()},
+                 {"target", target},
+                 {"weight", None{}},
+                 {"total_weight", results.total_weight}};
   return record_op("NllLossBackward0", results.output, {input}, std::move(saved));
 }
 
@@ -228,9 +237,15 @@ Variable conv2d(const Variable& input, const Variable& weight, const Variable& b
                               /*transposed=*/false, output_padding, groups);
   // F.conv2d without a bias passes convolution an undefined tensor, whose sizes PyTorch saves as [0].
   const IntList bias_sizes = bias.defined() ? IntList(bias.data().sizes()) : IntList{0};
-  Saved saved = {{"bias_sym_sizes_opt", bias_sizes}, {"dilation", dilation2},       {"groups", groups},
-                 {"input", input.data()},            {"output_padding", output_padding}, {"padding", padding2},
-                 {"stride", stride2},                {"transposed", false},         {"weight", weight.data()}};
+  Saved saved = {{"bias_sym_sizes_opt", bias_sizes},
+                 {"dilation", dilation2},
+                 {"groups", groups},
+                 {"input", input.data()},
+                 {"output_padding", output_padding},
+                 {"padding", padding2},
+                 {"stride", stride2},
+                 {"transposed", false},
+                 {"weight", weight.data()}};
   return record_op("ConvolutionBackward0", std::move(result), {input, weight, bias}, std::move(saved));
 }
 
@@ -244,7 +259,7 @@ Variable max_pool2d(const Variable& input, const IntList& kernel_size, const Int
   const IntList stride2 = stride.empty() ? IntList{} : pair_of(op, "stride", stride), dilation = {1, 1};
   auto [output, indices] = max_pool2d_with_indices(x, kernel2, stride2, padding2, dilation);
   Saved saved = {{"ceil_mode", false}, {"dilation", dilation}, {"kernel_size", kernel2}, {"padding", padding2},
-                 {"self", x},          {"stride", stride2},    {"result1", indices}};
+                 {"self", x},          {"stride", stride2},     {"result1", indices}};
   return record_first_output("MaxPool2DWithIndicesBackward0", {output, indices}, {input}, std::move(saved));
 }
 
