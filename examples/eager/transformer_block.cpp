@@ -37,6 +37,7 @@ Variable self_attention(const Variable& x, const Parameters& p) {
   const Variable scores = eager::div(eager::matmul(q, eager::transpose(k, 1, 2)), std::sqrt(double(kHead)));
   const Variable weights = eager::softmax(scores, -1);  // each query's weights over the keys sum to 1
   // (heads, seq, d_head) -> (seq, heads, d_head) -> (seq, d_model): the heads side by side again.
+  // The transpose is not contiguous, so reshape copies (CloneBackward0, then UnsafeViewBackward0).
   const Variable heads = eager::reshape(eager::transpose(eager::matmul(weights, v), 0, 1), {kSeq, kModel});
   return eager::linear(heads, p.at("attn.out.weight"), p.at("attn.out.bias"));
 }
@@ -47,7 +48,9 @@ Variable mlp(const Variable& x, const Parameters& p) {
 }
 
 Variable block(const Variable& x, const Parameters& p) {
-  const Variable h = eager::add(x, self_attention(eager::layer_norm(x, {kModel}, p.at("ln1.weight"), p.at("ln1.bias")), p));
+  // Pre-norm: each sublayer sees a normalized copy; the residual stream x -> h -> y is left as it is.
+  const Variable a = eager::layer_norm(x, {kModel}, p.at("ln1.weight"), p.at("ln1.bias"));
+  const Variable h = eager::add(x, self_attention(a, p));
   return eager::add(h, mlp(eager::layer_norm(h, {kModel}, p.at("ln2.weight"), p.at("ln2.bias")), p));
 }
 

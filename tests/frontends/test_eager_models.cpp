@@ -80,7 +80,8 @@ Variable attention_block(const std::vector<Variable>& p) {
   const Variable weights = eager::softmax(scores, -1);
   const Variable heads = eager::reshape(eager::transpose(eager::matmul(weights, v), 0, 1), {kSeq, kModel});
   const Variable h = eager::add(p[kInput], eager::linear(heads, p[kWo], p[kBo]));
-  const Variable hidden = eager::gelu(eager::linear(eager::layer_norm(h, {kModel}, p[kLn2W], p[kLn2B]), p[kFc1W], p[kFc1B]));
+  const Variable b = eager::layer_norm(h, {kModel}, p[kLn2W], p[kLn2B]);
+  const Variable hidden = eager::gelu(eager::linear(b, p[kFc1W], p[kFc1B]));
   const Variable y = eager::add(h, eager::linear(hidden, p[kFc2W], p[kFc2B]));
   return eager::mean(eager::pow(y, 2));
 }
