@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::int64_t kBatch = 8, kChannels = 4, kSide = 8, kClasses = 3;
 constexpr int kSteps = 5;
-constexpr double kLearningRate = 0.2;
+constexpr double kLearningRate = 0.1;
 
 struct Cnn {
   std::vector<Variable> parameters;  // conv.weight, conv.bias, fc.weight, fc.bias
