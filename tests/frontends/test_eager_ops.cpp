@@ -80,6 +80,15 @@ std::string error_of(const std::function<void()>& run) {
   return "";
 }
 
+using UnaryFn = std::function<Variable(const Variable&)>;
+using BinaryFn = std::function<Variable(const Variable&, const Variable&)>;
+
+// Finite-difference checks of a one- and a two-input op.
+void check_unary(const UnaryFn& fn, const Tensor& input) { check_against_finite_differences(unary(fn), {input}); }
+void check_binary(const BinaryFn& fn, const Tensor& a, const Tensor& b) {
+  check_against_finite_differences(binary(fn), {a, b});
+}
+
 Variable leaf_of(const Shape& shape, double seed, const std::string& name) {
   return eager::leaf(values(shape, seed), name);
 }
@@ -87,65 +96,45 @@ Variable leaf_of(const Shape& shape, double seed, const std::string& name) {
 }  // namespace
 
 TEST_CASE("eager: elementwise ops and reductions over dims match finite differences") {
-  const Tensor a = values({2, 3}, 0.0), b = values({2, 3}, 1.0);
-  const Tensor positive = refgrad::exp(a);  // for sqrt, rsqrt, pow 0.5 and division by it
-  SUBCASE("add scalar") { check_against_finite_differences(unary([](const Variable& x) { return eager::add(x, 2.5); }), {a}); }
-  SUBCASE("mul scalar") { check_against_finite_differences(unary([](const Variable& x) { return eager::mul(x, -1.5); }), {a}); }
-  SUBCASE("div scalar") { check_against_finite_differences(unary([](const Variable& x) { return eager::div(x, 4); }), {a}); }
-  SUBCASE("div") {
-    check_against_finite_differences(binary([](const Variable& x, const Variable& y) { return eager::div(x, y); }),
-                                     {a, positive});
-  }
-  SUBCASE("div broadcasting the divisor") {
-    check_against_finite_differences(binary([](const Variable& x, const Variable& y) { return eager::div(x, y); }),
-                                     {a, refgrad::exp(values({3}, 2.0))});
-  }
-  SUBCASE("div broadcasting the dividend") {
-    check_against_finite_differences(binary([](const Variable& x, const Variable& y) { return eager::div(x, y); }),
-                                     {values({2, 1}, 3.0), positive});
-  }
-  SUBCASE("pow 3") { check_against_finite_differences(unary([](const Variable& x) { return eager::pow(x, 3); }), {a}); }
-  SUBCASE("pow 0.5") { check_against_finite_differences(unary([](const Variable& x) { return eager::pow(x, 0.5); }), {positive}); }
-  SUBCASE("sqrt") { check_against_finite_differences(unary(eager::sqrt), {positive}); }
-  SUBCASE("rsqrt") { check_against_finite_differences(unary(eager::rsqrt), {positive}); }
-  SUBCASE("sum over a negative dim") {
-    check_against_finite_differences(unary([](const Variable& x) { return eager::sum(x, {-1}); }), {a});
-  }
-  SUBCASE("sum keepdim") {
-    check_against_finite_differences(unary([](const Variable& x) { return eager::sum(x, {0}, true); }), {a});
-  }
+  const Tensor a = values({2, 3}, 0.0);
+  const Tensor positive = refgrad::exp(values({2, 3}, 1.0));  // for sqrt, rsqrt, pow 0.5 and dividing by it
+  const BinaryFn div = [](const Variable& x, const Variable& y) { return eager::div(x, y); };
+  SUBCASE("add scalar") { check_unary([](const Variable& x) { return eager::add(x, 2.5); }, a); }
+  SUBCASE("mul scalar") { check_unary([](const Variable& x) { return eager::mul(x, -1.5); }, a); }
+  SUBCASE("div scalar") { check_unary([](const Variable& x) { return eager::div(x, 4); }, a); }
+  SUBCASE("div") { check_binary(div, a, positive); }
+  SUBCASE("div broadcasting the divisor") { check_binary(div, a, refgrad::exp(values({3}, 2.0))); }
+  SUBCASE("div broadcasting the dividend") { check_binary(div, values({2, 1}, 3.0), positive); }
+  SUBCASE("pow 3") { check_unary([](const Variable& x) { return eager::pow(x, 3); }, a); }
+  SUBCASE("pow 0.5") { check_unary([](const Variable& x) { return eager::pow(x, 0.5); }, positive); }
+  SUBCASE("sqrt") { check_unary(eager::sqrt, positive); }
+  SUBCASE("rsqrt") { check_unary(eager::rsqrt, positive); }
+  SUBCASE("sum over a negative dim") { check_unary([](const Variable& x) { return eager::sum(x, {-1}); }, a); }
+  SUBCASE("sum keepdim") { check_unary([](const Variable& x) { return eager::sum(x, {0}, true); }, a); }
   SUBCASE("mean over two dims") {
-    check_against_finite_differences(unary([](const Variable& x) { return eager::mean(x, {0, -1}); }),
-                                     {values({2, 3, 4}, 0.5)});
+    check_unary([](const Variable& x) { return eager::mean(x, {0, -1}); }, values({2, 3, 4}, 0.5));
   }
-  SUBCASE("mean keepdim") {
-    check_against_finite_differences(unary([](const Variable& x) { return eager::mean(x, {-2}, true); }), {a});
-  }
+  SUBCASE("mean keepdim") { check_unary([](const Variable& x) { return eager::mean(x, {-2}, true); }, a); }
 }
 
 TEST_CASE("eager: bmm, matmul and linear match finite differences") {
-  SUBCASE("bmm") { check_against_finite_differences(binary(eager::bmm), {values({2, 3, 4}, 0.0), values({2, 4, 5}, 1.0)}); }
-  SUBCASE("matmul 3-d @ 2-d (folded)") {
-    check_against_finite_differences(binary(eager::matmul), {values({2, 3, 4}, 0.0), values({4, 5}, 1.0)});
-  }
-  SUBCASE("matmul 4-d @ 2-d (folded)") {
-    check_against_finite_differences(binary(eager::matmul), {values({2, 2, 3, 4}, 0.0), values({4, 5}, 1.0)});
-  }
-  SUBCASE("matmul 3-d @ 3-d") {
-    check_against_finite_differences(binary(eager::matmul), {values({2, 3, 4}, 0.0), values({2, 4, 5}, 1.0)});
-  }
+  const Tensor batch = values({2, 3, 4}, 0.0);
+  const BinaryFn linear_without_bias = [](const Variable& x, const Variable& w) { return eager::linear(x, w); };
+  const Op linear = [](const std::vector<Variable>& x) { return eager::linear(x[0], x[1], x[2]); };
+  SUBCASE("bmm") { check_binary(eager::bmm, batch, values({2, 4, 5}, 1.0)); }
+  SUBCASE("matmul 3-d @ 2-d (folded)") { check_binary(eager::matmul, batch, values({4, 5}, 1.0)); }
+  SUBCASE("matmul 4-d @ 2-d (folded)") { check_binary(eager::matmul, values({2, 2, 3, 4}, 0.0), values({4, 5}, 1.0)); }
+  SUBCASE("matmul 3-d @ 3-d") { check_binary(eager::matmul, batch, values({2, 4, 5}, 1.0)); }
   SUBCASE("matmul of a transposed 3-d by a constant 2-d (batched, not folded)") {
     const Variable weight = eager::constant(values({4, 5}, 1.0));
-    const Op op = [weight](const std::vector<Variable>& x) { return eager::matmul(eager::transpose(x[0], 0, 1), weight); };
-    check_against_finite_differences(op, {values({3, 2, 4}, 0.0)});
+    check_unary([weight](const Variable& x) { return eager::matmul(eager::transpose(x, 0, 1), weight); },
+                values({3, 2, 4}, 0.0));
   }
   SUBCASE("linear 3-d") {
-    const Op op = [](const std::vector<Variable>& x) { return eager::linear(x[0], x[1], x[2]); };
-    check_against_finite_differences(op, {values({2, 3, 4}, 0.0), values({5, 4}, 1.0), values({5}, 2.0)});
+    check_against_finite_differences(linear, {batch, values({5, 4}, 1.0), values({5}, 2.0)});
   }
   SUBCASE("linear 1-d") {
-    const Op op = [](const std::vector<Variable>& x) { return eager::linear(x[0], x[1], x[2]); };
-    check_against_finite_differences(op, {values({4}, 0.0), values({5, 4}, 1.0), values({5}, 2.0)});
+    check_against_finite_differences(linear, {values({4}, 0.0), values({5, 4}, 1.0), values({5}, 2.0)});
   }
   SUBCASE("linear of a transposed 3-d (matmul, then add)") {
     const Op op = [](const std::vector<Variable>& x) {
@@ -153,49 +142,47 @@ TEST_CASE("eager: bmm, matmul and linear match finite differences") {
     };
     check_against_finite_differences(op, {values({3, 2, 4}, 0.0), values({5, 4}, 1.0), values({5}, 2.0)});
   }
-  SUBCASE("linear without a bias, 2-d and 3-d") {
-    check_against_finite_differences(binary([](const Variable& x, const Variable& w) { return eager::linear(x, w); }),
-                                     {values({3, 4}, 0.0), values({5, 4}, 1.0)});
-    check_against_finite_differences(binary([](const Variable& x, const Variable& w) { return eager::linear(x, w); }),
-                                     {values({2, 3, 4}, 0.0), values({5, 4}, 1.0)});
-  }
+  SUBCASE("linear without a bias, 2-d") { check_binary(linear_without_bias, values({3, 4}, 0.0), values({5, 4}, 1.0)); }
+  SUBCASE("linear without a bias, 3-d") { check_binary(linear_without_bias, batch, values({5, 4}, 1.0)); }
 }
 
 TEST_CASE("eager: shape, view and indexing ops match finite differences") {
   const Tensor x = values({2, 3, 4}, 0.0);
-  const auto check_unary = [&x](const std::function<Variable(const Variable&)>& fn) {
-    check_against_finite_differences(unary(fn), {x});
-  };
-  SUBCASE("view") { check_unary([](const Variable& v) { return eager::view(v, {4, -1}); }); }
-  SUBCASE("reshape of a contiguous tensor") { check_unary([](const Variable& v) { return eager::reshape(v, {6, 4}); }); }
+  SUBCASE("view") { check_unary([](const Variable& v) { return eager::view(v, {4, -1}); }, x); }
+  SUBCASE("reshape of a contiguous tensor") {
+    check_unary([](const Variable& v) { return eager::reshape(v, {6, 4}); }, x);
+  }
   SUBCASE("reshape that can alias a transposed tensor") {
-    check_unary([](const Variable& v) { return eager::reshape(eager::transpose(v, 0, 1), {3, 2, 2, 2}); });
+    check_unary([](const Variable& v) { return eager::reshape(eager::transpose(v, 0, 1), {3, 2, 2, 2}); }, x);
   }
   SUBCASE("reshape that copies a transposed tensor") {
-    check_unary([](const Variable& v) { return eager::reshape(eager::transpose(v, 0, 1), {-1}); });
+    check_unary([](const Variable& v) { return eager::reshape(eager::transpose(v, 0, 1), {-1}); }, x);
   }
-  SUBCASE("flatten") { check_unary([](const Variable& v) { return eager::flatten(v, -2, -1); }); }
+  SUBCASE("flatten") { check_unary([](const Variable& v) { return eager::flatten(v, -2, -1); }, x); }
   SUBCASE("flatten of a transposed tensor") {
-    check_unary([](const Variable& v) { return eager::flatten(eager::transpose(v, 0, 2), 1); });
+    check_unary([](const Variable& v) { return eager::flatten(eager::transpose(v, 0, 2), 1); }, x);
   }
-  SUBCASE("transpose") { check_unary([](const Variable& v) { return eager::transpose(v, -1, 0); }); }
-  SUBCASE("permute") { check_unary([](const Variable& v) { return eager::permute(v, {2, -3, 1}); }); }
-  SUBCASE("unsqueeze") { check_unary([](const Variable& v) { return eager::unsqueeze(v, -1); }); }
+  SUBCASE("transpose") { check_unary([](const Variable& v) { return eager::transpose(v, -1, 0); }, x); }
+  SUBCASE("permute") { check_unary([](const Variable& v) { return eager::permute(v, {2, -3, 1}); }, x); }
+  SUBCASE("unsqueeze") { check_unary([](const Variable& v) { return eager::unsqueeze(v, -1); }, x); }
   SUBCASE("expand") {
-    check_against_finite_differences(unary([](const Variable& v) { return eager::expand(v, {2, -1, 4}); }),
-                                     {values({3, 1}, 0.0)});
+    check_unary([](const Variable& v) { return eager::expand(v, {2, -1, 4}); }, values({3, 1}, 0.0));
   }
-  SUBCASE("contiguous") { check_unary([](const Variable& v) { return eager::contiguous(eager::transpose(v, 1, 2)); }); }
-  SUBCASE("select") { check_unary([](const Variable& v) { return eager::select(v, -1, -2); }); }
-  SUBCASE("slice") { check_unary([](const Variable& v) { return eager::slice(v, 1, -2, std::nullopt); }); }
-  SUBCASE("slice with a step") { check_unary([](const Variable& v) { return eager::slice(v, -1, std::nullopt, 3, 2); }); }
+  SUBCASE("contiguous") {
+    check_unary([](const Variable& v) { return eager::contiguous(eager::transpose(v, 1, 2)); }, x);
+  }
+  SUBCASE("select") { check_unary([](const Variable& v) { return eager::select(v, -1, -2); }, x); }
+  SUBCASE("slice") { check_unary([](const Variable& v) { return eager::slice(v, 1, -2, std::nullopt); }, x); }
+  SUBCASE("slice with a step") {
+    check_unary([](const Variable& v) { return eager::slice(v, -1, std::nullopt, 3, 2); }, x);
+  }
   SUBCASE("index with a repeated index") {
     const Tensor indices = from_vector<std::int64_t>({1, 0, 1}, {3});
-    check_unary([indices](const Variable& v) { return eager::index(v, indices); });
+    check_unary([indices](const Variable& v) { return eager::index(v, indices); }, x);
   }
   SUBCASE("index_select") {
     const Tensor index = from_vector<std::int64_t>({3, 3, 0}, {3});
-    check_unary([index](const Variable& v) { return eager::index_select(v, -1, index); });
+    check_unary([index](const Variable& v) { return eager::index_select(v, -1, index); }, x);
   }
 }
 
