@@ -24,4 +24,9 @@ printf '%s\n' "break AddmmBackward0" continue "print %2" step regs quit |
   (printf '\n\033[1m$ refgrad step examples/programs/mlp.bwd  <<< "break AddmmBackward0; continue; ..."\033[0m\n';
    $refgrad step examples/programs/mlp.bwd)
 echo
+echo "Programs also come from C++ models on refgrad's eager tape (examples/eager/*.cpp; --print-program shows one):"
+show build/examples/eager/mlp_train
+show build/examples/eager/cnn
+show build/examples/eager/transformer_block
+echo
 echo "More: build/refgrad --help, docs/cli.md, docs/program.md, examples/programs/*.bwd."
