@@ -32,8 +32,9 @@ test: build
 	@$(MAKE) --no-print-directory test-cpp test-python test-embed test-docs test-fuzz
 	@cpp=$$(grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt | awk '{s += $$6} END {print s}'); \
 	  py=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest.log | awk '{print $$1}'); \
-	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, 2 embedding builds, docs/nodes.md check, 3 fuzzers)"; \
-	  echo "refgrad: $$((cpp + py + 6)) passed, 0 failed"
+	  ex=$$(meson test -C $(BUILD) --list --suite examples 2>/dev/null | grep -c examples); \
+	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, $$ex example runs, 2 embedding builds, docs/nodes.md check, 3 fuzzers)"; \
+	  echo "refgrad: $$((cpp + py + ex + 6)) passed, 0 failed"
 
 test-cpp:
 	meson test -C $(BUILD) --print-errorlogs
