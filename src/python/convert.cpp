@@ -124,17 +124,21 @@ std::shared_ptr<Py_buffer> buffer_of(py::handle object) {
   auto view = std::make_unique<Py_buffer>();
   if (PyObject_GetBuffer(object.ptr(), view.get(), PyBUF_RECORDS_RO) != 0) throw py::error_already_set();
   return std::shared_ptr<Py_buffer>(view.release(), [](Py_buffer* held) {
-    py::gil_scoped_acquire gil;
-    PyBuffer_Release(held);
+    if (Py_IsInitialized()) {  // a tensor that outlives the interpreter leaks its buffer instead
+      py::gil_scoped_acquire gil;
+      PyBuffer_Release(held);
+    }
     delete held;
   });
 }
 
-// A C-contiguous, native-order copy of an array.
+// A C-contiguous, native-order copy of an array (numpy.array, not
+// ascontiguousarray, which makes a 0-d array 1-d).
 py::object addressable_copy(py::handle array) {
   const py::module_ numpy = py::module_::import("numpy");
   const py::object plain = numpy.attr("asarray")(array);
-  return numpy.attr("ascontiguousarray")(plain, plain.attr("dtype").attr("newbyteorder")("="));
+  return numpy.attr("array")(plain, py::arg("dtype") = plain.attr("dtype").attr("newbyteorder")("="),
+                             py::arg("order") = "C");
 }
 
 bool is_torch_tensor(py::handle value) {

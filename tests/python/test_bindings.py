@@ -76,6 +76,8 @@ def test_arrays_refgrad_cannot_address_are_copied():
     tensor = refgrad.Tensor.from_numpy(big_endian)
     assert tensor.dtype == "float32"
     np.testing.assert_array_equal(tensor.numpy(), [1.5, -2.0])
+    zero_d = refgrad.Tensor.from_numpy(np.array(2.5, dtype=">f8"))
+    assert zero_d.shape == () and zero_d.item() == 2.5
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.float16, np.uint8, np.complex64])
@@ -307,6 +309,77 @@ def test_hook_results_of_the_wrong_kind_raise():
     missing = refgrad.Machine(leaf_twice())
     with pytest.raises(refgrad.Error, match="the host has no"):
         missing.run()
+
+
+PRE_POST_HOOKS = """
+program hooks
+  grad  %g : f32[3] = [1.0, 1.0, 2.0]
+  saved $x : f32[3] = [1.0, 2.0, 3.0]
+  saved $y : f32[3] = [4.0, 5.0, 6.0]
+  leaf  @x : f32[3]
+  leaf  @y : f32[3]
+  hook  &times10 : pre
+  hook  &minus_grad_output : post
+code
+  %0 = validate %g : f32[3]
+  %1 = hook &times10 %0
+  %2, %3 = MulBackward0 %1  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32
+  %4, %5 = hook &minus_grad_output %2, %3, %1
+  %6, %7 = validate %4, %5 : f32[3], f32[3]
+  accumulate_grad @x %6
+  accumulate_grad @y %7
+"""
+
+
+def test_pre_and_post_hooks_see_and_replace_a_nodes_grads():
+    seen = {}
+
+    def times10(grad_outputs):
+        return [grad_outputs[0].numpy() * 10]
+
+    def minus_grad_output(grad_inputs, grad_outputs):
+        seen["counts"] = (len(grad_inputs), len(grad_outputs))
+        return [grad_inputs[0].numpy() - grad_outputs[0].numpy(), grad_inputs[1]]
+
+    program = refgrad.Program.parse(PRE_POST_HOOKS)
+    grads = refgrad.run_program(program, hooks={"times10": times10, "minus_grad_output": minus_grad_output})
+    assert seen["counts"] == (2, 1)
+    np.testing.assert_allclose(grads["@x"].numpy(), [30, 40, 100])  # 10 g * y - 10 g
+    np.testing.assert_allclose(grads["@y"].numpy(), [10, 20, 60])  # 10 g * x
+    wrong_count = {"times10": lambda grads: [], "minus_grad_output": lambda inputs, outputs: None}
+    with pytest.raises(refgrad.Error, match="pre hook &times10 returned 0 gradients, expected 1"):
+        refgrad.run_program(program, hooks=wrong_count)
+
+
+FUNCTION = """
+program function
+  grad     %g : f32[2] = [1.0, 2.0]
+  saved    $x : f32[2] = [3.0, 4.0]
+  function &Scale
+  output   ^x : f32[2]
+code
+  %0 = validate %g : f32[2]
+  %1 = call_backward &Scale %0  saved=[$x]
+  %2 = validate %1 : f32[2]
+  output ^x %2
+"""
+
+
+def test_autograd_function_backward_is_a_python_callable():
+    calls = []
+
+    def scale(saved, need, grads):
+        calls.append((len(saved), need))
+        return grads[0].numpy() * saved[0].numpy()  # one input: a single tensor, as backward() returns
+
+    machine = refgrad.Machine(refgrad.bind(refgrad.Program.parse(FUNCTION)), functions={"Scale": scale})
+    assert machine.output("x") is None
+    machine.run()
+    assert calls == [(1, [True])]
+    np.testing.assert_allclose(machine.output("x").numpy(), [3, 8])
+    two = refgrad.Machine(refgrad.Program.parse(FUNCTION), functions={"Scale": lambda saved, need, grads: (grads[0], grads[0])})
+    with pytest.raises(refgrad.Error, match="incorrect number of gradients"):
+        two.run()
 
 
 def test_hook_cannot_drive_its_own_machine():
