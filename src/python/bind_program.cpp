@@ -50,8 +50,7 @@ std::string severity_name(Diagnostic::Severity severity) {
   return severity == Diagnostic::Severity::Error ? "error" : "warning";
 }
 
-// The declaration classes share name, type and location; `Value` reads the
-// declaration's inline tensor, if it has one.
+// What every declaration class has: a name, a location and a repr.
 template <class Decl>
 py::class_<Decl> bind_declaration(py::module_& m, const char* name, const char* doc) {
   return py::class_<Decl>(m, name, doc)

@@ -452,6 +452,24 @@ def test_graph_from_torch_tensors_matches_torch_autograd():
     assert torch.equal(grads["@y"].torch(), y.grad)
 
 
+def test_graph_hooks_become_program_hooks_run_by_python():
+    x = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    y = np.array([4.0, 5.0, 6.0], dtype=np.float32)
+    g = np.ones(3, dtype=np.float32)
+    graph = mul_graph(x, y, g)
+    accumulate_x = graph.nodes[1]
+    accumulate_x.tensor_pre_hooks = {0: ["double"]}  # x.register_hook(double)
+    accumulate_x.post_acc_grad_hooks = ["log"]  # x.register_post_accumulate_grad_hook(log)
+    bundle, _ = refgrad.functionalize(graph)
+    assert {(hook.name, hook.kind) for hook in bundle.program.hooks} == {("double", "tensor_pre"), ("log", "post_acc_grad")}
+    logged = []
+    grads = refgrad.run_program(bundle, hooks={"double": lambda grad: grad.numpy() * 2,
+                                               "log": lambda leaf, grad: logged.append(leaf)})
+    np.testing.assert_allclose(grads["@x"].numpy(), 2 * y)  # the hook doubled g * y
+    np.testing.assert_allclose(grads["@y"].numpy(), x)
+    assert logged == ["x"]
+
+
 def test_graph_errors_name_the_node_and_field():
     x = np.ones(3, dtype=np.float32)
     graph = mul_graph(x, x, x)
@@ -519,6 +537,19 @@ def test_random_and_mutated_bytes_raise_refgrad_error_never_crash(tmp_path):
                 load(data)
             except refgrad.Error:
                 pass
+    # Mutated example programs that still parse and verify must run or raise refgrad.Error.
+    texts = [path.read_text() for path in EXAMPLE_FILES]
+    tokens = ["0", "-1", "[2,2]", "f64", "none", "_", "%0", "%3", "$x", "@w", "[]", "need=[0,0]", "nan", "[1,0,1]"]
+    for _ in range(300):
+        words = rng.choice(texts).split(" ")
+        for _ in range(rng.randint(1, 4)):
+            words[rng.randrange(len(words))] = rng.choice(tokens)
+        try:
+            program = refgrad.Program.parse(" ".join(words))
+            program.check()
+            refgrad.run_program(program, hooks={hook.name: lambda *args: None for hook in program.hooks})
+        except refgrad.Error:
+            pass
     for suffix in (".bwd", ".rgbc", ".safetensors"):
         path = tmp_path / ("random" + suffix)
         path.write_bytes(bytes(rng.randrange(256) for _ in range(64)))
