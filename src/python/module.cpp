@@ -15,9 +15,14 @@ PYBIND11_MODULE(_refgrad, m) {
 
   // refgrad::Error -> refgrad.Error, with the same message. A RuntimeError,
   // so `except RuntimeError` code written for torch catches it too.
-  static py::exception<refgrad::Error> error(m, "Error", PyExc_RuntimeError);
-  error.attr("__doc__") = "An error refgrad reports: bad input, a failing instruction, an unreadable file.";
-  error_class = error.ptr();
+  // The class is made with the C API and its reference kept for the life of
+  // the process: a static py::exception would drop it after the interpreter
+  // is gone.
+  error_class = PyErr_NewExceptionWithDoc(
+      "refgrad.Error", "An error refgrad reports: bad input, a failing instruction, an unreadable file.",
+      PyExc_RuntimeError, nullptr);
+  if (error_class == nullptr) throw py::error_already_set();
+  m.add_object("Error", py::handle(error_class));
   py::register_exception_translator([](std::exception_ptr raised) {
     try {
       if (raised) std::rethrow_exception(raised);
