@@ -50,6 +50,30 @@ std::string severity_name(Diagnostic::Severity severity) {
   return severity == Diagnostic::Severity::Error ? "error" : "warning";
 }
 
+// An attribute as Python sees it: a saved tensor reference as its sigiled
+// name ("$x"), everything else as a saved field's value (convert.hpp).
+py::object attr_to_python(const AttrValue& value) {
+  return std::visit(
+      [](const auto& v) -> py::object {
+        using T = std::decay_t<decltype(v)>;
+        const auto name = [](const SavedRef& ref) { return py::str("$" + ref.name); };
+        if constexpr (std::is_same_v<T, SavedRef>) {
+          return name(v);
+        } else if constexpr (std::is_same_v<T, std::vector<SavedRef>>) {
+          py::list list;
+          for (const SavedRef& ref : v) list.append(name(ref));
+          return list;
+        } else if constexpr (std::is_same_v<T, std::vector<std::optional<SavedRef>>>) {
+          py::list list;
+          for (const std::optional<SavedRef>& ref : v) list.append(ref ? py::object(name(*ref)) : py::none());
+          return list;
+        } else {
+          return field_to_python(FieldValue(v));
+        }
+      },
+      value);
+}
+
 // What every declaration class has: a name, a location and a repr.
 template <class Decl>
 py::class_<Decl> bind_declaration(py::module_& m, const char* name, const char* doc) {
@@ -85,11 +109,11 @@ void bind_instruction(py::module_& m) {
       .def_readonly("target", &Instr::target)
       .def_readonly("leaf", &Instr::leaf)
       .def_readonly("need", &Instr::need)
-      .def_property_readonly("attr_names",
+      .def_property_readonly("attrs",
                              [](const Instr& i) {
-                               std::vector<std::string> names;
-                               for (const Attr& attr : i.attrs) names.push_back(attr.name);
-                               return names;
+                               py::dict attrs;  // in schema order
+                               for (const Attr& attr : i.attrs) attrs[py::str(attr.name)] = attr_to_python(attr.value);
+                               return attrs;
                              })
       .def_readonly("origin", &Instr::origin)
       .def_property_readonly("location", [](const Instr& i) { return location_or_none(i.where); })

@@ -146,6 +146,10 @@ def test_program_declarations_and_instructions():
     mul = program.code[1]
     assert (mul.op, mul.node, mul.results, mul.operands) == ("call", "MulBackward0", ["1", "2"], ["0"])
     assert mul.text.startswith("%1, %2 = MulBackward0 %0")
+    assert mul.attrs == {"other": "$y", "other_scalar_type": "float32", "self": "$x", "self_scalar_type": "float32"}
+    addmm = refgrad.Program.load(str(EXAMPLES / "mlp.bwd")).code[11]
+    assert (addmm.attrs["mat2"], addmm.attrs["alpha"], addmm.attrs["mat1_sym_sizes"]) == (None, 1, [2, 3])
+    assert addmm.need == [True, False, True] and addmm.results == ["13", None, "14"]
     assert mul.location.line == 18
     assert len(program) == 5
 
