@@ -32,6 +32,7 @@ std::uint64_t uint64_from_python(py::handle value, std::string_view where) {
   check(PyIndex_Check(value.ptr()) && !PyBool_Check(value.ptr()), where, ": expected an int, got ",
         python_type_name(value));
   const py::object number = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!number) throw py::error_already_set();  // its __index__ raised
   const unsigned long long result = PyLong_AsUnsignedLongLong(number.ptr());
   if (PyErr_Occurred()) {
     PyErr_Clear();

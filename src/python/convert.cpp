@@ -153,10 +153,8 @@ Tensor tensor_from_torch(py::handle value) {
   return tensor_from_numpy(plain.attr("numpy")());
 }
 
-}  // namespace
-
-namespace {
-
+// The tensor over the buffer of `array`, or over a copy of it when
+// `copy_if_needed` and refgrad cannot address the buffer as it is.
 Tensor wrap_buffer(py::handle array, bool copy_if_needed) {
   check(PyObject_CheckBuffer(array.ptr()), "Tensor.from_numpy: expected a NumPy array, got ", python_type_name(array));
   const std::shared_ptr<Py_buffer> view = buffer_of(array);
@@ -281,7 +279,9 @@ bool bool_from_python(py::handle value, std::string_view where) {
 
 double float_from_python(py::handle value, std::string_view where) {
   if (!is_float(value) && !is_int(value)) wrong_kind(value, where, "a float");
-  return PyFloat_AsDouble(value.ptr());
+  const double result = PyFloat_AsDouble(value.ptr());
+  if (result == -1.0 && PyErr_Occurred()) throw py::error_already_set();  // its __float__ raised
+  return result;
 }
 
 Scalar scalar_from_python(py::handle value, std::string_view where) {
@@ -322,7 +322,8 @@ std::vector<Item> list_from_python(py::handle value, std::string_view where, con
 
 std::int64_t int_from_python(py::handle value, std::string_view where) {
   if (!is_int(value)) wrong_kind(value, where, "an int");
-  const py::int_ number = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+  const py::object number = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!number) throw py::error_already_set();  // its __index__ raised
   const long long result = PyLong_AsLongLong(number.ptr());
   if (result == -1 && PyErr_Occurred()) {
     PyErr_Clear();

@@ -210,6 +210,21 @@ def test_call_node_reads_saved_fields_by_schema():
         refgrad.call_node("MulBackward0", [np.ones(3, dtype=np.float32)], [True, True], {**saved, "alpha": 1})
 
 
+def test_python_values_that_raise_while_read_propagate_their_exception():
+    class BadNumber:
+        def __index__(self):
+            raise ZeroDivisionError("bad index")
+
+        def __float__(self):
+            raise ZeroDivisionError("bad float")
+
+    grad = np.ones(3, dtype=np.float32)
+    with pytest.raises(ZeroDivisionError, match="bad index"):
+        refgrad.call_node("SumBackward0", [grad], [True], {"self_sym_sizes": [BadNumber()]})
+    with pytest.raises(ZeroDivisionError, match="bad float"):
+        refgrad.call_node("NativeDropoutBackward0", [grad], [True], {"p": BadNumber()})
+
+
 # ------------------------------------------------------------------- machine ---
 
 # From the comments of examples/programs/mlp.bwd (torch 2.13's .grad values).
