@@ -45,6 +45,9 @@ std::uint64_t uint64_from_python(py::handle value, std::string_view where) {
 Edge edge_from_python(py::handle value, std::string_view where) {
   if (value.is_none()) return Edge{};
   const bool pair = py::isinstance<py::tuple>(value);
+  if (pair) {
+    check(py::len(value) == 2, where, ": expected an Edge or a (node, input_nr) pair, got ", py::len(value), " items");
+  }
   const py::object node = pair ? value[py::int_(0)] : field(value, "node", where);
   const py::object input_nr = pair ? value[py::int_(1)] : field(value, "input_nr", where);
   const std::int64_t index = int_from_python(node, fmt::format("{}.node", where));

@@ -503,6 +503,9 @@ def test_graph_errors_name_the_node_and_field():
     graph.nodes[0].next_edges = ["not an edge"]
     with pytest.raises(refgrad.Error, match="next_edges"):
         refgrad.functionalize(graph)
+    graph.nodes[0].next_edges = [(1, 0), (2,)]
+    with pytest.raises(refgrad.Error, match=r"next_edges\[1\]: expected an Edge or a \(node, input_nr\) pair"):
+        refgrad.functionalize(graph)
 
 
 def test_saved_field_kinds_read_from_python_values():
