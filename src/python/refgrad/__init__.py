@@ -1,8 +1,107 @@
 """refgrad: a reference interpreter for functionalized PyTorch backward programs.
 
-The Python API grows with the project; today it exposes the version of the
-C++ core it was built with.
-"""
-from refgrad._refgrad import __version__
+    import refgrad
+    bundle = refgrad.load("examples/programs/mlp.bwd")
+    machine = refgrad.Machine(bundle)
+    machine.run()
+    machine.leaf_grad("W1").numpy()
 
-__all__ = ["__version__"]
+Tensors: Tensor.from_numpy / Tensor.from_torch (sharing memory), t.numpy(),
+np.asarray(t), t.torch(). Programs: Program.parse, str(program),
+program.verify(), refgrad.load / Program.save, Bundle. The interpreter:
+Machine (run, step, run_until, registers, Python hooks), run_program. The
+node registry: nodes(), node(name), call_node(...). The autograd graph
+model and functionalize() are in refgrad.graph. Every error is refgrad.Error
+(a RuntimeError) with the C++ core's message.
+"""
+from refgrad._refgrad import (
+    ACCUMULATE_GRAD_SEQUENCE_NR,
+    BoundProgram,
+    Bundle,
+    Comparison,
+    Diagnostic,
+    Error,
+    FunctionDecl,
+    GradDecl,
+    HookDecl,
+    InputMetadata,
+    Instr,
+    LeafDecl,
+    Machine,
+    NodeSchema,
+    OutputDecl,
+    Program,
+    ResultSet,
+    SavedDecl,
+    SavedField,
+    SourceLocation,
+    Tensor,
+    TensorGeometry,
+    TensorOptions,
+    TensorType,
+    TraceEntry,
+    TypeAndSize,
+    __version__,
+    allclose,
+    bind,
+    call_node,
+    equal,
+    load,
+    make_bundle,
+    node,
+    nodes,
+    promote_to_float64,
+    read_safetensors,
+    run_program,
+    write_safetensors,
+)
+from refgrad.graph import Edge, FunctionalizeOptions, Graph, GraphLeaf, GraphNode, Order, functionalize
+
+__all__ = [
+    "ACCUMULATE_GRAD_SEQUENCE_NR",
+    "BoundProgram",
+    "Bundle",
+    "Comparison",
+    "Diagnostic",
+    "Edge",
+    "Error",
+    "FunctionDecl",
+    "FunctionalizeOptions",
+    "GradDecl",
+    "Graph",
+    "GraphLeaf",
+    "GraphNode",
+    "HookDecl",
+    "InputMetadata",
+    "Instr",
+    "LeafDecl",
+    "Machine",
+    "NodeSchema",
+    "Order",
+    "OutputDecl",
+    "Program",
+    "ResultSet",
+    "SavedDecl",
+    "SavedField",
+    "SourceLocation",
+    "Tensor",
+    "TensorGeometry",
+    "TensorOptions",
+    "TensorType",
+    "TraceEntry",
+    "TypeAndSize",
+    "__version__",
+    "allclose",
+    "bind",
+    "call_node",
+    "equal",
+    "functionalize",
+    "load",
+    "make_bundle",
+    "node",
+    "nodes",
+    "promote_to_float64",
+    "read_safetensors",
+    "run_program",
+    "write_safetensors",
+]
