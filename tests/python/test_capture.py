@@ -64,6 +64,9 @@ def test_mlp_with_mse(dtype):
     assert {instr.node for instr in captured.program.code if instr.op == "call"} == {
         "MseLossBackward0", "AddmmBackward0", "TBackward0", "TanhBackward0"}
     assert set(captured.leaves) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    for instr, node in zip(captured.program.code, captured.node_of_instruction):
+        if instr.op == "call":
+            assert captured.graph.nodes[node].name == instr.node
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -137,6 +140,25 @@ def test_custom_autograd_function(dtype):
     loss.backward()
     assert_grads_close(ours["x"], x.grad, dtype, "x")
     assert_grads_close(ours["other"], other.grad, dtype, "other")
+
+
+class TwoOutputs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, grad_first, grad_second):
+        return grad_first * 2 + grad_second * 3
+
+
+def test_custom_function_gets_zeros_for_an_unused_output():
+    a = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    first, _ = TwoOutputs.apply(a)
+    loss = (first * 5).sum()
+    ours = rt.capture(loss, names={"a": a}).run()  # the unused output's grad is None in the program
+    loss.backward()  # torch materializes it as zeros, so backward's grad_second * 3 works
+    assert torch.equal(ours["a"], a.grad)
 
 
 def test_custom_function_runs_promoted_to_float64():
@@ -253,6 +275,17 @@ def test_autograd_grad_with_a_subset_of_inputs():
     assert w1.grad is None and w2.grad is None  # autograd.grad accumulates nothing
 
 
+def test_backward_with_inputs_accumulates_only_into_them():
+    torch.manual_seed(9)
+    w1 = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w2 = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    loss = ((torch.randn(5, 3, dtype=torch.float64) @ w1).relu() @ w2).pow(2).sum()
+    ours = rt.capture(loss, inputs=[w1], accumulate_grad=True, names={"w1": w1, "w2": w2}).run()
+    loss.backward(inputs=[w1])
+    assert w2.grad is None and ours.get("w2") is None
+    assert_grads_close(ours["w1"], w1.grad, torch.float64, "w1")
+
+
 def test_autograd_grad_of_an_unused_input_raises_as_torch_does():
     x = torch.ones(2, requires_grad=True)
     unused = torch.ones(2, requires_grad=True)
@@ -331,6 +364,13 @@ def test_reentrant_checkpoint_raises_naming_node_fields_and_path():
 def test_non_reentrant_checkpoint_raises_for_its_saved_tensor_hooks():
     with pytest.raises(rt.UnsupportedError, match=r"ReluBackward0: activation checkpointing .*use_reentrant=False"):
         rt.capture(checkpointed_loss(use_reentrant=False))
+
+
+def test_module_full_backward_hooks_raise():
+    layer = nn.Linear(2, 2)
+    layer.register_full_backward_hook(lambda module, grad_input, grad_output: None)
+    with pytest.raises(rt.UnsupportedError, match="BackwardHookFunctionBackward: nn.Module full backward hooks"):
+        rt.capture(layer(torch.ones(1, 2)).sum())
 
 
 def test_active_saved_tensor_hooks_raise():

@@ -56,7 +56,7 @@ from __future__ import annotations
 import collections
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
@@ -166,7 +166,8 @@ def _saved_tensor_hook_reason(fn) -> Optional[str]:
         if "checkpoint" in getattr(unpack, "__module__", ""):
             return ("activation checkpointing (torch.utils.checkpoint, use_reentrant=False) keeps its saved "
                     "tensors behind saved-tensor hooks, which refgrad does not run")
-        return "a saved tensor has saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks), which refgrad does not run"
+        return ("a saved tensor has saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks), "
+                "which refgrad does not run")
     return None
 
 
@@ -279,6 +280,17 @@ class _TensorInfo:
     def options(self) -> refgrad.TensorOptions:
         return refgrad.TensorOptions(dtype=self.dtype, device=self.device, layout="strided")
 
+    def type_and_size(self) -> refgrad.TypeAndSize:
+        return refgrad.TypeAndSize(self.shape, self.options())
+
+    def geometry(self) -> refgrad.TensorGeometry:
+        """Contiguous at offset 0: torch shows no strides of a forward input (an assumption)."""
+        strides, step = [], 1
+        for size in reversed(self.shape):
+            strides.insert(0, step)
+            step *= max(size, 1)
+        return refgrad.TensorGeometry(self.shape, strides, 0)
+
 
 def _list_inputs(schema) -> set[str]:
     """The forward inputs that are tensor lists (cat's tensors): they take one edge per item."""
@@ -340,27 +352,17 @@ def _list_infos(fn, schema, name: str) -> list[_TensorInfo]:
     return infos
 
 
-def _contiguous_strides(shape: list[int]) -> list[int]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return list(reversed(strides))
-
-
-# (suffix, kind, how to read the input) for every hidden field refgrad's nodes have.
+# (suffix, kind, what to read of the forward input the prefix names) for every hidden field refgrad's
+# nodes have; "_args_" fields are one per item of a list input.
 _HIDDEN = [
-    ("_args_scalartypes", "dtype_list", lambda fn, s, x: [i.dtype for i in _list_infos(fn, s, x)]),
-    ("_args_sizes_symint", "sizes_list", lambda fn, s, x: [i.shape for i in _list_infos(fn, s, x)]),
-    ("_args_sizes", "sizes_list", lambda fn, s, x: [i.shape for i in _list_infos(fn, s, x)]),
+    ("_args_scalartypes", "dtype_list", lambda fn, s, x: [info.dtype for info in _list_infos(fn, s, x)]),
+    ("_args_sizes_symint", "sizes_list", lambda fn, s, x: [info.shape for info in _list_infos(fn, s, x)]),
+    ("_args_sizes", "sizes_list", lambda fn, s, x: [info.shape for info in _list_infos(fn, s, x)]),
     ("_scalar_type", "dtype", lambda fn, s, x: _input_info(fn, s, x).dtype),
     ("_layout", "layout", lambda fn, s, x: "strided"),
     ("_options", "tensor_options", lambda fn, s, x: _input_info(fn, s, x).options()),
-    ("_info", "type_and_size",
-     lambda fn, s, x: refgrad.TypeAndSize(_input_info(fn, s, x).shape, _input_info(fn, s, x).options())),
-    ("_geometry", "tensor_geometry",
-     lambda fn, s, x: refgrad.TensorGeometry(_input_info(fn, s, x).shape,
-                                             _contiguous_strides(_input_info(fn, s, x).shape), 0)),
+    ("_info", "type_and_size", lambda fn, s, x: _input_info(fn, s, x).type_and_size()),
+    ("_geometry", "tensor_geometry", lambda fn, s, x: _input_info(fn, s, x).geometry()),
 ]
 
 
@@ -378,8 +380,9 @@ def _exposed_field(fn, saved_field):
     try:
         value = getattr(fn, "_saved_" + saved_field.name)
     except AttributeError:
+        fields = ", ".join(_saved_attributes(fn))
         raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)} has no _saved_{saved_field.name}, which "
-                            f"refgrad's schema of it expects (its fields: {', '.join(_saved_attributes(fn))})") from None
+                            f"refgrad's schema of it expects (its fields: {fields})") from None
     except RuntimeError as error:
         raise _freed_error(fn, error) from error
     kind = saved_field.kind
@@ -541,7 +544,9 @@ class _Builder:
 
     def add_non_leaf_hooks(self, tensor: torch.Tensor) -> None:
         """A non-leaf tensor's hooks and retain_grad() act on its grad_fn's input output_nr."""
-        if tensor.grad_fn is None or tensor.grad_fn not in self.walk.index or not (tensor._backward_hooks or tensor.retains_grad):
+        if tensor.grad_fn is None or tensor.grad_fn not in self.walk.index:
+            return
+        if not (tensor._backward_hooks or tensor.retains_grad):
             return
         name = self.names(tensor, "output")
         node = self.graph.nodes[self.walk.index[tensor.grad_fn]]
