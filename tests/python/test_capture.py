@@ -435,6 +435,13 @@ def test_cat_sizes_and_dtypes_are_derived_per_item():
     assert cat.saved["dim"] == 0
 
 
+def test_functionalize_errors_say_where_the_node_sits():
+    x, y, loss = cat_with_an_item_that_needs_no_grad()
+    with pytest.raises(refgrad.Error, match=r"node \d+ \(CatBackward0\).*\(at SumBackward0 -> MulBackward0 -> "
+                                            r"CatBackward0\)"):
+        rt.capture(loss)
+
+
 @pytest.mark.xfail(strict=True, raises=refgrad.Error,
                    reason="refgrad's functionalize takes one next edge per schema input; torch's CatBackward0 "
                           "has one per list item (3 here), so functionalize refuses it")
@@ -443,3 +450,26 @@ def test_cat_runs_as_in_torch():
     ours = rt.capture(loss, names={"x": x, "y": y}).run()
     loss.backward()
     assert torch.equal(ours["x"], x.grad) and torch.equal(ours["y"], y.grad)
+
+
+def test_native_dropout_train_is_derived_as_true():
+    torch.manual_seed(10)
+    x = torch.randn(50, dtype=torch.float64, requires_grad=True)
+    output, _ = torch.native_dropout(x, 0.25, True)
+    loss = (output * torch.arange(50.0, dtype=torch.float64)).sum()
+    captured = rt.capture(loss, names={"x": x})
+    assert next(n for n in captured.graph.nodes if n.name == "NativeDropoutBackward0").saved["train"] is True
+    ours = captured.run()
+    loss.backward()
+    assert torch.equal(ours["x"], x.grad)  # kept elements scaled by 1 / (1 - p), dropped ones 0
+
+
+def test_compiled_autograd_order_gives_the_same_grads():
+    torch.manual_seed(11)
+    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1)).double()
+    loss = model(torch.randn(4, 3, dtype=torch.float64)).pow(2).mean()
+    captured = rt.capture(loss, names=dict(model.named_parameters()), order="compiled_autograd")
+    ours = captured.run()
+    loss.backward()
+    for name, parameter in model.named_parameters():
+        assert_grads_close(ours[name], parameter.grad, torch.float64, name)

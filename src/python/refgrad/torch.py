@@ -744,6 +744,18 @@ def _capture_graph(outputs, inputs, grad_outputs, names) -> _Captured:
     return _Captured(graph, builder, [name for name, _ in capture_edges])
 
 
+def _with_torch_path(message: str, walk: _Walk) -> str:
+    """A functionalize error names a node by its index ("node 3 (CatBackward0)"); adds where that
+    node sits in torch's graph."""
+    found = re.search(r"\bnode (\d+) \(|Graph\.nodes\[(\d+)\]", message)
+    if found is None:
+        return message
+    index = int(found.group(1) or found.group(2))
+    if index >= len(walk.order):
+        return message
+    return f"{message} (at {walk.where(walk.order[index])})"
+
+
 def graph_of(outputs, inputs=None, grad_outputs=None, *, names=None) -> Graph:
     """The refgrad.graph.Graph capture() builds, before functionalize orders it (capture's
     arguments). For looking at what was read from torch, or for functionalizing it by hand."""
@@ -774,6 +786,9 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
     accumulate = not captured.captures if accumulate_grad is None else accumulate_grad
     options = FunctionalizeOptions(order=Order(order), accumulate_grad=accumulate, allow_unused=allow_unused,
                                    program_name=program_name)
-    bundle, node_of_instruction = functionalize(captured.graph, options)
+    try:
+        bundle, node_of_instruction = functionalize(captured.graph, options)
+    except refgrad.Error as error:
+        raise refgrad.Error(_with_torch_path(str(error), captured.builder.walk)) from error
     return Capture(captured.graph, bundle, list(node_of_instruction), captured.builder.leaves, captured.captures,
                    accumulate, captured.builder)
