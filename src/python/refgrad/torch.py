@@ -54,6 +54,7 @@ What torch 2.13 shows to Python, and so what a capture holds
 from __future__ import annotations
 
 import collections
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
@@ -187,6 +188,9 @@ def _unsupported_reason(fn) -> Optional[str]:
         return None
     if _is_function_node(fn):
         reason = _function_reason(fn)
+    elif _short_name(fn) == "CopySlices":
+        reason = ("torch does not show CopySlices' base and view geometry, nor the node it wraps, to Python "
+                  "(an in-place op on a view)")
     elif fn.name() not in _schemas():
         reason = f"refgrad has no node {_short_name(fn)} (refgrad.nodes() lists those it has)"
     else:
@@ -194,13 +198,9 @@ def _unsupported_reason(fn) -> Optional[str]:
     return reason or _saved_tensor_hook_reason(fn)
 
 
-_SCHEMAS: dict[str, Any] = {}
-
-
-def _schemas() -> dict[str, Any]:
-    if not _SCHEMAS:
-        _SCHEMAS.update({schema.name: schema for schema in refgrad.nodes()})
-    return _SCHEMAS
+@functools.cache
+def _schemas() -> dict[str, refgrad.NodeSchema]:
+    return {schema.name: schema for schema in refgrad.nodes()}
 
 
 # ------------------------------------------------------------------ walking ---
@@ -422,6 +422,11 @@ def _origin(fn) -> str:
     return ""
 
 
+def _program_name(text: str) -> str:
+    """``text`` with what a program name may not hold (other than letters, digits, '_', '.') as '_'."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", text)
+
+
 class _Names:
     """Program names of tensors: from the user's mapping, else prefix0, prefix1, ... Names keep
     the characters a program name may hold (letters, digits, '_', '.')."""
@@ -436,7 +441,7 @@ class _Names:
             if not isinstance(tensor, torch.Tensor) or not isinstance(name, str):
                 raise refgrad.Error(f"refgrad.torch.capture: names maps str to tensor (or tensor to str), "
                                     f"got {type(key).__name__}: {type(value).__name__}")
-            self._assign(tensor, re.sub(r"[^A-Za-z0-9_.]", "_", name))
+            self._assign(tensor, _program_name(name))
 
     def _assign(self, tensor: torch.Tensor, name: str) -> str:
         if id(tensor) in self._by_id:
@@ -447,9 +452,6 @@ class _Names:
         self._keep.append(tensor)
         self._used.add(name)
         return name
-
-    def given(self, tensor: torch.Tensor) -> bool:
-        return id(tensor) in self._by_id
 
     def __call__(self, tensor: torch.Tensor, prefix: str) -> str:
         if id(tensor) in self._by_id:
@@ -503,7 +505,7 @@ class _Builder:
             origin=_origin(fn))
         if _is_function_node(fn):
             node.kind = "function"
-            node.name = f"{_short_name(fn)}_{index}"
+            node.name = _program_name(f"{_short_name(fn)}_{index}")
             node.function_saved = self._function_saved(fn)
             self.function_nodes[node.name] = fn
         else:
@@ -534,9 +536,7 @@ class _Builder:
         self.leaves[name] = variable
         node = self.graph.nodes[index]
         node.origin = _origin(fn)
-        for hook_name, hook in _hook_names(name, "hook", variable._backward_hooks):
-            node.tensor_pre_hooks.setdefault(0, []).append(hook_name)
-            self.tensor_hooks[hook_name] = hook
+        self._add_tensor_hooks(node, 0, name, variable._backward_hooks)
         for hook_name, hook in _hook_names(name, "post_accumulate_grad_hook",
                                            getattr(variable, "_post_accumulate_grad_hooks", None)):
             node.post_acc_grad_hooks.append(hook_name)
@@ -550,11 +550,15 @@ class _Builder:
             return
         name = self.names(tensor, "output")
         node = self.graph.nodes[self.walk.index[tensor.grad_fn]]
-        for hook_name, hook in _hook_names(name, "hook", tensor._backward_hooks):
-            node.tensor_pre_hooks.setdefault(tensor.output_nr, []).append(hook_name)
-            self.tensor_hooks[hook_name] = hook
+        self._add_tensor_hooks(node, tensor.output_nr, name, tensor._backward_hooks)
         if tensor.retains_grad:
             node.retains_grad[tensor.output_nr] = name
+
+    def _add_tensor_hooks(self, node: GraphNode, slot: int, name: str, hooks) -> None:
+        """A tensor's hooks are tensor pre-hooks of the node its grad flows into, at its slot."""
+        for hook_name, hook in _hook_names(name, "hook", hooks):
+            node.tensor_pre_hooks.setdefault(slot, []).append(hook_name)
+            self.tensor_hooks[hook_name] = hook
 
 
 # -------------------------------------------------------------------- host ---
@@ -627,7 +631,7 @@ def _function_backward(fn, promote: bool) -> Callable:
 # ----------------------------------------------------------------- capture ---
 
 
-@dataclass
+@dataclass(repr=False)
 class Capture:
     """A captured backward: the graph model, the program (in a bundle with its tensors), for each
     instruction the graph node it came from, the leaves by name, and the host (hooks, functions)."""
@@ -638,7 +642,7 @@ class Capture:
     leaves: dict[str, torch.Tensor]
     captures: list[str]  # torch.autograd.grad's inputs, by name; empty for a backward()
     accumulate_grad: bool
-    _builder: _Builder = field(repr=False)
+    _builder: _Builder
 
     @property
     def program(self) -> refgrad.Program:
@@ -678,6 +682,10 @@ class Capture:
     def save(self, path: str) -> None:
         """Writes the program and its tensors as one bundle (.safetensors)."""
         self.bundle.save(str(path))
+
+    def __repr__(self) -> str:
+        return (f"<Capture {self.program.name}: {len(self.program)} instructions, "
+                f"{len(self.graph.nodes)} nodes, leaves {sorted(self.leaves)}>")
 
 
 def _grad_outputs(outputs: list[torch.Tensor], grad_outputs) -> list[torch.Tensor]:
