@@ -211,18 +211,21 @@ def hooked_model(log):
     w.register_post_accumulate_grad_hook(lambda p: log.append(("w post", p.grad.sum().item())))
     b.register_post_accumulate_grad_hook(lambda p: log.append(("b post", p.grad.sum().item())))
     x = torch.linspace(-1, 1, 6, dtype=torch.float64).reshape(2, 3)
-    return w, b, ((x @ w + b).tanh() * torch.arange(3.0, dtype=torch.float64)).sum()
+    hidden = x @ w + b
+    hidden.register_hook(lambda grad: log.append(("hidden hook", grad.sum().item())) or grad * 0.5)
+    return w, b, hidden, (hidden.tanh() * torch.arange(3.0, dtype=torch.float64)).sum()
 
 
-def test_leaf_hooks_and_post_accumulate_grad_hooks_fire_as_in_torch():
+def test_tensor_hooks_and_post_accumulate_grad_hooks_fire_as_in_torch():
     ours_log, torch_log = [], []
-    w, b, loss = hooked_model(ours_log)
-    captured = rt.capture(loss, names={"w": w, "b": b})
+    w, b, hidden, loss = hooked_model(ours_log)
+    captured = rt.capture(loss, names={"w": w, "b": b, "hidden": hidden})
     assert sorted(captured.host.hooks) == [
-        "b_hook0", "b_post_accumulate_grad_hook0", "w_hook0", "w_hook1", "w_post_accumulate_grad_hook0"]
+        "b_hook0", "b_post_accumulate_grad_hook0", "hidden_hook0", "w_hook0", "w_hook1",
+        "w_post_accumulate_grad_hook0"]
     ours = captured.run("float64")
     assert ours_log  # the hooks ran, in refgrad
-    w2, b2, loss2 = hooked_model(torch_log)
+    w2, b2, _, loss2 = hooked_model(torch_log)
     loss2.backward()
     assert [name for name, _ in ours_log] == [name for name, _ in torch_log]
     for (name, ours_sum), (_, torch_sum) in zip(ours_log, torch_log):
@@ -258,6 +261,15 @@ def test_broadcasting_grads_are_summed_to_the_input_shape(dtype):
     assert ours["a"].shape == (3, 1) and ours["b"].shape == (4,)
     assert_grads_close(ours["a"], a.grad, dtype, "a")
     assert_grads_close(ours["b"], b.grad, dtype, "b")
+
+
+def test_the_capture_keeps_the_values_it_was_taken_with():
+    w = torch.tensor([1.0, 2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    captured = rt.capture((w * w.exp()).sum(), names={"w": w})
+    before = captured.run()
+    with torch.no_grad():
+        w.mul_(3)  # an optimizer step, say
+    assert torch.equal(captured.run()["w"], before["w"])
 
 
 def test_an_existing_grad_is_accumulated_into():
