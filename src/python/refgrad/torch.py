@@ -10,6 +10,7 @@ capture() walks the grad_fn graph (name(), next_functions, _sequence_nr(),
 _input_metadata, _saved_* fields, AccumulateGrad's .variable) into the graph
 model of refgrad.graph, and refgrad.functionalize (the C++ functionalizer)
 orders it as torch's engine would. Nothing of the engine is written here.
+graph_of() returns the graph model without functionalizing it.
 Call it before the backward (or after one with retain_graph=True): a backward
 frees the saved values.
 
@@ -31,7 +32,9 @@ What torch 2.13 shows to Python, and so what a capture holds
   (``variable._backward_hooks``), post-accumulate-grad hooks
   (``variable._post_accumulate_grad_hooks``), and the hooks and retain_grad()
   of the non-leaf tensors capture is given (``outputs``, ``inputs`` and the
-  values of ``names``).
+  values of ``names``). A post-accumulate-grad hook is given a stand-in leaf
+  (the parameter's values, refgrad's .grad), so a run never changes the
+  user's parameters.
 * Hooks that are registered but invisible from Python, and so NOT captured
   (the program runs without them): node hooks and pre-hooks
   (``grad_fn.register_hook`` / ``register_prehook``, on C++ and
@@ -47,7 +50,14 @@ What torch 2.13 shows to Python, and so what a capture holds
 * Refused, with an UnsupportedError naming the node, its saved fields and its
   path from the root: nodes refgrad lacks (CopySlices among them: it hides
   its view geometry and wrapped node), saved-tensor hooks, and activation
-  checkpointing. coverage() lists them without raising.
+  checkpointing. coverage() lists them without raising. The functionalizer
+  refuses what it cannot express yet, and its message names the node and
+  where it sits: CatBackward0 and StackBackward0 of more than one tensor
+  (torch gives such a node one edge per list item; refgrad's schema one per
+  input).
+* A node torch gives no input for a non-differentiable output
+  (MaxPool2DWithIndicesBackward0's indices) gets an empty slot there, as
+  refgrad's schema counts every forward output.
 * With anomaly mode on during the forward (torch.autograd.detect_anomaly),
   each node's origin is the user's source line that created it.
 """
@@ -55,6 +65,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
@@ -67,8 +78,8 @@ from refgrad.graph import Edge, FunctionalizeOptions, Graph, GraphNode, Order, f
 __all__ = ["Capture", "Host", "Unsupported", "UnsupportedError", "capture", "coverage", "graph_of"]
 
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
-_TORCH_DIR = str(torch.__file__).rsplit("/", 1)[0]
-_REFGRAD_DIR = str(refgrad.__file__).rsplit("/", 1)[0]
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_REFGRAD_DIR = os.path.dirname(refgrad.__file__)
 
 
 class UnsupportedError(refgrad.Error):
