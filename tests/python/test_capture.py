@@ -421,6 +421,19 @@ def test_coverage_lists_unsupported_nodes_without_raising():
     assert rt.coverage((x * 2).sum()) == []
 
 
+@pytest.mark.xfail(strict=True, raises=rt.UnsupportedError,
+                   reason="torch shows Python no CopySlices base or view geometry, nor the node it wraps, so an "
+                          "in-place op on a view cannot be captured")
+def test_in_place_op_on_a_view_runs_as_in_torch():
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64, requires_grad=True)
+    y = x.clone()
+    y[:, 0] *= 3.0  # MulBackward0 inside CopySlices
+    loss = (y * y).sum()
+    ours = rt.capture(loss, names={"x": x}).run()
+    loss.backward()
+    assert torch.equal(ours["x"], x.grad)
+
+
 def test_a_freed_graph_raises_clearly():
     x = torch.ones(2, requires_grad=True)
     loss = x.exp().sum()
