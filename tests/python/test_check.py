@@ -1,0 +1,351 @@
+"""refgrad.check and refgrad.engines: engines against the oracle, first divergence, reproducers.
+
+Run as tests/python/conftest.py says, e.g.
+    PYTHONPATH=build-py/src/python:src/python python -m pytest tests/python/test_check.py -q
+build/refgrad (meson setup build -Dpython=false && ninja -C build refgrad) re-runs the reproducers;
+the test that needs it is skipped, saying so, when it is missing.
+"""
+import copy
+import os
+import subprocess
+
+import pytest
+import torch
+
+import refgrad
+import refgrad.check as refgrad_check
+from refgrad.engines import CompiledAutograd, EngineError, engine
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.path.join(REPO, "build", "refgrad")
+
+
+class MLPLoss(torch.nn.Module):
+    """nn.Sequential Linear-Tanh-Linear and an MSE loss: forward(x, target) returns the loss."""
+
+    def __init__(self, *layers):
+        super().__init__()
+        self.net = torch.nn.Sequential(*layers) if layers else torch.nn.Sequential(
+            torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+
+    def forward(self, x, target):
+        return torch.nn.functional.mse_loss(self.net(x), target)
+
+
+MLP_GRADS = ["net.2.bias", "net.2.weight", "net.0.bias", "net.0.weight"]  # in the oracle's order
+
+
+@pytest.fixture
+def mlp():
+    torch.manual_seed(0)
+    return MLPLoss(), torch.randn(5, 3), torch.randn(5, 2)
+
+
+class Scaled:
+    """An engine that returns eager's gradients with one of them scaled by 1.01."""
+
+    def __init__(self, gradient, factor=1.01):
+        self.name = f"scaled_{gradient}"
+        self.gradient, self.factor = gradient, factor
+
+    def gradients(self, forward, grad_outputs):
+        run = forward()
+        torch.autograd.backward(run.outputs, grad_outputs)
+        grads = {name: leaf.grad for name, leaf in run.leaves.items()}
+        grads[self.gradient] = grads[self.gradient] * self.factor
+        return grads
+
+
+class Float64ThenCast:
+    """A correct engine that sums in another order: the forward and backward in float64, the gradients
+    cast back to float32."""
+
+    name = "float64_then_cast"
+
+    def gradients(self, forward, grad_outputs):
+        def in_float64(module):
+            return lambda *args: module.double()(*[arg.double() for arg in args])
+
+        run = forward(transform=in_float64)
+        torch.autograd.backward(run.outputs, [g.double() for g in grad_outputs])
+        return {name: leaf.grad.float() for name, leaf in run.leaves.items()}
+
+
+class PerturbedNode:
+    """Eager autograd with a node post-hook that scales the outgoing grads of the first node named
+    ``node`` (walking from the root): a bug planted in one node of the backward."""
+
+    def __init__(self, node, factor=1.01):
+        self.name = f"perturbed_{node}"
+        self.node, self.factor = node, factor
+
+    def gradients(self, forward, grad_outputs, *, observe=None):
+        run = forward()
+        target = self._find(run.outputs[0].grad_fn)
+        target.register_hook(lambda inputs, outputs: tuple(None if g is None else g * self.factor for g in inputs))
+        if observe is not None:
+            observe(run)
+        torch.autograd.backward(run.outputs, grad_outputs)
+        return {name: leaf.grad for name, leaf in run.leaves.items()}
+
+    def _find(self, root):
+        queue, seen = [root], set()
+        while queue:
+            node = queue.pop(0)
+            if node.name() == self.node:
+                return node
+            seen.add(node)
+            queue += [n for n, _ in node.next_functions if n is not None and n not in seen]
+        raise AssertionError(f"no node {self.node}")
+
+
+def test_mlp_passes_for_eager_and_compiled_autograd(mlp, tmp_path):
+    model, x, target = mlp
+    compiled = CompiledAutograd()  # aot_eager
+    report = refgrad_check.check(model, x, target, engines=("eager", compiled), reproducer_dir=str(tmp_path))
+    assert report.passed, str(report)
+    assert list(report.results) == ["eager", "compiled_autograd"]
+    for grads in report.results.values():
+        assert list(grads) == MLP_GRADS
+        for result in grads.values():
+            assert result.passed and result.max_abs <= result.tolerance
+    assert report.first_divergence == {"eager": None, "compiled_autograd": None}
+    assert report.reproducers == {} and os.listdir(tmp_path) == []
+    # compiled autograd really ran: it captured a graph and compiled code was called
+    assert compiled.captures >= 1 and compiled.compiled_calls >= 1
+
+
+def test_engine_names():
+    assert engine("compiled_autograd").name == "compiled_autograd"
+    assert engine("compiled_autograd").backend == "aot_eager"
+    assert engine("compiled_autograd:inductor").backend == "inductor"
+    assert engine("torch_compile").backend == "inductor"
+    assert engine("torch_compile:aot_eager").name == "torch_compile:aot_eager"
+    with pytest.raises(EngineError, match="unknown engine 'autograd'"):
+        engine("autograd")
+    with pytest.raises(EngineError, match="neither an engine name"):
+        engine(object())
+
+
+def test_cuda_engines_are_skipped_without_a_gpu(mlp, tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the CUDA engine runs instead of being skipped")
+    model, x, target = mlp
+    report = refgrad_check.check(model, x, target, engines=("eager", "eager:cuda"), reproducer_dir=str(tmp_path))
+    assert report.passed and list(report.results) == ["eager"]
+    assert "no GPU" in report.skipped["eager:cuda"]
+    assert "skipping engine eager:cuda" in capsys.readouterr().out
+
+
+def test_a_scaled_gradient_fails_alone_and_writes_a_reproducer(mlp, tmp_path):
+    model, x, target = mlp
+    scaled = Scaled("net.2.weight")
+    report = refgrad_check.check(model, x, target, engines=("eager", scaled), reproducer_dir=str(tmp_path))
+    assert not report.passed
+    failed = [name for name, result in report.results[scaled.name].items() if not result.passed]
+    assert failed == ["net.2.weight"]
+    result = report.results[scaled.name]["net.2.weight"]
+    assert result.max_rel == pytest.approx(0.01, rel=1e-3)  # the 1.01 planted
+    assert report.first_divergence["eager"] is None
+    divergence = report.first_divergence[scaled.name]
+    assert not divergence.localized and str(divergence).startswith("not localized: ")
+    assert list(report.reproducers) == [scaled.name]
+    path = report.reproducers[scaled.name]
+    assert os.path.dirname(path) == str(tmp_path) and os.listdir(tmp_path) == [os.path.basename(path)]
+
+    bundle = refgrad.Bundle.load(path)
+    assert [r.engine for r in bundle.results] == ["eager", scaled.name]
+    assert sorted(bundle.results[1].tensors) == sorted("@" + name for name in MLP_GRADS)
+    assert bundle.comparison == refgrad.Comparison("reference", "refgrad", None, None)
+    provenance = bundle.provenance
+    assert provenance["torch_version"] == torch.__version__
+    assert provenance["engine"] == scaled.name and provenance["fn"].endswith("MLPLoss")
+    assert provenance["python_calls"] == "none" and provenance["date"]
+
+
+def test_refgrad_check_reruns_a_reproducer_and_fails_on_the_gradient(mlp, tmp_path):
+    if not os.path.exists(CLI):
+        pytest.skip(f"{CLI} is missing (meson setup build -Dpython=false && ninja -C build refgrad)")
+    model, x, target = mlp
+    scaled = Scaled("net.0.bias")
+    report = refgrad_check.check(model, x, target, engines=("eager", scaled), reproducer_dir=str(tmp_path))
+    run = subprocess.run([CLI, "check", report.reproducers[scaled.name]], capture_output=True, text=True)
+    assert run.returncode == 1, run.stdout + run.stderr
+    failing = [line.split() for line in run.stdout.splitlines() if line.rstrip().endswith("FAIL")]
+    assert [(row[1], row[3]) for row in failing] == [(scaled.name, "@net.0.bias")], run.stdout
+    assert "7 of 8 gradients pass" in run.stdout
+
+
+def test_an_engine_that_sums_in_another_order_is_not_flagged(mlp, tmp_path):
+    model, x, target = mlp
+    report = refgrad_check.check(model, x, target, engines=("eager", Float64ThenCast()), reproducer_dir=str(tmp_path))
+    assert report.passed, str(report)
+    # it did differ from eager: the check is not passing it by comparing the same numbers
+    eager, other = report.results["eager"], report.results["float64_then_cast"]
+    assert any(eager[name].max_abs != other[name].max_abs for name in MLP_GRADS)
+
+
+def test_each_engine_gets_a_fresh_module_and_rng_state(tmp_path):
+    torch.manual_seed(1)
+    model = MLPLoss(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.5), torch.nn.Tanh(),
+                    torch.nn.Linear(4, 2))
+    model.train()
+    x, target = torch.randn(6, 3), torch.randn(6, 2)
+    before = copy.deepcopy(model.state_dict())
+    rng = torch.random.get_rng_state()
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def gradients(self, forward, grad_outputs):
+            def spy(module):
+                seen.append((module.net[1].running_mean.clone(), int(module.net[1].num_batches_tracked), module))
+                return module
+
+            run = forward(transform=spy)
+            torch.autograd.backward(run.outputs, grad_outputs)
+            return {name: leaf.grad for name, leaf in run.leaves.items()}
+
+    report = refgrad_check.check(model, x, target, engines=("eager", Spy(), Spy()), reproducer_dir=str(tmp_path))
+    # dropout draws the same mask for every engine and the oracle, or eager would disagree with R
+    assert report.passed, str(report)
+    assert len(seen) == 2 and seen[0][2] is not seen[1][2] and seen[0][2] is not model
+    for running_mean, batches, _ in seen:  # each engine's copy starts from the user's running stats
+        assert torch.equal(running_mean, before["net.1.running_mean"]) and batches == 0
+    for name, value in model.state_dict().items():  # the user's module is untouched
+        assert torch.equal(value, before[name]), name
+    assert all(p.grad is None for p in model.parameters())
+    assert torch.equal(torch.random.get_rng_state(), rng)
+
+
+def test_leaves_are_named_by_parameter_and_argument(tmp_path):
+    torch.manual_seed(2)
+    linear = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3, requires_grad=True)
+    scale = torch.randn(2, requires_grad=True)
+
+    def fn(layer, inputs, weights):
+        return (layer(inputs) * weights[0]).sum()
+
+    report = refgrad_check.check(fn, linear, x, [scale], engines=("eager",), reproducer_dir=str(tmp_path))
+    assert report.passed and sorted(report.results["eager"]) == ["arg0.bias", "arg0.weight", "arg1", "arg2.0"]
+    assert x.grad is None and scale.grad is None and linear.weight.grad is None
+
+
+def test_leaves_outside_fn_and_args_are_refused(tmp_path):
+    hidden = torch.nn.Linear(3, 1)
+    with pytest.raises(refgrad.Error, match="neither parameters of fn nor among args"):
+        refgrad_check.check(lambda x: hidden(x).sum(), torch.randn(2, 3), reproducer_dir=str(tmp_path))
+
+
+def test_a_gradient_of_the_wrong_dtype_or_shape_fails(mlp, tmp_path):
+    model, x, target = mlp
+
+    class Wrong:
+        name = "wrong"
+
+        def gradients(self, forward, grad_outputs):
+            run = forward()
+            torch.autograd.backward(run.outputs, grad_outputs)
+            grads = {name: leaf.grad for name, leaf in run.leaves.items()}
+            grads["net.0.bias"] = grads["net.0.bias"].double()
+            grads["net.2.bias"] = grads["net.2.bias"][:1]
+            grads["net.2.weight"] = torch.full_like(grads["net.2.weight"], float("nan"))
+            del grads["net.0.weight"]
+            return grads
+
+    report = refgrad_check.check(model, x, target, engines=("eager", Wrong()), reproducer_dir=str(tmp_path))
+    wrong = report.results["wrong"]
+    assert not any(result.passed for result in wrong.values())
+    assert wrong["net.0.bias"].note == "dtype torch.float64, expected torch.float32"
+    assert wrong["net.2.bias"].note == "shape [1], R's [2]"
+    assert wrong["net.2.weight"].note == "NaN"
+    assert wrong["net.0.weight"].note == "no gradient"
+
+
+def test_plain_tolerances_replace_the_rule(mlp, tmp_path):
+    model, x, target = mlp
+    loose = refgrad_check.check(model, x, target, engines=("eager", Scaled("net.2.weight")), rtol=0.02, atol=0.0,
+                                reproducer_dir=str(tmp_path))
+    assert loose.passed and "plain rule" in loose.rule
+    with pytest.raises(refgrad.Error, match="both rtol and atol"):
+        refgrad_check.check(model, x, target, rtol=0.1)
+
+
+def test_to_dict_and_html_name_every_engine_and_gradient(mlp, tmp_path):
+    model, x, target = mlp
+    scaled = Scaled("net.0.weight")
+    scaled.name = "<scaled & co>"
+    report = refgrad_check.check(model, x, target, engines=("eager", scaled), reproducer_dir=str(tmp_path))
+    as_dict = report.to_dict()
+    assert as_dict["passed"] is False
+    assert set(as_dict["results"]) == {"eager", "<scaled & co>"}
+    for grads in as_dict["results"].values():
+        assert list(grads) == MLP_GRADS and set(grads["net.0.bias"]) >= {"max_abs", "max_rel", "tolerance", "passed"}
+    assert as_dict["first_divergence"]["eager"] is None
+    assert as_dict["first_divergence"]["<scaled & co>"]["localized"] is False
+    assert as_dict["reproducers"]["<scaled & co>"].endswith(".safetensors")
+    page = report._repr_html_()
+    assert "&lt;scaled &amp; co&gt;" in page and "<scaled" not in page
+    for name in MLP_GRADS:
+        assert page.count(f"<td>{name}</td>") == 2 and str(report).count(name) >= 2
+
+
+@pytest.mark.parametrize("node, label", [("TanhBackward0", "TanhBackward0"), ("TBackward0", "TBackward0"),
+                                         ("MseLossBackward0", "MseLossBackward0")])
+def test_first_divergence_names_the_perturbed_node(mlp, tmp_path, node, label):
+    model, x, target = mlp
+    perturbed = PerturbedNode(node)
+    report = refgrad_check.check(model, x, target, engines=("eager", perturbed), reproducer_dir=str(tmp_path))
+    assert not report.passed
+    divergence = report.first_divergence[perturbed.name]
+    assert divergence.localized, str(divergence)
+    assert divergence.node == label
+    assert report.first_divergence["eager"] is None
+    program = refgrad.Bundle.load(report.reproducers[perturbed.name]).program
+    assert program.code[divergence.pc].node == label
+    assert divergence.instruction.split("=", 1)[1].split()[0] == label
+    assert divergence.error > divergence.tolerance
+
+
+def test_first_divergence_under_compiled_autograd(mlp, tmp_path):
+    """A compiler backend that scales every tanh_backward result: compiled autograd's graph goes wrong
+    at TanhBackward0, and the node hooks, traced into the compiled graph, find it there."""
+    model, x, target = mlp
+
+    def scale_tanh_backward(graph_module, example_inputs):
+        for fx_node in graph_module.graph.nodes:
+            if fx_node.target is torch.ops.aten.tanh_backward.default:
+                with graph_module.graph.inserting_after(fx_node):
+                    scaled = graph_module.graph.call_function(torch.ops.aten.mul.Tensor, (fx_node, 1.01))
+                fx_node.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+        graph_module.recompile()
+        return graph_module
+
+    from torch._dynamo.backends.common import aot_autograd
+    buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_tanh_backward), name="buggy_compiler")
+    report = refgrad_check.check(model, x, target, engines=("eager", buggy), reproducer_dir=str(tmp_path))
+    assert not report.passed
+    assert [n for n, r in report.results["buggy_compiler"].items() if not r.passed] == ["net.0.bias", "net.0.weight"]
+    divergence = report.first_divergence["buggy_compiler"]
+    assert divergence.node == "TanhBackward0", str(divergence)
+    assert "second backward" in divergence.graph
+
+
+def test_torch_compile_is_a_black_box_that_passes(mlp, tmp_path):
+    model, x, target = mlp
+    report = refgrad_check.check(model, x, target, engines=("eager", "torch_compile:aot_eager"),
+                                 reproducer_dir=str(tmp_path))
+    assert report.passed, str(report)
+    assert list(report.results["torch_compile:aot_eager"]) == MLP_GRADS
+
+
+def test_compiled_autograd_with_inductor_on_a_tiny_mlp(tmp_path):
+    """The one inductor test (inductor compiles slowly on two cores)."""
+    torch.manual_seed(3)
+    model = MLPLoss(torch.nn.Linear(2, 2), torch.nn.Tanh(), torch.nn.Linear(2, 1))
+    report = refgrad_check.check(model, torch.randn(3, 2), torch.randn(3, 1),
+                                 engines=("eager", "compiled_autograd:inductor"), reproducer_dir=str(tmp_path))
+    assert report.passed, str(report)
+    assert list(report.results) == ["eager", "compiled_autograd:inductor"]
