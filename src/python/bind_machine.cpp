@@ -268,7 +268,12 @@ void bind_machine_class(py::module_& m) {
            }),
            py::arg("program"), py::arg("tensors") = py::none(), py::kw_only(), py::arg("hooks") = py::none(),
            py::arg("functions") = py::none(), py::arg("keep_values") = false, py::arg("trace") = false,
-           py::arg("check_finite") = false)
+           py::arg("check_finite") = false,
+           "program: a Program, a Bundle or a BoundProgram; tensors: values by sigiled name ('$x', '%g', '@w') "
+           "bound with a Program or Bundle; hooks: {name: callable} for the program's `hook &name` "
+           "declarations; functions: {name: callable} for its `function &name` declarations; keep_values: "
+           "keep every register; trace: record a TraceEntry per instruction; check_finite: raise at the first "
+           "NaN or Inf.")
       .def(
           "set_grad",
           [](Self& s, const std::string& name, py::handle value) {

@@ -279,6 +279,14 @@ def test_run_until_stops_after_a_non_finite_value():
     assert np.isinf(machine.register_value("0").numpy()[1])
 
 
+def test_check_finite_raises_at_the_first_non_finite_value():
+    machine = refgrad.Machine(refgrad.load(str(EXAMPLES / "mul.bwd")), check_finite=True)
+    machine.set_grad("g", np.array([1.0, np.nan, 2.0], dtype=np.float32))
+    with pytest.raises(refgrad.Error, match="instruction 0 .*non-finite value in %0"):
+        machine.run()
+    assert machine.pc == 0
+
+
 def test_set_grad_checks_the_declared_type():
     machine = refgrad.Machine(refgrad.load(str(EXAMPLES / "mul.bwd")))
     with pytest.raises(refgrad.Error, match="f32\\[3\\]"):

@@ -1,0 +1,515 @@
+"""refgrad.torch.capture: real torch 2.13 backward graphs, captured and run in refgrad.
+
+The truth is torch's own autograd: every test runs torch's backward (or
+torch.autograd.grad) on the same graph and compares .grad with what the
+captured program computes. Models are built in float64 (compared under
+torch.testing's float64 tolerances) and in float32 (run as captured, compared
+under float32's), with DESIGN.md's rule: max|refgrad - torch| <= atol + rtol * max|torch|.
+"""
+import inspect
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import refgrad  # noqa: E402
+import refgrad.torch as rt  # noqa: E402
+
+DTYPES = [torch.float64, torch.float32]
+TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5)}  # torch.testing's (rtol, atol)
+
+
+def precision(dtype):
+    return "float64" if dtype == torch.float64 else "float32"
+
+
+def assert_grads_close(ours, theirs, dtype, what=""):
+    rtol, atol = TOLERANCES[dtype]
+    assert ours is not None and theirs is not None, what
+    assert ours.shape == theirs.shape, what
+    error = (ours.double() - theirs.double()).abs().max().item()
+    scale = theirs.double().abs().max().item()
+    assert error <= atol + rtol * scale, f"{what}: max error {error} at scale {scale}"
+
+
+def capture_and_compare(model, forward, dtype, seed=0):
+    """Captures forward()'s backward, runs it in refgrad, then torch's backward; compares every .grad."""
+    torch.manual_seed(seed)
+    model = model.to(dtype)
+    loss = forward(model, dtype)
+    captured = rt.capture(loss, names=dict(model.named_parameters()))
+    ours = captured.run(precision(dtype))
+    loss.backward()
+    for name, parameter in model.named_parameters():
+        assert_grads_close(ours[name], parameter.grad, dtype, name)
+        assert ours[name].dtype == dtype
+    return captured
+
+
+# ---------------------------------------------------------------- the zoo ---
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_mlp_with_mse(dtype):
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+
+    def forward(m, dt):
+        return nn.MSELoss()(m(torch.randn(6, 3, dtype=dt)), torch.randn(6, 2, dtype=dt))
+
+    captured = capture_and_compare(model, forward, dtype)
+    # torch 2.13 records these nodes for the MLP (walked by hand from loss.grad_fn).
+    assert {instr.node for instr in captured.program.code if instr.op == "call"} == {
+        "MseLossBackward0", "AddmmBackward0", "TBackward0", "TanhBackward0"}
+    assert set(captured.leaves) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    for instr, node in zip(captured.program.code, captured.node_of_instruction):
+        if instr.op == "call":
+            assert captured.graph.nodes[node].name == instr.node
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cnn_with_batchnorm_pools_and_cross_entropy(dtype):
+    torch.manual_seed(2)
+    model = nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+    model.train()
+
+    def forward(m, dt):
+        return nn.CrossEntropyLoss()(m(torch.randn(3, 2, 6, 6, dtype=dt)), torch.tensor([0, 2, 1]))
+
+    captured = capture_and_compare(model, forward, dtype)
+    called = {instr.node for instr in captured.program.code if instr.op == "call"}
+    assert {"ConvolutionBackward0", "NativeBatchNormBackward0", "MaxPool2DWithIndicesBackward0",
+            "NllLossBackward0", "LogSoftmaxBackward0"} <= called
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_transformer_encoder_layer(dtype):
+    torch.manual_seed(3)
+    model = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+
+    def forward(m, dt):
+        return (m(torch.randn(2, 5, 8, dtype=dt)) ** 2).mean()
+
+    captured = capture_and_compare(model, forward, dtype)
+    assert "ScaledDotProductFlashAttentionForCpuBackward0" in {instr.node for instr in captured.program.code}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_embedding_softmax_cumsum(dtype):
+    torch.manual_seed(4)
+    model = nn.Embedding(10, 4)
+
+    def forward(m, dt):
+        weights = torch.linspace(-1, 1, 4, dtype=dt)
+        return (m(torch.tensor([[1, 2, 3], [4, 5, 1]])).softmax(-1).cumsum(1) * weights).sum()
+
+    capture_and_compare(model, forward, dtype)
+
+
+class ScaledCube(torch.autograd.Function):
+    """y = scale * x**3 + other, with a ctx attribute and a non-tensor argument."""
+
+    @staticmethod
+    def forward(ctx, x, scale, other):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return scale * x ** 3 + other
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * ctx.scale * 3 * x ** 2, None, grad
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_custom_autograd_function(dtype):
+    torch.manual_seed(5)
+    x = torch.randn(4, dtype=dtype, requires_grad=True)
+    other = torch.randn(4, dtype=dtype, requires_grad=True)
+    loss = (ScaledCube.apply(x * 2, 0.5, other) * torch.arange(4, dtype=dtype)).sum()
+    captured = rt.capture(loss, names={"x": x, "other": other})
+    node = next(n for n in captured.graph.nodes if n.kind == "function")
+    assert node.name.startswith("ScaledCubeBackward_")
+    assert len(node.function_saved) == 1
+    assert set(captured.host.functions) == {node.name}
+    ours = captured.run(precision(dtype))
+    loss.backward()
+    assert_grads_close(ours["x"], x.grad, dtype, "x")
+    assert_grads_close(ours["other"], other.grad, dtype, "other")
+
+
+class TwoOutputs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, grad_first, grad_second):
+        return grad_first * 2 + grad_second * 3
+
+
+def test_custom_function_gets_zeros_for_an_unused_output():
+    a = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    first, _ = TwoOutputs.apply(a)
+    loss = (first * 5).sum()
+    ours = rt.capture(loss, names={"a": a}).run()  # the unused output's grad is None in the program
+    loss.backward()  # torch materializes it as zeros, so backward's grad_second * 3 works
+    assert torch.equal(ours["a"], a.grad)
+
+
+def test_the_host_drives_a_machine_step_by_step():
+    x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda grad: grad * 4)
+    loss = ScaledCube.apply(x, 0.5, torch.zeros(3)).sum()
+    captured = rt.capture(loss, names={"x": x})
+    machine = refgrad.Machine(captured.bundle, hooks=captured.host.hooks, functions=captured.host.functions)
+    while not machine.finished:
+        machine.step()
+    loss.backward()
+    assert torch.equal(machine.leaf_grad("x").torch(), x.grad)  # 4 * 1.5 x**2
+    assert repr(captured).startswith("<Capture backward: ")
+
+
+def test_custom_function_runs_promoted_to_float64():
+    x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    loss = ScaledCube.apply(x, 0.5, torch.zeros(3)).sum()
+    ours = rt.capture(loss, names={"x": x}).run("float64")
+    assert ours["x"].dtype == torch.float64
+    torch.testing.assert_close(ours["x"], 1.5 * x.detach().double() ** 2)  # d/dx 0.5 x^3
+
+
+def test_custom_function_returning_the_wrong_count_raises():
+    class Broken(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    x = torch.ones(2, requires_grad=True)
+    captured = rt.capture(Broken.apply(x, x).sum())
+    with pytest.raises(refgrad.Error, match=r"incorrect number of gradients \(expected 2, got 1\)"):
+        captured.run()
+
+
+# ------------------------------------------------------------------ hooks ---
+
+
+def hooked_model(log):
+    torch.manual_seed(6)
+    w = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    w.register_hook(lambda grad: log.append(("w hook 1", grad.sum().item())) or grad * 2)
+    w.register_hook(lambda grad: log.append(("w hook 2", grad.sum().item())))
+    b.register_hook(lambda grad: log.append(("b hook", grad.sum().item())) or grad + 1)
+    w.register_post_accumulate_grad_hook(lambda p: log.append(("w post", p.grad.sum().item())))
+    b.register_post_accumulate_grad_hook(lambda p: log.append(("b post", p.grad.sum().item())))
+    x = torch.linspace(-1, 1, 6, dtype=torch.float64).reshape(2, 3)
+    hidden = x @ w + b
+    hidden.register_hook(lambda grad: log.append(("hidden hook", grad.sum().item())) or grad * 0.5)
+    return w, b, hidden, (hidden.tanh() * torch.arange(3.0, dtype=torch.float64)).sum()
+
+
+def test_tensor_hooks_and_post_accumulate_grad_hooks_fire_as_in_torch():
+    ours_log, torch_log = [], []
+    w, b, hidden, loss = hooked_model(ours_log)
+    captured = rt.capture(loss, names={"w": w, "b": b, "hidden": hidden})
+    assert sorted(captured.host.hooks) == [
+        "b_hook0", "b_post_accumulate_grad_hook0", "hidden_hook0", "w_hook0", "w_hook1",
+        "w_post_accumulate_grad_hook0"]
+    ours = captured.run("float64")
+    assert ours_log  # the hooks ran, in refgrad
+    w2, b2, _, loss2 = hooked_model(torch_log)
+    loss2.backward()
+    assert [name for name, _ in ours_log] == [name for name, _ in torch_log]
+    for (name, ours_sum), (_, torch_sum) in zip(ours_log, torch_log):
+        assert ours_sum == pytest.approx(torch_sum, rel=1e-12), name
+    assert_grads_close(ours["w"], w2.grad, torch.float64, "w")
+    assert_grads_close(ours["b"], b2.grad, torch.float64, "b")
+
+
+def test_non_leaf_hook_and_retain_grad_of_a_named_tensor():
+    x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    hidden = x * 3
+    hidden.register_hook(lambda grad: grad * 10)
+    hidden.retain_grad()
+    loss = (hidden.exp() / 20).sum()
+    captured = rt.capture(loss, names={"x": x, "hidden": hidden})
+    ours = captured.run()
+    loss.backward()
+    assert_grads_close(ours["x"], x.grad, torch.float64, "x")
+    # retains_grad reads the grad after the tensor's hooks, as torch's .grad does.
+    assert_grads_close(ours["hidden"], hidden.grad, torch.float64, "hidden")
+
+
+# ------------------------------------------------ engine cases, end to end ---
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_broadcasting_grads_are_summed_to_the_input_shape(dtype):
+    a = torch.randn(3, 1, dtype=dtype, requires_grad=True)
+    b = torch.randn(4, dtype=dtype, requires_grad=True)
+    loss = ((a + b) * (a * b)).sum()
+    ours = rt.capture(loss, names={"a": a, "b": b}).run(precision(dtype))
+    loss.backward()
+    assert ours["a"].shape == (3, 1) and ours["b"].shape == (4,)
+    assert_grads_close(ours["a"], a.grad, dtype, "a")
+    assert_grads_close(ours["b"], b.grad, dtype, "b")
+
+
+def test_the_capture_keeps_the_values_it_was_taken_with():
+    w = torch.tensor([1.0, 2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    captured = rt.capture((w * w.exp()).sum(), names={"w": w})
+    before = captured.run()
+    with torch.no_grad():
+        w.mul_(3)  # an optimizer step, say
+    assert torch.equal(captured.run()["w"], before["w"])
+
+
+def test_an_existing_grad_is_accumulated_into():
+    w = torch.tensor([1.0, 2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    w.grad = torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64)
+    loss = (w * w).sum()
+    captured = rt.capture(loss, names={"w": w})
+    assert captured.graph.leaves[0].grad.tolist() == [0.5, 0.5, 0.5]
+    ours = captured.run()
+    loss.backward()
+    assert ours["w"].tolist() == w.grad.tolist() == [2.5, 4.5, -1.5]  # 0.5 + 2w
+
+
+def test_autograd_grad_with_a_subset_of_inputs():
+    torch.manual_seed(7)
+    w1 = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w2 = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(5, 3, dtype=torch.float64)
+    hidden = (x @ w1).relu()
+    loss = (hidden @ w2).pow(2).sum()
+    captured = rt.capture(loss, inputs=[w1, hidden], names={"w1": w1, "w2": w2, "hidden": hidden})
+    assert [name for name, _ in captured.graph.captures] == ["w1", "hidden"]
+    ours = captured.run()
+    expected = torch.autograd.grad(loss, [w1, hidden])
+    assert list(ours) == ["w1", "hidden"]
+    assert_grads_close(ours["w1"], expected[0], torch.float64, "w1")
+    assert_grads_close(ours["hidden"], expected[1], torch.float64, "hidden")
+    assert w1.grad is None and w2.grad is None  # autograd.grad accumulates nothing
+
+
+def test_backward_with_inputs_accumulates_only_into_them():
+    torch.manual_seed(9)
+    w1 = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w2 = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    loss = ((torch.randn(5, 3, dtype=torch.float64) @ w1).relu() @ w2).pow(2).sum()
+    ours = rt.capture(loss, inputs=[w1], accumulate_grad=True, names={"w1": w1, "w2": w2}).run()
+    loss.backward(inputs=[w1])
+    assert w2.grad is None and ours.get("w2") is None
+    assert_grads_close(ours["w1"], w1.grad, torch.float64, "w1")
+
+
+def test_autograd_grad_of_an_unused_input_raises_as_torch_does():
+    x = torch.ones(2, requires_grad=True)
+    unused = torch.ones(2, requires_grad=True)
+    loss = (x * 2).sum()
+    with pytest.raises(refgrad.Error, match="appears to not have been used in the graph"):
+        rt.capture(loss, inputs=[unused])
+    captured = rt.capture(loss, inputs=[x, unused], allow_unused=True)
+    ours = captured.run()
+    assert ours["input0"].tolist() == [2.0, 2.0] and ours["input1"] is None
+
+
+def test_negative_saved_ints_round_trip(tmp_path):
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3).requires_grad_()
+    loss = (x.sum(-1) * torch.tensor([1.0, -2.0], dtype=torch.float64)).sum()
+    assert loss.grad_fn.next_functions[0][0].next_functions[0][0]._saved_dim == (2**64 - 1,)  # torch's view of -1
+    captured = rt.capture(loss, names={"x": x})
+    assert "dim=[-1]" in str(captured.program)
+    path = tmp_path / "sum.safetensors"
+    captured.save(path)
+    loaded = refgrad.Bundle.load(str(path))
+    assert loaded.program == captured.program
+    ours = refgrad.run_program(loaded)["@x"].torch()
+    loss.backward()
+    assert torch.equal(ours, x.grad)
+
+
+def test_grad_outputs_for_a_non_scalar_output():
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    y = x * x
+    with pytest.raises(refgrad.Error, match="grad can be implicitly created only for scalar outputs"):
+        rt.capture(y)
+    g = torch.tensor([1.0, -3.0], dtype=torch.float64)
+    ours = rt.capture(y, grad_outputs=g, names={"x": x}).run()
+    y.backward(g)
+    assert torch.equal(ours["x"], x.grad)
+    with pytest.raises(refgrad.Error, match="element 0 of tensors does not require grad"):
+        rt.capture(torch.ones(1))
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+def test_origin_is_the_forward_line_under_anomaly_mode():
+    x = torch.ones(2, requires_grad=True)
+    with torch.autograd.detect_anomaly(check_nan=False):
+        loss = (x.exp() * 2).sum()
+    line = inspect.currentframe().f_lineno - 1
+    captured = rt.capture(loss)
+    origins = {node.name: node.origin for node in captured.graph.nodes if node.kind == "builtin"}
+    assert origins["ExpBackward0"] == f"{pathlib.Path(__file__)}:{line}"
+    assert rt.capture((x * 2).sum()).graph.nodes[0].origin == ""  # no anomaly mode, no origin
+
+
+# ------------------------------------------------------------ unsupported ---
+
+
+def checkpointed_loss(use_reentrant):
+    import torch.utils.checkpoint as checkpoint
+
+    torch.manual_seed(8)
+    layer = nn.Linear(3, 3)
+    x = torch.randn(2, 3, requires_grad=True)
+    return checkpoint.checkpoint(lambda a: layer(a).relu(), x, use_reentrant=use_reentrant).mean()
+
+
+def test_reentrant_checkpoint_raises_naming_node_fields_and_path():
+    loss = checkpointed_loss(use_reentrant=True)
+    with pytest.raises(rt.UnsupportedError) as raised:
+        rt.capture(loss)
+    message = str(raised.value)
+    assert "CheckpointFunctionBackward" in message
+    assert "activation checkpointing" in message
+    assert "_raw_saved_tensors" in message  # its saved fields
+    assert "MeanBackward0 -> CheckpointFunctionBackward" in message  # where it sits
+    assert isinstance(raised.value, refgrad.Error)
+
+
+def test_non_reentrant_checkpoint_raises_for_its_saved_tensor_hooks():
+    with pytest.raises(rt.UnsupportedError, match=r"ReluBackward0: activation checkpointing .*use_reentrant=False"):
+        rt.capture(checkpointed_loss(use_reentrant=False))
+
+
+def test_module_full_backward_hooks_raise():
+    layer = nn.Linear(2, 2)
+    layer.register_full_backward_hook(lambda module, grad_input, grad_output: None)
+    with pytest.raises(rt.UnsupportedError, match="BackwardHookFunctionBackward: nn.Module full backward hooks"):
+        rt.capture(layer(torch.ones(1, 2)).sum())
+
+
+def test_active_saved_tensor_hooks_raise():
+    x = torch.ones(2, requires_grad=True)
+    loss = x.exp().sum()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        with pytest.raises(refgrad.Error, match="saved-tensor hooks are active"):
+            rt.capture(loss)
+
+
+def test_coverage_lists_unsupported_nodes_without_raising():
+    x = torch.randn(4, 4, requires_grad=True)
+    copy = x.clone()
+    copy[0] = 0.0  # an in-place write into a view: CopySlices
+    loss = (checkpointed_loss(use_reentrant=True) + copy.sum()).exp()
+    found = rt.coverage(loss)
+    assert sorted(item.name for item in found) == ["CheckpointFunctionBackward", "CopySlices"]
+    copy_slices = next(item for item in found if item.name == "CopySlices")
+    assert copy_slices.where == "ExpBackward0 -> AddBackward0 -> SumBackward0 -> CopySlices"
+    assert "base and view geometry" in copy_slices.reason
+    checkpoint = next(item for item in found if item.name == "CheckpointFunctionBackward")
+    assert checkpoint.where == "ExpBackward0 -> AddBackward0 -> MeanBackward0 -> CheckpointFunctionBackward"
+    assert rt.coverage((x * 2).sum()) == []
+
+
+@pytest.mark.xfail(strict=True, raises=rt.UnsupportedError,
+                   reason="torch shows Python no CopySlices base or view geometry, nor the node it wraps, so an "
+                          "in-place op on a view cannot be captured")
+def test_in_place_op_on_a_view_runs_as_in_torch():
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64, requires_grad=True)
+    y = x.clone()
+    y[:, 0] *= 3.0  # MulBackward0 inside CopySlices
+    loss = (y * y).sum()
+    ours = rt.capture(loss, names={"x": x}).run()
+    loss.backward()
+    assert torch.equal(ours["x"], x.grad)
+
+
+def test_a_freed_graph_raises_clearly():
+    x = torch.ones(2, requires_grad=True)
+    loss = x.exp().sum()
+    loss.backward()
+    with pytest.raises(refgrad.Error, match="freed by a backward"):
+        rt.capture(loss)
+
+
+def test_hidden_scalar_types_come_from_the_forward_inputs():
+    x = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)  # float32
+    row = torch.tensor([0.1, 0.2, 1 / 3], dtype=torch.float64, requires_grad=True)
+    loss = (x * row * torch.arange(3.0, dtype=torch.float64)).sum()
+    captured = rt.capture(loss, names={"x": x, "row": row})
+    mul = next(node for node in captured.graph.nodes if node.name == "MulBackward0" and node.next_edges[1] is not None)
+    # Known by construction: x is float32, row float64.
+    assert (mul.saved["self_scalar_type"], mul.saved["other_scalar_type"]) == ("float32", "float64")
+    ours = captured.run("float32")  # as captured: float32 and float64 mixed
+    loss.backward()
+    for name, leaf in captured.leaves.items():
+        assert ours[name].dtype == leaf.dtype, name
+        assert torch.equal(ours[name], leaf.grad), name
+
+
+def cat_with_an_item_that_needs_no_grad():
+    x = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64, requires_grad=True)
+    y = torch.full((4, 3), 1 / 3, dtype=torch.float64, requires_grad=True)
+    fixed = torch.zeros(2, 3, dtype=torch.float64)  # needs no grad: no edge shows its sizes
+    loss = (torch.cat([x * 2, fixed, y], dim=0) * torch.arange(7.0, dtype=torch.float64)[:, None]).sum()
+    return x, y, loss
+
+
+def test_cat_sizes_and_dtypes_are_derived_per_item():
+    x, y, loss = cat_with_an_item_that_needs_no_grad()
+    graph = rt.graph_of(loss, names={"x": x, "y": y})
+    cat = next(node for node in graph.nodes if node.name == "CatBackward0")
+    # Known by construction: cat's items have 1, 2 and 4 rows of float64.
+    assert cat.saved["tensors_args_sizes_symint"] == [[1, 3], [2, 3], [4, 3]]
+    assert cat.saved["tensors_args_scalartypes"] == ["float64"] * 3
+    assert cat.saved["dim"] == 0
+
+
+def test_functionalize_errors_say_where_the_node_sits():
+    x, y, loss = cat_with_an_item_that_needs_no_grad()
+    with pytest.raises(refgrad.Error, match=r"node \d+ \(CatBackward0\).*\(at SumBackward0 -> MulBackward0 -> "
+                                            r"CatBackward0\)"):
+        rt.capture(loss)
+
+
+@pytest.mark.xfail(strict=True, raises=refgrad.Error,
+                   reason="refgrad's functionalize takes one next edge per schema input; torch's CatBackward0 "
+                          "has one per list item (3 here), so functionalize refuses it")
+def test_cat_runs_as_in_torch():
+    x, y, loss = cat_with_an_item_that_needs_no_grad()
+    ours = rt.capture(loss, names={"x": x, "y": y}).run()
+    loss.backward()
+    assert torch.equal(ours["x"], x.grad) and torch.equal(ours["y"], y.grad)
+
+
+def test_native_dropout_train_is_derived_as_true():
+    torch.manual_seed(10)
+    x = torch.randn(50, dtype=torch.float64, requires_grad=True)
+    output, _ = torch.native_dropout(x, 0.25, True)
+    loss = (output * torch.arange(50.0, dtype=torch.float64)).sum()
+    captured = rt.capture(loss, names={"x": x})
+    assert next(n for n in captured.graph.nodes if n.name == "NativeDropoutBackward0").saved["train"] is True
+    ours = captured.run()
+    loss.backward()
+    assert torch.equal(ours["x"], x.grad)  # kept elements scaled by 1 / (1 - p), dropped ones 0
+
+
+def test_compiled_autograd_order_gives_the_same_grads():
+    torch.manual_seed(11)
+    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1)).double()
+    loss = model(torch.randn(4, 3, dtype=torch.float64)).pow(2).mean()
+    captured = rt.capture(loss, names=dict(model.named_parameters()), order="compiled_autograd")
+    ours = captured.run()
+    loss.backward()
+    for name, parameter in model.named_parameters():
+        assert_grads_close(ours[name], parameter.grad, torch.float64, name)
