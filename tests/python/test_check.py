@@ -349,3 +349,41 @@ def test_compiled_autograd_with_inductor_on_a_tiny_mlp(tmp_path):
                                  engines=("eager", "compiled_autograd:inductor"), reproducer_dir=str(tmp_path))
     assert report.passed, str(report)
     assert list(report.results) == ["eager", "compiled_autograd:inductor"]
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class WithPythonCalls(torch.nn.Module):
+    """A tensor hook (registered in the forward, so that every fresh copy has it) and an autograd.Function."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        self.linear.weight.register_hook(lambda grad: 2 * grad)
+        return Square.apply(self.linear(x)).sum()
+
+
+def test_calls_into_python_are_named_in_the_report_and_the_reproducer(tmp_path):
+    torch.manual_seed(4)
+    model, x = WithPythonCalls(), torch.randn(4, 3)
+    scaled = Scaled("linear.bias")
+    report = refgrad_check.check(model, x, engines=("eager", scaled), reproducer_dir=str(tmp_path))
+    assert report.results["eager"]["linear.weight"].passed and report.results["eager"]["linear.bias"].passed
+    assert [n for n, r in report.results[scaled.name].items() if not r.passed] == ["linear.bias"]
+    note = [line for line in report.notes if "calls Python" in line]
+    assert len(note) == 1 and "tensor_pre hook" in note[0] and "autograd.Function backward" in note[0]
+    provenance = refgrad.Bundle.load(report.reproducers[scaled.name]).provenance
+    assert provenance["python_calls"].startswith("needs Python")
+    assert "autograd.Function backward" in provenance["python_calls"]

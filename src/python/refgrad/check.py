@@ -424,6 +424,15 @@ def _slot_error(engine_value, oracle_value, eager_value, rule: _Rule, is_eager: 
     return _max_abs(actual, reference), rule.bound(dtype, _max_magnitude(reference), eager_error, is_eager)
 
 
+def _same_node(graph_node, torch_name: str) -> bool:
+    """Whether torch's node named ``torch_name`` is the oracle's graph node (the same walk finds both)."""
+    if graph_node.kind == "accumulate_grad":
+        return torch_name == "torch::autograd::AccumulateGrad"
+    if graph_node.kind == "builtin":
+        return torch_name.removeprefix("torch::autograd::") == graph_node.name
+    return True  # an autograd.Function's node (named by capture) or CopySlices
+
+
 def _agrees(error: float, bound: float) -> bool:
     return error <= bound
 
@@ -439,12 +448,8 @@ class _Localizer:
         self.eager_grads = eager_grads
 
     def first_divergence(self, recorder: _NodeRecorder, grads: dict, is_eager: bool, graph: str) -> Divergence:
-        expected = [node.name if node.kind != "accumulate_grad" else "torch::autograd::AccumulateGrad"
-                    for node in self.oracle.capture.graph.nodes]
-        actual = [name.removeprefix("torch::autograd::") if "AccumulateGrad" not in name else name
-                  for name in recorder.names]
-        if [e for e in expected if "Backward" in e or "Accumulate" in e] != \
-                [a for a, e in zip(actual, expected) if "Backward" in e or "Accumulate" in e] or len(actual) != len(expected):
+        graph_nodes = self.oracle.capture.graph.nodes
+        if len(recorder.names) != len(graph_nodes) or not all(map(_same_node, graph_nodes, recorder.names)):
             return Divergence(reason="the engine's autograd graph differs from the oracle's (node names or count)",
                               graph=graph)
         for pc, index in self.oracle.node_calls():
