@@ -160,7 +160,7 @@ class Report:
         table = [self._HEADER] + self._rows()
         widths = [max(len(row[c]) for row in table) for c in range(len(self._HEADER))]
         lines = [f"refgrad.check {self.fn}: {'passed' if self.passed else 'FAILED'}",
-                 f"  R = refgrad at {self.precision}; {self.rule}"]
+                 f"  R = refgrad's run at {self.precision}", f"  {self.rule}"]
         lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
         return "\n".join(lines + self._footer())
 
@@ -170,8 +170,8 @@ class Report:
         body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in self._rows())
         footer = "".join(f"<li><pre>{escape(line)}</pre></li>" for line in self._footer())
         verdict = "passed" if self.passed else "FAILED"
-        return (f"<div><p><b>refgrad.check {escape(self.fn)}: {verdict}</b><br>R = refgrad at "
-                f"{escape(self.precision)}; {escape(self.rule)}</p><table><tr>{head}</tr>{body}</table>"
+        return (f"<div><p><b>refgrad.check {escape(self.fn)}: {verdict}</b><br>R = refgrad's run at "
+                f"{escape(self.precision)}</p><pre>{escape(self.rule)}</pre><table><tr>{head}</tr>{body}</table>"
                 + (f"<ul>{footer}</ul>" if footer else "") + "</div>")
 
 
@@ -195,8 +195,9 @@ class _Rule:
     def describe(self) -> str:
         if self.plain:
             return f"plain rule: max|E - R| <= atol + rtol max|R| (rtol {self.rtol:g}, atol {self.atol:g})"
-        return ("eager passes when max|eager - R| <= atol + rtol max|R|, engine E when max|E - R| <= "
-                "2 max|eager - R| + atol + rtol max|R|; atol/rtol torch.testing.assert_close's for E's dtype")
+        return ("eager passes when max|eager - R| <= atol + rtol max|R|,\n"
+                "  engine E when max|E - R| <= 2 max|eager - R| + atol + rtol max|R|;\n"
+                "  atol, rtol: torch.testing.assert_close's for E's dtype")
 
     def bound(self, dtype: torch.dtype, max_reference: float, eager_error: float, is_eager: bool) -> float:
         rtol, atol = self.tolerances(dtype)
@@ -339,7 +340,9 @@ class _Oracle:
     def __init__(self, subject: _Subject, precision: str):
         if precision not in ("float64", "float32"):
             raise refgrad.Error(f"refgrad.check: precision must be 'float64' or 'float32', got {precision!r}")
-        run = subject.forward()
+        # Anomaly mode keeps each node's forward traceback, from which capture takes its source line.
+        with torch.autograd.set_detect_anomaly(True, check_nan=False):
+            run = subject.forward()
         self.grad_outputs = _ones(run.outputs)
         self.capture = refgrad_torch.capture(run.outputs, grad_outputs=self.grad_outputs, names=run.leaves)
         strangers = sorted(set(self.capture.leaves) - set(run.leaves))
@@ -514,7 +517,7 @@ def _config(engine: Any) -> dict[str, str]:
     config = {"device": str(getattr(engine, "device", "cpu"))}
     backend = getattr(engine, "backend", None)
     if backend is not None:
-        config["backend"] = backend if isinstance(backend, str) else getattr(backend, "__qualname__", repr(backend))
+        config["backend"] = engines_module.backend_name(backend)
     return config
 
 

@@ -69,7 +69,7 @@ import torch
 
 import refgrad
 
-__all__ = ["CompiledAutograd", "Eager", "Engine", "EngineError", "Forward", "NoDevice", "TorchCompile", "accepts_observe",
+__all__ = ["CompiledAutograd", "Eager", "Engine", "EngineError", "Forward", "NoDevice", "TorchCompile", "accepts_observe", "backend_name",
            "engine", "leaf_grads"]
 
 
@@ -156,8 +156,11 @@ class _CountingBackend:
         return cls.compilations, cls.calls
 
 
-def _backend_name(backend: Union[str, Callable]) -> str:
-    return backend if isinstance(backend, str) else getattr(backend, "__qualname__", type(backend).__name__)
+def backend_name(backend: Union[str, Callable]) -> str:
+    """A backend's name: the string, a function's qualname, or an object's class name (no addresses)."""
+    if isinstance(backend, str):
+        return backend
+    return getattr(backend, "__qualname__", None) or type(backend).__qualname__
 
 
 def _suffix(device: str) -> str:
@@ -176,7 +179,7 @@ class CompiledAutograd:
     def __init__(self, backend: Union[str, Callable] = "aot_eager", device: str = "cpu", name: Optional[str] = None):
         self.backend = backend
         self.device = device
-        self.name = name or f"compiled_autograd:{_backend_name(backend)}{_suffix(device)}"
+        self.name = name or f"compiled_autograd:{backend_name(backend)}{_suffix(device)}"
         if name is None and backend == "aot_eager":
             self.name = f"compiled_autograd{_suffix(device)}"
         self.captures = 0
@@ -209,7 +212,7 @@ class TorchCompile:
     def __init__(self, backend: Union[str, Callable] = "inductor", device: str = "cpu", name: Optional[str] = None):
         self.backend = backend
         self.device = device
-        self.name = name or f"torch_compile:{_backend_name(backend)}{_suffix(device)}"
+        self.name = name or f"torch_compile:{backend_name(backend)}{_suffix(device)}"
         if name is None and backend == "inductor":
             self.name = f"torch_compile{_suffix(device)}"
         self.compiled_calls = 0
