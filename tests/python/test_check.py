@@ -147,8 +147,11 @@ def test_a_scaled_gradient_fails_alone_and_writes_a_reproducer(mlp, tmp_path):
     result = report.results[scaled.name]["net.2.weight"]
     assert result.max_rel == pytest.approx(0.01, rel=1e-3)  # the 1.01 planted
     assert report.first_divergence["eager"] is None
+    # a black box: localized through the gradients of the forward's intermediates; the last node
+    # before net.2.weight's AccumulateGrad is the TBackward0 of the second Linear
     divergence = report.first_divergence[scaled.name]
-    assert not divergence.localized and str(divergence).startswith("not localized: ")
+    assert divergence.node == "TBackward0", str(divergence)
+    assert "was not recorded" in divergence.gradient and "intermediates" in divergence.graph
     assert list(report.reproducers) == [scaled.name]
     path = report.reproducers[scaled.name]
     assert os.path.dirname(path) == str(tmp_path) and os.listdir(tmp_path) == [os.path.basename(path)]
@@ -284,7 +287,7 @@ def test_to_dict_and_html_name_every_engine_and_gradient(mlp, tmp_path):
     for grads in as_dict["results"].values():
         assert list(grads) == MLP_GRADS and set(grads["net.0.bias"]) >= {"max_abs", "max_rel", "tolerance", "passed"}
     assert as_dict["first_divergence"]["eager"] is None
-    assert as_dict["first_divergence"]["<scaled & co>"]["localized"] is False
+    assert as_dict["first_divergence"]["<scaled & co>"]["node"] == "TBackward0"
     assert as_dict["reproducers"]["<scaled & co>"].endswith(".safetensors")
     page = report._repr_html_()
     assert "&lt;scaled &amp; co&gt;" in page and "<scaled" not in page
@@ -309,28 +312,68 @@ def test_first_divergence_names_the_perturbed_node(mlp, tmp_path, node, label):
     assert divergence.error > divergence.tolerance
 
 
-def test_first_divergence_under_compiled_autograd(mlp, tmp_path):
-    """A compiler backend that scales every tanh_backward result: compiled autograd's graph goes wrong
-    at TanhBackward0, and the node hooks, traced into the compiled graph, find it there."""
-    model, x, target = mlp
+def scale_backward_op(op):
+    """A compiler (for aot_autograd's bw_compiler) that multiplies every result of aten ``op`` by 1.01."""
 
-    def scale_tanh_backward(graph_module, example_inputs):
+    def compiler(graph_module, example_inputs):
         for fx_node in graph_module.graph.nodes:
-            if fx_node.target is torch.ops.aten.tanh_backward.default:
+            if fx_node.target is op:
                 with graph_module.graph.inserting_after(fx_node):
                     scaled = graph_module.graph.call_function(torch.ops.aten.mul.Tensor, (fx_node, 1.01))
                 fx_node.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
         graph_module.recompile()
         return graph_module
 
+    return compiler
+
+
+def test_first_divergence_under_compiled_autograd(mlp, tmp_path):
+    """A compiler backend that scales every tanh_backward result: compiled autograd's graph goes wrong
+    at TanhBackward0, and the node hooks, traced into the compiled graph, find it there."""
+    model, x, target = mlp
+
     from torch._dynamo.backends.common import aot_autograd
-    buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_tanh_backward), name="buggy_compiler")
+    buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_backward_op(torch.ops.aten.tanh_backward.default)),
+                             name="buggy_compiler")
     report = refgrad_check.check(model, x, target, engines=("eager", buggy), reproducer_dir=str(tmp_path))
     assert not report.passed
     assert [n for n, r in report.results["buggy_compiler"].items() if not r.passed] == ["net.0.bias", "net.0.weight"]
     divergence = report.first_divergence["buggy_compiler"]
     assert divergence.node == "TanhBackward0", str(divergence)
     assert "second backward" in divergence.graph
+
+
+@pytest.mark.parametrize("op, node", [(torch.ops.aten.tanh_backward.default, "TanhBackward0"),
+                                      (torch.ops.aten.mse_loss_backward.default, "MseLossBackward0")])
+def test_first_divergence_of_a_black_box_compiled_forward(mlp, tmp_path, op, node):
+    """torch.compile with a backward compiler that scales one op: the compiled backward is one
+    CompiledFunctionBackward node, so the node is found through the intermediates' gradients."""
+    from torch._dynamo.backends.common import aot_autograd
+    from refgrad.engines import TorchCompile
+    model, x, target = mlp
+    buggy = TorchCompile(backend=aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=scale_backward_op(op)),
+                         name="buggy_torch_compile")
+    report = refgrad_check.check(model, x, target, engines=("eager", buggy), reproducer_dir=str(tmp_path))
+    assert not report.passed
+    divergence = report.first_divergence["buggy_torch_compile"]
+    assert divergence.node == node, str(divergence)
+    assert "intermediates" in divergence.graph and "was not recorded" not in divergence.gradient
+
+
+def test_an_engine_without_the_probes_gradients_is_not_localized(mlp, tmp_path):
+    model, x, target = mlp
+
+    class NamedOnly(Scaled):
+        def gradients(self, forward, grad_outputs):
+            return {name: grad for name, grad in super().gradients(forward, grad_outputs).items()
+                    if name in MLP_GRADS}
+
+    report = refgrad_check.check(model, x, target, engines=("eager", NamedOnly("net.0.bias")),
+                                 reproducer_dir=str(tmp_path))
+    divergence = report.first_divergence["scaled_net.0.bias"]
+    assert not divergence.localized
+    assert str(divergence) == ("not localized: the engine returned no gradients for the recorded intermediates "
+                               "(probe leaves)")
 
 
 def test_torch_compile_is_a_black_box_that_passes(mlp, tmp_path):

@@ -32,6 +32,7 @@ What check does (DESIGN.md, "Numbers and precision"):
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import html
@@ -42,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 import refgrad
 import refgrad.torch as refgrad_torch
@@ -98,8 +100,8 @@ class Divergence:
         if not self.localized:
             return f"not localized: {self.reason}"
         where = f" ({self.source})" if self.source else ""
-        return (f"{self.node} at pc {self.pc}{where}: {self.gradient} off by {_figure(self.error)} "
-                f"(bound {_figure(self.tolerance)})\n    {self.instruction}")
+        return (f"{self.node} at pc {self.pc}{where}: off by {_figure(self.error)} (bound {_figure(self.tolerance)}) "
+                f"in {self.gradient}\n    {self.instruction}")
 
 
 def _figure(value: float) -> str:
@@ -259,6 +261,42 @@ def _compare(actual: Optional[torch.Tensor], reference: torch.Tensor, dtype: tor
 # ------------------------------------------------------------- the subject ---
 
 
+_PROBE = "~probe"  # leaf names of probes: no parameter or argument is named so
+
+
+class _ProbeMode(TorchFunctionMode):
+    """Records the tensors that torch functions return in the forward (those that require grad), or,
+    given probes, adds probe i (zeros that require grad: a leaf) to the i-th of them, so that any engine,
+    asked for the probes' gradients, gives the gradients with respect to the forward's intermediates.
+    In-place functions are left alone (their result is their argument). Without probes and not
+    recording, it does nothing."""
+
+    def __init__(self, probes: Optional[list[torch.Tensor]] = None, record: bool = False):
+        super().__init__()
+        self.probes = probes or []
+        self.record = record
+        self.recorded: list[torch.Tensor] = []
+        self.functions: list[str] = []
+        self.count = 0
+
+    def leaves(self) -> dict[str, torch.Tensor]:
+        return {f"{_PROBE}{i}": probe for i, probe in enumerate(self.probes)}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        if (not isinstance(out, torch.Tensor) or not out.requires_grad or not out.is_floating_point()
+                or name.endswith("_") or name.startswith("__set") or any(out is arg for arg in args)):
+            return out
+        if self.record:
+            self.recorded.append(out)
+            self.functions.append(name)
+        elif self.count < len(self.probes):
+            out = out + self.probes[self.count]
+            self.count += 1
+        return out
+
+
 def _leaf_copy(tensor: torch.Tensor) -> torch.Tensor:
     copy_ = tensor.detach().clone()
     return copy_.requires_grad_(tensor.requires_grad)
@@ -283,14 +321,19 @@ class _Subject:
         if self.cuda_rng_state is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng_state)
 
-    def forward(self, transform: Optional[Callable] = None, device: str = "cpu") -> Forward:
+    def forward(self, transform: Optional[Callable] = None, device: str = "cpu",
+                mode: Optional[_ProbeMode] = None) -> Forward:
+        """A fresh forward; under ``mode`` (a _ProbeMode) when given, its probes among the leaves."""
         leaves: dict[str, torch.Tensor] = {}
         fn = self._fresh(self.fn, "", leaves, device)
         args = [self._fresh(arg, f"arg{i}", leaves, device) for i, arg in enumerate(self.args)]
         for leaf in leaves.values():
             leaf.grad = None
         self.restore_rng()
-        outputs = (transform(fn) if transform else fn)(*args)
+        if mode is not None:
+            leaves.update(mode.leaves())
+        with mode if mode is not None else contextlib.nullcontext():
+            outputs = (transform(fn) if transform else fn)(*args)
         outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
         for i, output in enumerate(outputs):
             if not isinstance(output, torch.Tensor) or not output.requires_grad:
@@ -506,6 +549,101 @@ class _Localizer:
         return f"AccumulateGrad(@{node.leaf})" if node.kind == "accumulate_grad" else node.name
 
 
+@dataclass
+class _Point:
+    """A place where the engine's gradient can be read: the incoming grad ``slot`` of the oracle's
+    node call at ``pc`` (register ``register``), read from the engine as leaf ``name`` (a probe, or a
+    leaf whose .grad is the incoming grad of its AccumulateGrad)."""
+
+    pc: int
+    register: str
+    name: str
+    what: str  # for the report: "the output of torch.tanh" or "@0.weight"
+
+
+class _Probing:
+    """Black-box localization (issue 7, Deliver 4): one recording forward finds the tensors torch
+    functions return; each engine then runs a forward that adds a zero probe leaf to each of them and
+    is asked for the probes' gradients, which are the gradients with respect to those intermediates:
+    the incoming grads of their grad_fn nodes, compared with the oracle's registers in program order."""
+
+    def __init__(self, subject: _Subject, oracle: _Oracle):
+        self.oracle = oracle
+        recording = _ProbeMode(record=True)
+        run = subject.forward(mode=recording)
+        walk = refgrad_torch._Walk(torch.autograd.graph.get_gradient_edge(o).node for o in run.outputs)
+        graph_nodes = oracle.capture.graph.nodes
+        self.matches = len(walk.order) == len(graph_nodes) and all(
+            map(_same_node, graph_nodes, [node.name() for node in walk.order]))
+        call_of_node = {index: pc for pc, index in oracle.node_calls()}
+        code = oracle.capture.program.code
+        self.templates = [(t.shape, t.dtype) for t in recording.recorded]
+        self.points: list[_Point] = []
+        for i, (tensor, function) in enumerate(zip(recording.recorded, recording.functions)):
+            pc = call_of_node.get(walk.index.get(tensor.grad_fn, -1))
+            register = None if pc is None else code[pc].operands[tensor.output_nr]
+            if register is not None:
+                self.points.append(_Point(pc, register, f"{_PROBE}{i}", f"the output of {function}"))
+        for pc, instr in enumerate(code):
+            if instr.op == "accumulate_grad" and instr.operands[0] is not None:
+                self.points.append(_Point(pc, instr.operands[0], instr.target, f"@{instr.target}"))
+        self.points.sort(key=lambda point: point.pc)
+        self.defined_at = {r: pc for pc, instr in enumerate(code) for r in instr.results if r is not None}
+
+    def probes(self, device: str) -> _ProbeMode:
+        return _ProbeMode([torch.zeros(shape, dtype=dtype, device=device, requires_grad=True)
+                           for shape, dtype in self.templates])
+
+    def producers(self, register: str) -> list[int]:
+        """The pcs of the node calls whose outgoing grads make ``register`` (through validate, add, hooks)."""
+        pc = self.defined_at.get(register)
+        if pc is None:
+            return []
+        instr = self.oracle.capture.program.code[pc]
+        if instr.op in _NODE_OPS:
+            return [pc]
+        if instr.op in ("validate", "hook") and len(instr.operands) == len(instr.results):
+            operand = instr.operands[list(instr.results).index(register)]
+            return [] if operand is None else self.producers(operand)
+        return [p for operand in instr.operands if operand is not None for p in self.producers(operand)]
+
+    def first_divergence(self, grads: dict, eager_grads: dict, rule: _Rule, is_eager: bool, graph: str) -> Divergence:
+        if not self.matches:
+            return Divergence(reason="the recording forward's graph differs from the oracle's", graph=graph)
+        if not any(name.startswith(_PROBE) for name in grads):
+            return Divergence(reason="the engine returned no gradients for the recorded intermediates (probe leaves)",
+                              graph=graph)
+        recorded = set()
+        for point in self.points:
+            error, bound = _slot_error(grads.get(point.name), self.oracle.register(point.register),
+                                       eager_grads.get(point.name), rule, is_eager)
+            if _agrees(error, bound):
+                recorded.add(point.pc)
+                continue
+            return self._blame(point, error, bound, recorded, graph)
+        return Divergence(reason="the gradients of every recorded intermediate and leaf agree with the oracle",
+                          graph=graph)
+
+    def _blame(self, point: _Point, error: float, bound: float, agreeing: set, graph: str) -> Divergence:
+        producers = self.producers(point.register)
+        if not producers:
+            return Divergence(reason=f"the gradient of {point.what} disagrees and no node makes it (a root's grad)",
+                              graph=graph)
+        pc = min(producers)
+        instr = self.oracle.capture.program.code[pc]
+        node = self.oracle.capture.graph.nodes[self.oracle.capture.node_of_instruction[pc]]
+        consumer = self.oracle.capture.program.code[point.pc]
+        gradient = f"its outgoing grad, read at {point.what} (the incoming grad of {consumer.node or 'AccumulateGrad'})"
+        if pc not in agreeing:
+            gradient += ("; its own incoming grad was not recorded: the error is in it or in a node between it "
+                         "and the last recorded gradient that agrees")
+        if len(producers) > 1:
+            gradient += f"; {len(producers)} nodes add into that gradient, this is the first"
+        return Divergence(node=node.name or instr.node, pc=pc, instruction=self.oracle.machine.instruction_text(pc),
+                          error=error, tolerance=bound, gradient=gradient, source=instr.origin or node.origin,
+                          graph=graph)
+
+
 # -------------------------------------------------------------- reproducers ---
 
 
@@ -594,11 +732,14 @@ class _Checker:
         self.subject, self.oracle, self.rule, self.report = subject, oracle, rule, report
         self.reproducer_dir = reproducer_dir
         self._eager_record: Optional[tuple[_NodeRecorder, dict]] = None
+        self._probing: Optional[_Probing] = None
+        self._probed: dict[int, dict] = {}
 
-    def forward_for(self, engine: Any) -> Callable[..., Forward]:
-        """The engine's forward(transform=None): a fresh forward on the engine's device."""
+    def forward_for(self, engine: Any, probing: Optional[_Probing] = None) -> Callable[..., Forward]:
+        """The engine's forward(transform=None): a fresh forward on the engine's device (with probes)."""
         device = getattr(engine, "device", "cpu")
-        return lambda transform=None: self.subject.forward(transform, device)
+        return lambda transform=None: self.subject.forward(
+            transform, device, probing.probes(device) if probing else None)
 
     def gradients(self, engine: Any) -> dict[str, Optional[torch.Tensor]]:
         return engine.gradients(self.forward_for(engine), self.oracle.grad_outputs)
@@ -644,10 +785,25 @@ class _Checker:
         grads = engine.gradients(self.forward_for(engine), self.oracle.grad_outputs, observe=recorder)
         return recorder, grads
 
+    def probed(self, engine: Any) -> dict[str, Optional[torch.Tensor]]:
+        """The engine's gradients with a probe added to every recorded intermediate of the forward."""
+        if self._probing is None:
+            self._probing = _Probing(self.subject, self.oracle)
+        key = id(engine)
+        if key not in self._probed:
+            self._probed[key] = engine.gradients(self.forward_for(engine, self._probing), self.oracle.grad_outputs)
+        return self._probed[key]
+
+    def localize_black_box(self, engine: Any) -> Divergence:
+        eager_grads, grads = self.probed(self.eager), self.probed(engine)
+        graph = (f"a second run of {engine.name} asked for the gradients of {len(self._probing.templates)} "
+                 "intermediates of the forward (a zero leaf added to each torch function's result, so its graph "
+                 "is not the plain run's)")
+        return self._probing.first_divergence(grads, eager_grads, self.rule, engine is self.eager, graph)
+
     def localize(self, engine: Any) -> Divergence:
         if not engines_module.accepts_observe(engine):
-            return Divergence(reason=f"{engine.name} is a black box (its gradients() takes no observe=, so "
-                                     "its per-node gradients cannot be recorded)")
+            return self.localize_black_box(engine)
         eager_recorder, eager_grads = self.eager_record()
         is_eager = engine is self.eager
         recorder, grads = (eager_recorder, eager_grads) if is_eager else self._recorded(engine)
