@@ -430,3 +430,45 @@ def test_calls_into_python_are_named_in_the_report_and_the_reproducer(tmp_path):
     provenance = refgrad.Bundle.load(report.reproducers[scaled.name]).provenance
     assert provenance["python_calls"].startswith("needs Python")
     assert "autograd.Function backward" in provenance["python_calls"]
+
+
+class ForgetsGrad(Scaled):
+    """An engine that drops the leaves' existing .grad before its backward (no accumulation)."""
+
+    def __init__(self):
+        super().__init__("net.0.bias", factor=1.0)
+        self.name = "forgets_grad"
+
+    def gradients(self, forward, grad_outputs):
+        def dropping_grads(fn):
+            for parameter in fn.parameters():
+                parameter.grad = None
+            return fn
+
+        run = forward(transform=dropping_grads)
+        torch.autograd.backward(run.outputs, grad_outputs)
+        return {name: leaf.grad for name, leaf in run.leaves.items()}
+
+
+def test_accumulation_into_an_existing_grad_is_checked_with_keep_grad(mlp, tmp_path):
+    model, x, target = mlp
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 0.5)
+    kept = refgrad_check.check(model, x, target, engines=("eager", "compiled_autograd", ForgetsGrad()),
+                               keep_grad=True, reproducer_dir=str(tmp_path))
+    assert kept.engine_passed("eager") and kept.engine_passed("compiled_autograd"), str(kept)
+    forgot = kept.results["forgets_grad"]
+    assert not any(r.passed for r in forgot.values()) and all(r.max_abs == pytest.approx(0.5) for r in forgot.values())
+    # the reproducer's program starts from the kept .grad, so refgrad check accumulates as the engines should
+    leaves = refgrad.Bundle.load(kept.reproducers["forgets_grad"]).program.leaves
+    assert all(leaf.grad is not None for leaf in leaves)
+    assert all(torch.equal(p.grad, torch.full_like(p, 0.5)) for p in model.parameters())
+    fresh = refgrad_check.check(model, x, target, engines=("eager", ForgetsGrad()), reproducer_dir=str(tmp_path))
+    assert fresh.passed  # without keep_grad every .grad starts as None
+
+
+def test_a_leaf_used_twice(tmp_path):
+    torch.manual_seed(5)
+    w, x = torch.randn(3, requires_grad=True), torch.randn(3)
+    report = refgrad_check.check(lambda w, x: (torch.tanh(w * x) + w).sum(), w, x, reproducer_dir=str(tmp_path))
+    assert report.passed and list(report.results["compiled_autograd"]) == ["arg0"]

@@ -297,17 +297,13 @@ class _ProbeMode(TorchFunctionMode):
         return out
 
 
-def _leaf_copy(tensor: torch.Tensor) -> torch.Tensor:
-    copy_ = tensor.detach().clone()
-    return copy_.requires_grad_(tensor.requires_grad)
-
-
 class _Subject:
     """fn and its args, and fresh forwards of them: modules deep-copied, tensors cloned, RNG restored."""
 
-    def __init__(self, fn: Callable, args: Sequence[Any]):
+    def __init__(self, fn: Callable, args: Sequence[Any], keep_grad: bool = False):
         self.fn = fn
         self.args = list(args)
+        self.keep_grad = keep_grad
         self.rng_state = torch.random.get_rng_state()
         self.cuda_rng_state = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
 
@@ -324,11 +320,14 @@ class _Subject:
     def forward(self, transform: Optional[Callable] = None, device: str = "cpu",
                 mode: Optional[_ProbeMode] = None) -> Forward:
         """A fresh forward; under ``mode`` (a _ProbeMode) when given, its probes among the leaves."""
-        leaves: dict[str, torch.Tensor] = {}
-        fn = self._fresh(self.fn, "", leaves, device)
-        args = [self._fresh(arg, f"arg{i}", leaves, device) for i, arg in enumerate(self.args)]
-        for leaf in leaves.values():
-            leaf.grad = None
+        pairs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        fn = self._fresh(self.fn, "", pairs, device)
+        args = [self._fresh(arg, f"arg{i}", pairs, device) for i, arg in enumerate(self.args)]
+        leaves = {}
+        for name, (leaf, original) in pairs.items():
+            keep = self.keep_grad and original.grad is not None
+            leaf.grad = original.grad.detach().to(device, copy=True) if keep else None
+            leaves[name] = leaf
         self.restore_rng()
         if mode is not None:
             leaves.update(mode.leaves())
@@ -341,21 +340,20 @@ class _Subject:
         return Forward(outputs, leaves)
 
     @staticmethod
-    def _fresh(value: Any, name: str, leaves: dict[str, torch.Tensor], device: str) -> Any:
-        """A copy of one argument (or of fn), its leaves that require grad named into ``leaves``."""
+    def _fresh(value: Any, name: str, leaves: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str) -> Any:
+        """A copy of one argument (or of fn); its leaves that require grad go into ``leaves`` by name,
+        each with the user's tensor it copies."""
         prefix = f"{name}." if name else ""
         if isinstance(value, torch.nn.Module):
             module = copy.deepcopy(value).to(device)
-            for parameter_name, parameter in module.named_parameters():
+            for (parameter_name, parameter), original in zip(module.named_parameters(), value.parameters()):
                 if parameter.requires_grad:
-                    leaves[prefix + parameter_name] = parameter
+                    leaves[prefix + parameter_name] = (parameter, original)
             return module
         if isinstance(value, torch.Tensor):
-            fresh = _leaf_copy(value).to(device) if device != "cpu" else _leaf_copy(value)
-            if device != "cpu" and value.requires_grad:
-                fresh = fresh.detach().requires_grad_(True)
+            fresh = value.detach().to(device, copy=True).requires_grad_(value.requires_grad)
             if fresh.requires_grad:
-                leaves[name] = fresh
+                leaves[name] = (fresh, value)
             return fresh
         if isinstance(value, (list, tuple)):
             items = [_Subject._fresh(item, f"{name}.{j}", leaves, device) for j, item in enumerate(value)]
@@ -818,7 +816,7 @@ class _Checker:
 
 def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled_autograd"), precision: str = "float64",
           rtol: Optional[float] = None, atol: Optional[float] = None,
-          reproducer_dir: Optional[str] = "refgrad-reproducers") -> Report:
+          reproducer_dir: Optional[str] = "refgrad-reproducers", keep_grad: bool = False) -> Report:
     """Checks each engine's gradients of fn(*args) against refgrad's oracle; see the module docstring.
 
     fn: a callable or an nn.Module returning the tensor(s) to differentiate (each gets a grad of
@@ -829,9 +827,11 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
     precision: the oracle's, "float64" (a float32 program promoted) or "float32".
     rtol, atol: both or neither; given, the plain rule replaces DESIGN.md's.
     reproducer_dir: where failed engines' bundles go (None: write none).
+    keep_grad: every fresh leaf starts with a copy of the user's .grad (where it has one) instead of None,
+      so that each engine's accumulation into an existing .grad is checked too.
     """
     rule = _rule_from(rtol, atol)
-    subject = _Subject(fn, args)
+    subject = _Subject(fn, args, keep_grad)
     try:
         oracle = _Oracle(subject, precision)
         subject.grad_outputs = oracle.grad_outputs
