@@ -11,10 +11,11 @@ import subprocess
 
 import pytest
 import torch
+from torch._dynamo.backends.common import aot_autograd
 
 import refgrad
 import refgrad.check as refgrad_check
-from refgrad.engines import CompiledAutograd, EngineError, engine
+from refgrad.engines import CompiledAutograd, EngineError, TorchCompile, engine
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.path.join(REPO, "build", "refgrad")
@@ -331,8 +332,6 @@ def test_first_divergence_under_compiled_autograd(mlp, tmp_path):
     """A compiler backend that scales every tanh_backward result: compiled autograd's graph goes wrong
     at TanhBackward0, and the node hooks, traced into the compiled graph, find it there."""
     model, x, target = mlp
-
-    from torch._dynamo.backends.common import aot_autograd
     buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_backward_op(torch.ops.aten.tanh_backward.default)),
                              name="buggy_compiler")
     report = refgrad_check.check(model, x, target, engines=("eager", buggy), reproducer_dir=str(tmp_path))
@@ -348,8 +347,6 @@ def test_first_divergence_under_compiled_autograd(mlp, tmp_path):
 def test_first_divergence_of_a_black_box_compiled_forward(mlp, tmp_path, op, node):
     """torch.compile with a backward compiler that scales one op: the compiled backward is one
     CompiledFunctionBackward node, so the node is found through the intermediates' gradients."""
-    from torch._dynamo.backends.common import aot_autograd
-    from refgrad.engines import TorchCompile
     model, x, target = mlp
     buggy = TorchCompile(backend=aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=scale_backward_op(op)),
                          name="buggy_torch_compile")

@@ -19,13 +19,18 @@ What check does (DESIGN.md, "Numbers and precision"):
    engine E when max|E - R| <= 2 max|Eager - R| + atol + rtol max|R|. Given rtol and atol, the rule is
    plain instead: max|E - R| <= atol + rtol max|R| for every engine. A missing gradient, a shape or
    dtype that differs, or a NaN where R has none fails.
-4. For a failed engine that runs torch's autograd graph (eager, compiled autograd, and engines whose
-   gradients() takes observe=), a second backward records every node's incoming grads (a pre-hook on
-   each grad_fn) and validated outgoing grads (a post-hook); they are compared, in the oracle's
-   program order, with the oracle's registers: the first node whose incoming grads agree and one of
-   whose outgoing grads (for AccumulateGrad: the leaf's .grad) does not is the first divergent node.
-   Compiled autograd traces the hooks into its graph, so the graph used is not the plain run's: the
-   Divergence says so. Black-box engines (torch_compile, engines without observe) are "not localized".
+4. The first divergent node of a failed engine, found by a second run of it:
+   - an engine that runs torch's autograd graph (eager, compiled autograd, and engines whose
+     gradients() takes observe=) gets a pre-hook (incoming grads) and a post-hook (validated outgoing
+     grads) on every grad_fn node; compiled autograd traces them into its graph;
+   - any other engine (a black box: torch_compile, an engine of your own) runs a forward under a
+     TorchFunctionMode that adds a zero "probe" leaf to each tensor a torch function returns, and is
+     asked, as for any leaf, for the probes' gradients: the gradients with respect to the forward's
+     intermediates, i.e. the incoming grads of their grad_fn nodes;
+   both are compared, in the oracle's program order, with the oracle's registers under the same rule:
+   the first node whose incoming grads agree and one of whose outgoing grads (for AccumulateGrad: the
+   leaf's .grad) does not is the first divergent node. Either way the second run's graph is not the
+   plain run's: Divergence.graph says which was used.
 5. Each failed engine writes one bundle into ``reproducer_dir``: the program and its tensors, eager's
    and the engine's gradients as result sets, the rule and tolerances, and provenance (torch version,
    engine, backend, fn's qualname, date). ``build/refgrad check BUNDLE`` re-runs it without Python.

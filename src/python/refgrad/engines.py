@@ -23,11 +23,13 @@ The Engine protocol (any object with these two members is an engine):
             torch.autograd.backward(outputs, grad_outputs) takes them.
         observe: optional. Only engines that run torch's autograd graph
             (the grad_fn nodes of Forward.outputs) declare this keyword; when
-            check passes it, the engine calls ``observe(forward)`` after the
+            check passes it, the engine calls ``observe(run)``, run the Forward, after the
             forward and before the backward, so that check can register node
             hooks that record each node's incoming and outgoing gradients.
-            Engines without it are black boxes: their first divergence is
-            "not localized".
+            Engines without it are black boxes: check localizes their errors
+            by adding zero "probe" leaves to the forward's intermediates
+            (Forward.leaves then holds them too, named "~probe0", ...), so an
+            engine should return the gradient of every leaf in Forward.leaves.
         Returns each leaf's gradient by name (what .grad holds after the
         backward; None for a leaf the backward did not reach), on any device.
 
