@@ -469,3 +469,21 @@ def test_a_leaf_used_twice(tmp_path):
     w, x = torch.randn(3, requires_grad=True), torch.randn(3)
     report = refgrad_check.check(lambda w, x: (torch.tanh(w * x) + w).sum(), w, x, reproducer_dir=str(tmp_path))
     assert report.passed and list(report.results["compiled_autograd"]) == ["arg0"]
+
+
+def test_an_engine_that_raises_fails_and_the_others_are_still_checked(mlp, tmp_path):
+    model, x, target = mlp
+
+    class Raises:
+        name = "raises"
+
+        def gradients(self, forward, grad_outputs):
+            raise RuntimeError("no kernel for this op\nmore detail")
+
+    report = refgrad_check.check(model, x, target, engines=("eager", Raises(), "compiled_autograd"),
+                                 reproducer_dir=str(tmp_path))
+    assert list(report.results) == ["eager", "raises", "compiled_autograd"]
+    assert report.engine_passed("eager") and report.engine_passed("compiled_autograd")
+    assert all(r.note == "raised RuntimeError: no kernel for this op" for r in report.results["raises"].values())
+    assert str(report.first_divergence["raises"]) == "not localized: raises raised RuntimeError: no kernel for this op"
+    assert report.reproducers == {}

@@ -707,6 +707,12 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
 # -------------------------------------------------------------------- check ---
 
 
+def _error_text(error: Exception) -> str:
+    """The exception's type and the first line of its message."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
 def _rule_from(rtol: Optional[float], atol: Optional[float]) -> _Rule:
     if (rtol is None) != (atol is None):
         raise refgrad.Error("refgrad.check: give both rtol and atol, or neither (as torch.testing.assert_close)")
@@ -767,16 +773,31 @@ class _Checker:
         eager_grads = self.gradients(self.eager)
         self.eager_grads = eager_grads
         for engine in engines:
-            grads = eager_grads if engine is self.eager else self.gradients(engine)
+            try:
+                grads = eager_grads if engine is self.eager else self.gradients(engine)
+            except Exception as error:  # an engine that cannot run fails; the others are still checked
+                self.record_crash(engine, error)
+                continue
             self.report.results[engine.name] = self.compare(engine, grads, eager_grads)
             if self.report.engine_passed(engine.name):
                 self.report.first_divergence[engine.name] = None
                 continue
-            self.report.first_divergence[engine.name] = self.localize(engine)
+            try:
+                self.report.first_divergence[engine.name] = self.localize(engine)
+            except Exception as error:
+                self.report.first_divergence[engine.name] = Divergence(
+                    reason=f"the localizing run raised {_error_text(error)}")
             if self.reproducer_dir is not None:
                 self.report.reproducers[engine.name] = _write_reproducer(
                     self.reproducer_dir, self.oracle, self.subject, self.rule, self.report.precision, self.eager,
                     eager_grads, engine, grads)
+
+    def record_crash(self, engine: Any, error: Exception) -> None:
+        """An engine that raised: every gradient fails, with the error as the note."""
+        note = f"raised {_error_text(error)}"
+        self.report.results[engine.name] = {
+            name: GradientResult(math.nan, math.nan, math.nan, False, note) for name in self.oracle.grads}
+        self.report.first_divergence[engine.name] = Divergence(reason=f"{engine.name} {note}")
 
     def eager_record(self) -> tuple[_NodeRecorder, dict]:
         if self._eager_record is None:
