@@ -348,8 +348,8 @@ def test_first_divergence_of_a_black_box_compiled_forward(mlp, tmp_path, op, nod
     """torch.compile with a backward compiler that scales one op: the compiled backward is one
     CompiledFunctionBackward node, so the node is found through the intermediates' gradients."""
     model, x, target = mlp
-    buggy = TorchCompile(backend=aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=scale_backward_op(op)),
-                         name="buggy_torch_compile")
+    backend = aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=scale_backward_op(op))
+    buggy = TorchCompile(backend=backend, name="buggy_torch_compile")
     report = refgrad_check.check(model, x, target, engines=("eager", buggy), reproducer_dir=str(tmp_path))
     assert not report.passed
     divergence = report.first_divergence["buggy_torch_compile"]

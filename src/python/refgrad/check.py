@@ -53,7 +53,7 @@ from torch.overrides import TorchFunctionMode
 import refgrad
 import refgrad.torch as refgrad_torch
 from refgrad import engines as engines_module
-from refgrad.engines import EngineError, Forward
+from refgrad.engines import Forward
 
 __all__ = ["Divergence", "GradientResult", "Report", "check"]
 
@@ -420,6 +420,13 @@ class _Oracle:
         node_of = self.capture.node_of_instruction
         return [(pc, node_of[pc]) for pc, instr in enumerate(code) if instr.op in _NODE_OPS and node_of[pc] >= 0]
 
+    def divergence_at(self, pc: int, error: float, bound: float, gradient: str) -> Divergence:
+        """A Divergence at the node called by instruction ``pc``."""
+        instr = self.capture.program.code[pc]
+        node = self.capture.graph.nodes[self.capture.node_of_instruction[pc]]
+        return Divergence(node=_node_label(node), pc=pc, instruction=self.machine.instruction_text(pc), error=error,
+                          tolerance=bound, gradient=gradient, source=instr.origin or node.origin)
+
     def validated_outputs(self, pc: int) -> list[Optional[str]]:
         """The registers validate makes of the results of the call at ``pc`` (its outgoing grads)."""
         code = self.capture.program.code
@@ -473,6 +480,11 @@ def _slot_error(engine_value, oracle_value, eager_value, rule: _Rule, is_eager: 
     return _max_abs(actual, reference), rule.bound(dtype, _max_magnitude(reference), eager_error, is_eager)
 
 
+def _node_label(graph_node) -> str:
+    """How reports name a graph node: PyTorch's name, AccumulateGrad(@leaf) for a leaf's accumulator."""
+    return f"AccumulateGrad(@{graph_node.leaf})" if graph_node.kind == "accumulate_grad" else graph_node.name
+
+
 def _same_node(graph_node, torch_name: str) -> bool:
     """Whether torch's node named ``torch_name`` is the oracle's graph node (the same walk finds both)."""
     if graph_node.kind == "accumulate_grad":
@@ -524,10 +536,7 @@ class _Localizer:
         for label, engine_value, oracle_value, eager_value in self._outgoing(pc, index, recorder, grads):
             error, bound = _slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager)
             if not _agrees(error, bound):
-                node = self.oracle.capture.graph.nodes[index]
-                name = f"AccumulateGrad(@{instr.target})" if instr.op == "accumulate_grad" else (node.name or instr.node)
-                return Divergence(node=name, pc=pc, instruction=self.oracle.machine.instruction_text(pc), error=error,
-                                  tolerance=bound, gradient=label, source=instr.origin or node.origin)
+                return self.oracle.divergence_at(pc, error, bound, label)
         return None
 
     def _outgoing(self, pc: int, index: int, recorder: _NodeRecorder, grads: dict):
@@ -543,13 +552,9 @@ class _Localizer:
             if register is None:
                 continue
             edge = node.next_edges[slot] if slot < len(node.next_edges) else None
-            target = "" if edge is None else f" (to {self._node_label(edge.node)})"
+            target = "" if edge is None else f" (to {_node_label(self.oracle.capture.graph.nodes[edge.node])})"
             yield (f"output {slot}{target}", engine_out[slot] if slot < len(engine_out) else None,
                    self.oracle.register(register), eager_out[slot] if slot < len(eager_out) else None)
-
-    def _node_label(self, index: int) -> str:
-        node = self.oracle.capture.graph.nodes[index]
-        return f"AccumulateGrad(@{node.leaf})" if node.kind == "accumulate_grad" else node.name
 
 
 @dataclass
@@ -633,8 +638,6 @@ class _Probing:
             return Divergence(reason=f"the gradient of {point.what} disagrees and no node makes it (a root's grad)",
                               graph=graph)
         pc = min(producers)
-        instr = self.oracle.capture.program.code[pc]
-        node = self.oracle.capture.graph.nodes[self.oracle.capture.node_of_instruction[pc]]
         consumer = self.oracle.capture.program.code[point.pc]
         gradient = f"its outgoing grad, read at {point.what} (the incoming grad of {consumer.node or 'AccumulateGrad'})"
         if pc not in agreeing:
@@ -642,9 +645,9 @@ class _Probing:
                          "and the last recorded gradient that agrees")
         if len(producers) > 1:
             gradient += f"; {len(producers)} nodes add into that gradient, this is the first"
-        return Divergence(node=node.name or instr.node, pc=pc, instruction=self.oracle.machine.instruction_text(pc),
-                          error=error, tolerance=bound, gradient=gradient, source=instr.origin or node.origin,
-                          graph=graph)
+        divergence = self.oracle.divergence_at(pc, error, bound, gradient)
+        divergence.graph = graph
+        return divergence
 
 
 # -------------------------------------------------------------- reproducers ---
@@ -690,8 +693,8 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
         "date": now.isoformat(timespec="seconds"),
         "check_precision": precision,
         "rule": rule.describe(),
-        "python_calls": ("none" if not calls else
-                         "needs Python (refgrad check cannot replay them; give --hook where it can): " + ", ".join(calls)),
+        "python_calls": "none" if not calls else (
+            "needs Python (refgrad check cannot replay them; give --hook where it can): " + ", ".join(calls)),
     }
     os.makedirs(directory, exist_ok=True)
     stem = _file_name(f"{subject.qualname.rsplit('.', 1)[-1]}-{engine.name}-{now:%Y%m%dT%H%M%S}")

@@ -71,8 +71,8 @@ import torch
 
 import refgrad
 
-__all__ = ["CompiledAutograd", "Eager", "Engine", "EngineError", "Forward", "NoDevice", "TorchCompile", "accepts_observe", "backend_name",
-           "engine", "leaf_grads"]
+__all__ = ["CompiledAutograd", "Eager", "Engine", "EngineError", "Forward", "NoDevice", "TorchCompile",
+           "accepts_observe", "backend_name", "engine", "leaf_grads"]
 
 
 class EngineError(refgrad.Error):
