@@ -216,21 +216,25 @@ def _as_float64(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().to(device="cpu", dtype=torch.float64)
 
 
-def _max_abs(actual: torch.Tensor, reference: torch.Tensor) -> float:
-    """max|E - R| in float64; NaN at the same place on both sides counts as equal, elsewhere as NaN."""
+def _difference(actual: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """|E - R| and R in float64; equal values (infinities too) and NaN on both sides count as 0."""
     e, r = _as_float64(actual), _as_float64(reference)
     difference = (e - r).abs()
-    difference[torch.isnan(e) & torch.isnan(r)] = 0.0
-    difference[(e == r)] = 0.0  # equal infinities
+    difference[(e == r) | (torch.isnan(e) & torch.isnan(r))] = 0.0
+    return difference, r
+
+
+def _max_abs(actual: torch.Tensor, reference: torch.Tensor) -> float:
+    """max|E - R|; NaN when E has a NaN where R has none (or the other way round)."""
+    difference, _ = _difference(actual, reference)
     if difference.numel() == 0:
         return 0.0
     return math.nan if bool(torch.isnan(difference).any()) else float(difference.max())
 
 
 def _max_rel(actual: torch.Tensor, reference: torch.Tensor) -> float:
-    e, r = _as_float64(actual), _as_float64(reference)
-    difference = (e - r).abs()
-    difference[e == r] = 0.0
+    """max |E - R| / |R|, 0/0 counting as 0."""
+    difference, r = _difference(actual, reference)
     relative = torch.where(difference == 0, torch.zeros_like(difference), difference / r.abs())
     return float(relative.max()) if relative.numel() else 0.0
 
@@ -273,8 +277,8 @@ class _ProbeMode(TorchFunctionMode):
     """Records the tensors that torch functions return in the forward (those that require grad), or,
     given probes, adds probe i (zeros that require grad: a leaf) to the i-th of them, so that any engine,
     asked for the probes' gradients, gives the gradients with respect to the forward's intermediates.
-    In-place functions are left alone (their result is their argument). Without probes and not
-    recording, it does nothing."""
+    In-place functions are left alone (their result is their argument). A probe whose shape or dtype
+    differs from the tensor's is not added (it would broadcast): ``aligned`` turns False."""
 
     def __init__(self, probes: Optional[list[torch.Tensor]] = None, record: bool = False):
         super().__init__()
@@ -283,6 +287,7 @@ class _ProbeMode(TorchFunctionMode):
         self.recorded: list[torch.Tensor] = []
         self.functions: list[str] = []
         self.count = 0
+        self.aligned = True
 
     def leaves(self) -> dict[str, torch.Tensor]:
         return {f"{_PROBE}{i}": probe for i, probe in enumerate(self.probes)}
@@ -297,7 +302,11 @@ class _ProbeMode(TorchFunctionMode):
             self.recorded.append(out)
             self.functions.append(name)
         elif self.count < len(self.probes):
-            out = out + self.probes[self.count]
+            probe = self.probes[self.count]
+            if probe.shape == out.shape and probe.dtype == out.dtype:
+                out = out + probe
+            else:
+                self.aligned = False
             self.count += 1
         return out
 
@@ -596,11 +605,22 @@ class _Probing:
             if instr.op == "accumulate_grad" and instr.operands[0] is not None:
                 self.points.append(_Point(pc, instr.operands[0], instr.target, f"@{instr.target}"))
         self.points.sort(key=lambda point: point.pc)
+        self.last_mode: Optional[_ProbeMode] = None
         self.defined_at = {r: pc for pc, instr in enumerate(code) for r in instr.results if r is not None}
 
     def probes(self, device: str) -> _ProbeMode:
-        return _ProbeMode([torch.zeros(shape, dtype=dtype, device=device, requires_grad=True)
-                           for shape, dtype in self.templates])
+        self.last_mode = _ProbeMode([torch.zeros(shape, dtype=dtype, device=device, requires_grad=True)
+                                     for shape, dtype in self.templates])
+        return self.last_mode
+
+    def misaligned(self) -> str:
+        """Why the last probed forward's intermediates were not the recording's ("" when they were)."""
+        mode = self.last_mode
+        if mode is not None and mode.aligned and mode.count == len(mode.probes):
+            return ""
+        count = "?" if mode is None else mode.count
+        return (f"the probed forward's torch function results differ from the recording's ({count} results, "
+                f"{len(self.templates)} recorded, or of other shapes)")
 
     def producers(self, register: str) -> list[int]:
         """The pcs of the node calls whose outgoing grads make ``register`` (through validate, add, hooks)."""
@@ -818,7 +838,11 @@ class _Checker:
             self._probing = _Probing(self.subject, self.oracle)
         key = id(engine)
         if key not in self._probed:
-            self._probed[key] = engine.gradients(self.forward_for(engine, self._probing), self.oracle.grad_outputs)
+            grads = engine.gradients(self.forward_for(engine, self._probing), self.oracle.grad_outputs)
+            misaligned = self._probing.misaligned()
+            if misaligned:
+                raise refgrad.Error(misaligned)
+            self._probed[key] = grads
         return self._probed[key]
 
     def localize_black_box(self, engine: Any) -> Divergence:
