@@ -487,3 +487,50 @@ def test_an_engine_that_raises_fails_and_the_others_are_still_checked(mlp, tmp_p
     assert all(r.note == "raised RuntimeError: no kernel for this op" for r in report.results["raises"].values())
     assert str(report.first_divergence["raises"]) == "not localized: raises raised RuntimeError: no kernel for this op"
     assert report.reproducers == {}
+
+
+class WithHooks(torch.nn.Module):
+    """Registers, in its forward, a tensor hook on a non-leaf, one on a parameter and a
+    post-accumulate-grad hook (which torch calls with the leaf after writing its .grad)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        hidden = self.linear(x)
+        hidden.register_hook(lambda grad: grad * 3)
+        self.linear.weight.register_hook(lambda grad: grad + 1)
+        self.linear.bias.register_post_accumulate_grad_hook(lambda leaf: None)
+        return torch.tanh(hidden).sum()
+
+
+class TwoBackwards:
+    """Eager autograd run twice over a retained graph: every gradient doubles, every hook fires twice."""
+
+    name = "two_backwards"
+
+    def gradients(self, forward, grad_outputs, *, observe=None):
+        run = forward()
+        torch.autograd.backward(run.outputs, grad_outputs, retain_graph=True)
+        torch.autograd.backward(run.outputs, grad_outputs)
+        return {name: leaf.grad for name, leaf in run.leaves.items()}
+
+
+def test_hooks_fire_as_eager_fires_them(tmp_path):
+    torch.manual_seed(6)
+    model, x = WithHooks(), torch.randn(4, 3)
+    report = refgrad_check.check(model, x, engines=("eager", "compiled_autograd", TwoBackwards()),
+                                 reproducer_dir=str(tmp_path))
+    # eager's order, as torch 2.13 fires them: the non-leaf's hook, then per leaf its tensor hook
+    # before AccumulateGrad and the post-accumulate-grad hook after it
+    eager = report.hooks["eager"]
+    assert sorted(eager) == ["post-accumulate-grad hook 2 on linear.bias", "tensor hook 0 on the output of AddmmBackward0",
+                             "tensor hook 1 on linear.weight"]
+    assert eager[0] == "tensor hook 0 on the output of AddmmBackward0"
+    assert report.engine_passed("eager") and report.engine_passed("compiled_autograd"), str(report)
+    assert report.hooks["compiled_autograd"] == eager
+    assert report.hooks["two_backwards"] == eager + eager
+    assert not report.hooks_as_eager("two_backwards") and not report.engine_passed("two_backwards")
+    assert "two_backwards: FAIL: hooks fired otherwise than eager's" in str(report)
+    assert "compiled_autograd: hooks fired as eager's (3 calls)" in str(report)

@@ -45,7 +45,7 @@ import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -116,7 +116,9 @@ def _figure(value: float) -> str:
 @dataclass
 class Report:
     """The outcome of check(): per engine and gradient a GradientResult, per engine the first
-    divergence (None when it passed), the reproducer bundles written, engines skipped and why."""
+    divergence (None when it passed), the reproducer bundles written, engines skipped and why, and
+    (when fn registers tensor hooks) the hooks each engine that runs torch's autograd graph fired,
+    in order: an engine passes only when its hooks fired as eager's did."""
 
     fn: str
     precision: str
@@ -126,13 +128,18 @@ class Report:
     reproducers: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    hooks: dict[str, list[str]] = field(default_factory=dict)  # engine -> the hook calls, in order
 
     @property
     def passed(self) -> bool:
-        return all(result.passed for grads in self.results.values() for result in grads.values())
+        return all(self.engine_passed(engine) for engine in self.results)
+
+    def hooks_as_eager(self, engine: str) -> bool:
+        """Whether the engine fired fn's hooks as eager did: the same hooks, as often, in the same order."""
+        return engine not in self.hooks or self.hooks[engine] == self.hooks.get("eager", self.hooks[engine])
 
     def engine_passed(self, engine: str) -> bool:
-        return all(result.passed for result in self.results[engine].values())
+        return all(result.passed for result in self.results[engine].values()) and self.hooks_as_eager(engine)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +148,7 @@ class Report:
             "first_divergence": {e: None if d is None else {**asdict(d), "localized": d.localized}
                                  for e, d in self.first_divergence.items()},
             "reproducers": dict(self.reproducers), "skipped": dict(self.skipped), "notes": list(self.notes),
+            "hooks": {e: list(calls) for e, calls in self.hooks.items()},
         }
 
     def _rows(self) -> list[list[str]]:
@@ -158,6 +166,11 @@ class Report:
         for engine, divergence in self.first_divergence.items():
             if divergence is not None:
                 lines.append(f"{engine}: first divergence: {divergence}")
+        for engine, calls in self.hooks.items():
+            if not self.hooks_as_eager(engine):
+                lines.append(f"{engine}: FAIL: hooks fired otherwise than eager's: {calls} (eager: {self.hooks['eager']})")
+            elif engine != "eager":
+                lines.append(f"{engine}: hooks fired as eager's ({len(calls)} calls)")
         lines += [f"{engine}: reproducer {path}" for engine, path in self.reproducers.items()]
         lines += [f"{engine}: skipped: {why}" for engine, why in self.skipped.items()]
         lines += self.notes
@@ -270,6 +283,45 @@ def _compare(actual: Optional[torch.Tensor], reference: torch.Tensor, dtype: tor
 # ------------------------------------------------------------- the subject ---
 
 
+class _HookMode(TorchFunctionMode):
+    """Wraps each hook fn registers in its forward (Tensor.register_hook,
+    Tensor.register_post_accumulate_grad_hook) so that every call of it is recorded, in order, by a
+    label that names the hook and its tensor: "tensor hook 0 on net.0.weight"."""
+
+    _KINDS = {torch.Tensor.register_hook: "tensor hook",
+              torch.Tensor.register_post_accumulate_grad_hook: "post-accumulate-grad hook"}
+
+    def __init__(self):
+        super().__init__()
+        self.fired: list[str] = []
+        self.registered = 0
+        self.leaf_names: dict[int, str] = {}
+        self.non_leaves: list[torch.Tensor] = []  # the non-leaf tensors hooks were registered on
+
+    def bind(self, leaves: dict[str, torch.Tensor]) -> None:
+        """Learns the leaves' names, for the labels."""
+        self.leaf_names = {id(leaf): name for name, leaf in leaves.items()}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kind = self._KINDS.get(func)
+        if kind is None:
+            return func(*args, **(kwargs or {}))
+        tensor, hook = args[0], args[1]
+        if tensor.grad_fn is not None and not any(tensor is seen for seen in self.non_leaves):
+            self.non_leaves.append(tensor)
+        owner = self.leaf_names.get(id(tensor)) or f"the output of {tensor.grad_fn.name()}"
+        label = f"{kind} {self.registered} on {owner}"
+        self.registered += 1
+        fired = self.fired
+
+        def recorded(*hook_args):
+            fired.append(label)
+            return hook(*hook_args)
+
+        return func(tensor, recorded)
+
+
+
 _PROBE = "~probe"  # leaf names of probes: no parameter or argument is named so
 
 
@@ -289,8 +341,9 @@ class _ProbeMode(TorchFunctionMode):
         self.count = 0
         self.aligned = True
 
-    def leaves(self) -> dict[str, torch.Tensor]:
-        return {f"{_PROBE}{i}": probe for i, probe in enumerate(self.probes)}
+    def bind(self, leaves: dict[str, torch.Tensor]) -> None:
+        """Adds the probes to the forward's leaves."""
+        leaves.update({f"{_PROBE}{i}": probe for i, probe in enumerate(self.probes)})
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -332,8 +385,8 @@ class _Subject:
             torch.cuda.set_rng_state_all(self.cuda_rng_state)
 
     def forward(self, transform: Optional[Callable] = None, device: str = "cpu",
-                mode: Optional[_ProbeMode] = None) -> Forward:
-        """A fresh forward; under ``mode`` (a _ProbeMode) when given, its probes among the leaves."""
+                mode: Optional[Union[_ProbeMode, _HookMode]] = None) -> Forward:
+        """A fresh forward; under ``mode`` when given (bound to the leaves first)."""
         pairs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         fn = self._fresh(self.fn, "", pairs, device)
         args = [self._fresh(arg, f"arg{i}", pairs, device) for i, arg in enumerate(self.args)]
@@ -344,7 +397,7 @@ class _Subject:
             leaves[name] = leaf
         self.restore_rng()
         if mode is not None:
-            leaves.update(mode.leaves())
+            mode.bind(leaves)
         with mode if mode is not None else contextlib.nullcontext():
             outputs = (transform(fn) if transform else fn)(*args)
         outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
@@ -396,10 +449,13 @@ class _Oracle:
         if precision not in ("float64", "float32"):
             raise refgrad.Error(f"refgrad.check: precision must be 'float64' or 'float32', got {precision!r}")
         # Anomaly mode keeps each node's forward traceback, from which capture takes its source line.
+        # capture sees the hooks of non-leaf tensors only when it is given them: the hook mode finds them.
+        hooks = _HookMode()
         with torch.autograd.set_detect_anomaly(True, check_nan=False):
-            run = subject.forward()
+            run = subject.forward(mode=hooks)
         self.grad_outputs = _ones(run.outputs)
-        self.capture = refgrad_torch.capture(run.outputs, grad_outputs=self.grad_outputs, names=run.leaves)
+        names = {**run.leaves, **{f"hooked{i}": tensor for i, tensor in enumerate(hooks.non_leaves)}}
+        self.capture = refgrad_torch.capture(run.outputs, grad_outputs=self.grad_outputs, names=names)
         strangers = sorted(set(self.capture.leaves) - set(run.leaves))
         if strangers:
             raise refgrad.Error(f"refgrad.check: {subject.qualname} reaches leaves that are neither parameters of fn "
@@ -774,7 +830,17 @@ class _Checker:
             transform, device, probing.probes(device) if probing else None)
 
     def gradients(self, engine: Any) -> dict[str, Optional[torch.Tensor]]:
-        return engine.gradients(self.forward_for(engine), self.oracle.grad_outputs)
+        """The engine's gradients; for an engine that runs torch's autograd graph (its forward is plain
+        torch), the hooks fn registers are recorded too, into report.hooks."""
+        if not engines_module.accepts_observe(engine):
+            return engine.gradients(self.forward_for(engine), self.oracle.grad_outputs)
+        mode = _HookMode()
+        device = getattr(engine, "device", "cpu")
+        grads = engine.gradients(lambda transform=None: self.subject.forward(transform, device, mode),
+                                 self.oracle.grad_outputs)
+        if mode.registered:
+            self.report.hooks[engine.name] = mode.fired
+        return grads
 
     def compare(self, engine: Any, grads: dict, eager_grads: dict) -> dict[str, GradientResult]:
         is_eager = engine is self.eager
