@@ -31,7 +31,10 @@ What check does (DESIGN.md, "Numbers and precision"):
    the first node whose incoming grads agree and one of whose outgoing grads (for AccumulateGrad: the
    leaf's .grad) does not is the first divergent node. Either way the second run's graph is not the
    plain run's: Divergence.graph says which was used.
-5. Each failed engine writes one bundle into ``reproducer_dir``: the program and its tensors, eager's
+5. Hooks fn registers in its forward are wrapped (a TorchFunctionMode sees Tensor.register_hook and
+   register_post_accumulate_grad_hook) and each call recorded; an engine that runs torch's autograd
+   graph passes only when its hooks fired as eager's did: the same hooks, as often, in the same order.
+6. Each failed engine writes one bundle into ``reproducer_dir``: the program and its tensors, eager's
    and the engine's gradients as result sets, the rule and tolerances, and provenance (torch version,
    engine, backend, fn's qualname, date). ``build/refgrad check BUNDLE`` re-runs it without Python.
 """
