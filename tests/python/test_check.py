@@ -525,8 +525,8 @@ def test_hooks_fire_as_eager_fires_them(tmp_path):
     # eager's order, as torch 2.13 fires them: the non-leaf's hook, then per leaf its tensor hook
     # before AccumulateGrad and the post-accumulate-grad hook after it
     eager = report.hooks["eager"]
-    assert sorted(eager) == ["post-accumulate-grad hook 2 on linear.bias", "tensor hook 0 on the output of AddmmBackward0",
-                             "tensor hook 1 on linear.weight"]
+    assert sorted(eager) == ["post-accumulate-grad hook 2 on linear.bias",
+                             "tensor hook 0 on the output of AddmmBackward0", "tensor hook 1 on linear.weight"]
     assert eager[0] == "tensor hook 0 on the output of AddmmBackward0"
     assert report.engine_passed("eager") and report.engine_passed("compiled_autograd"), str(report)
     assert report.hooks["compiled_autograd"] == eager

@@ -171,7 +171,8 @@ class Report:
                 lines.append(f"{engine}: first divergence: {divergence}")
         for engine, calls in self.hooks.items():
             if not self.hooks_as_eager(engine):
-                lines.append(f"{engine}: FAIL: hooks fired otherwise than eager's: {calls} (eager: {self.hooks['eager']})")
+                eager = self.hooks.get("eager")
+                lines.append(f"{engine}: FAIL: hooks fired otherwise than eager's: {calls} (eager: {eager})")
             elif engine != "eager":
                 lines.append(f"{engine}: hooks fired as eager's ({len(calls)} calls)")
         lines += [f"{engine}: reproducer {path}" for engine, path in self.reproducers.items()]
@@ -826,11 +827,10 @@ class _Checker:
         self._probing: Optional[_Probing] = None
         self._probed: dict[int, dict] = {}
 
-    def forward_for(self, engine: Any, probing: Optional[_Probing] = None) -> Callable[..., Forward]:
-        """The engine's forward(transform=None): a fresh forward on the engine's device (with probes)."""
+    def forward_for(self, engine: Any, mode: Optional[Union[_ProbeMode, _HookMode]] = None) -> Callable[..., Forward]:
+        """The engine's forward(transform=None): a fresh forward on the engine's device (under ``mode``)."""
         device = getattr(engine, "device", "cpu")
-        return lambda transform=None: self.subject.forward(
-            transform, device, probing.probes(device) if probing else None)
+        return lambda transform=None: self.subject.forward(transform, device, mode)
 
     def gradients(self, engine: Any) -> dict[str, Optional[torch.Tensor]]:
         """The engine's gradients; for an engine that runs torch's autograd graph (its forward is plain
@@ -838,9 +838,7 @@ class _Checker:
         if not engines_module.accepts_observe(engine):
             return engine.gradients(self.forward_for(engine), self.oracle.grad_outputs)
         mode = _HookMode()
-        device = getattr(engine, "device", "cpu")
-        grads = engine.gradients(lambda transform=None: self.subject.forward(transform, device, mode),
-                                 self.oracle.grad_outputs)
+        grads = engine.gradients(self.forward_for(engine, mode), self.oracle.grad_outputs)
         if mode.registered:
             self.report.hooks[engine.name] = mode.fired
         return grads
@@ -907,7 +905,8 @@ class _Checker:
             self._probing = _Probing(self.subject, self.oracle)
         key = id(engine)
         if key not in self._probed:
-            grads = engine.gradients(self.forward_for(engine, self._probing), self.oracle.grad_outputs)
+            probes = self._probing.probes(getattr(engine, "device", "cpu"))
+            grads = engine.gradients(self.forward_for(engine, probes), self.oracle.grad_outputs)
             misaligned = self._probing.misaligned()
             if misaligned:
                 raise refgrad.Error(misaligned)
@@ -956,7 +955,6 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
     subject = _Subject(fn, args, keep_grad)
     try:
         oracle = _Oracle(subject, precision)
-        subject.grad_outputs = oracle.grad_outputs
         report = Report(fn=subject.qualname, precision=precision, rule=rule.describe())
         calls = oracle.python_calls()
         if calls:
