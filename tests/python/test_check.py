@@ -534,3 +534,28 @@ def test_hooks_fire_as_eager_fires_them(tmp_path):
     assert not report.hooks_as_eager("two_backwards") and not report.engine_passed("two_backwards")
     assert "two_backwards: FAIL: hooks fired otherwise than eager's" in str(report)
     assert "compiled_autograd: hooks fired as eager's (3 calls)" in str(report)
+
+
+def test_a_reproducer_under_the_plain_rule_reruns_with_the_plain_bound(mlp, tmp_path):
+    if not os.path.exists(CLI):
+        pytest.skip(f"{CLI} is missing (meson setup build -Dpython=false && ninja -C build refgrad)")
+    model, x, target = mlp
+    scaled = Scaled("net.0.weight", factor=1.001)
+    report = refgrad_check.check(model, x, target, engines=("eager", scaled), rtol=1e-4, atol=0.0,
+                                 reproducer_dir=str(tmp_path))
+    assert [n for n, r in report.results[scaled.name].items() if not r.passed] == ["net.0.weight"]
+    bundle = refgrad.Bundle.load(report.reproducers[scaled.name])
+    assert [r.engine for r in bundle.results] == ["eager (baseline)", scaled.name]
+    assert bundle.comparison == refgrad.Comparison("reference", "refgrad", 1e-4, 0.0)
+    run = subprocess.run([CLI, "check", report.reproducers[scaled.name]], capture_output=True, text=True)
+    assert run.returncode == 1 and "7 of 8 gradients pass" in run.stdout, run.stdout + run.stderr
+
+
+def test_the_oracle_at_float32(mlp, tmp_path):
+    model, x, target = mlp
+    report = refgrad_check.check(model, x, target, engines=("eager", Scaled("net.2.bias")), precision="float32",
+                                 reproducer_dir=str(tmp_path))
+    assert report.precision == "float32" and "float32" in str(report)
+    assert report.engine_passed("eager") and not report.engine_passed("scaled_net.2.bias")
+    with pytest.raises(refgrad.Error, match="precision must be 'float64' or 'float32'"):
+        refgrad_check.check(model, x, target, precision="float16")
