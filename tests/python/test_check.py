@@ -559,3 +559,17 @@ def test_the_oracle_at_float32(mlp, tmp_path):
     assert report.engine_passed("eager") and not report.engine_passed("scaled_net.2.bias")
     with pytest.raises(refgrad.Error, match="precision must be 'float64' or 'float32'"):
         refgrad_check.check(model, x, target, precision="float16")
+
+
+def test_compiled_engines_that_run_nothing_compiled_fail(mlp):
+    """With dynamo disabled torch.compile silently runs eager code; the compiled engines must not pass."""
+    model, x, target = mlp
+    with torch._dynamo.config.patch(disable=True):
+        report = refgrad_check.check(model, x, target, reproducer_dir=None,
+                                     engines=("eager", "compiled_autograd", "torch_compile:aot_eager"))
+    assert report.engine_passed("eager")
+    assert not report.engine_passed("compiled_autograd") and not report.engine_passed("torch_compile:aot_eager")
+    notes = {r.note for r in report.results["torch_compile:aot_eager"].values()}
+    assert notes == {"raised EngineError: torch_compile:aot_eager: the forward ran no compiled code "
+                     "(torch.compile fell back to eager)"}
+    assert report.reproducers == {}
