@@ -573,3 +573,10 @@ def test_compiled_engines_that_run_nothing_compiled_fail(mlp):
     assert notes == {"raised EngineError: torch_compile:aot_eager: the forward ran no compiled code "
                      "(torch.compile fell back to eager)"}
     assert report.reproducers == {}
+
+
+def test_the_module_refgrad_check_is_callable(mlp):
+    import refgrad.check
+    model, x, target = mlp
+    report = refgrad.check(model, x, target, engines=("eager",), reproducer_dir=None)
+    assert isinstance(report, refgrad.check.Report) and report.passed

@@ -47,6 +47,8 @@ import html
 import math
 import os
 import re
+import sys
+import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -964,3 +966,15 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
     finally:
         subject.restore_rng()
     return report
+
+
+class _CallableModule(types.ModuleType):
+    """The issue asks for refgrad.check(fn, ...), and this module is refgrad.check: calling the module
+    calls check(), so that both refgrad.check(fn, ...) and refgrad.check.Report work. (A package that
+    did `from refgrad.check import check` would hide the module behind the function instead.)"""
+
+    def __call__(self, *args, **kwargs) -> Report:
+        return check(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
