@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: a short tour of refgrad on the example programs in examples/programs/.
+# `make demo`: refgrad checking torch's engines on a transformer block (tools/demo_torch.py), then a
+# short tour of the refgrad command on examples/programs/ and of the C++ eager tape.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 refgrad=build/refgrad
@@ -10,6 +11,9 @@ show() {
 }
 
 echo "refgrad runs PyTorch backward programs written out as flat lists of pure calls."
+show .venv/bin/python tools/demo_torch.py
+echo
+echo "The same programs without Python: the refgrad command on examples/programs/."
 echo "A diamond: a = x.exp(); loss = (a.sin() + a.cos()).sum(). Two gradients meet in \`add\`:"
 show $refgrad dis examples/programs/diamond.bwd
 echo

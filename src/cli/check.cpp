@@ -40,7 +40,10 @@ Tolerance tolerance_for(DType dtype, const Comparison& comparison) {
   return {comparison.rtol.value_or(tolerance.rtol), comparison.atol.value_or(tolerance.atol)};
 }
 
-// How far E is from R, in float64. NaN anywhere makes every figure NaN, so it never passes.
+// How far E is from R, in float64: max|E - R|, and max|E - R| / max|R| (the
+// error in units of the gradient's scale, the scale the rule uses; an
+// element-wise ratio would be infinite wherever R is an exact zero). NaN
+// anywhere makes every figure NaN, so it never passes.
 struct Difference {
   double max_abs = 0.0, max_rel = 0.0, max_reference = 0.0;
   bool allclose = true;  // |E - R| <= atol + rtol |R| at every element
@@ -52,13 +55,12 @@ Difference difference(const Tensor& actual, const Tensor& reference, const Toler
   bool any_nan = false;
   for (std::size_t i = 0; i < e.size(); ++i) {
     const double abs = e[i] == r[i] ? 0.0 : std::abs(e[i] - r[i]);  // equal infinities count as equal
-    const double rel = abs == 0.0 ? 0.0 : abs / std::abs(r[i]);
     any_nan = any_nan || std::isnan(abs);
     d.max_abs = std::max(d.max_abs, abs);
-    d.max_rel = std::max(d.max_rel, rel);
     d.max_reference = std::max(d.max_reference, std::abs(r[i]));
     d.allclose = d.allclose && abs <= tolerance.atol + tolerance.rtol * std::abs(r[i]);
   }
+  if (d.max_abs > 0.0) d.max_rel = d.max_abs / d.max_reference;
   if (any_nan) d.max_abs = d.max_rel = std::nan("");
   return d;
 }

@@ -13,7 +13,13 @@ Machine (run, step, run_until, registers, Python hooks), run_program. The
 node registry: nodes(), node(name), call_node(...). The autograd graph
 model and functionalize() are in refgrad.graph. Every error is refgrad.Error
 (a RuntimeError) with the C++ core's message.
+
+The PyTorch bridge is imported when first used, so that `import refgrad`
+does not import torch: refgrad.torch (capture a grad_fn graph),
+refgrad.check (check engines against the oracle; the module is callable:
+refgrad.check(fn, *args)), refgrad.engines, refgrad.zoo (small models).
 """
+import importlib
 from refgrad._refgrad import (
     ACCUMULATE_GRAD_SEQUENCE_NR,
     BoundProgram,
@@ -105,3 +111,12 @@ __all__ = [
     "run_program",
     "write_safetensors",
 ]
+
+_TORCH_MODULES = ("torch", "check", "engines", "zoo")
+
+
+def __getattr__(name: str):
+    """Imports the torch-dependent submodules on first use: refgrad.check(...) works after `import refgrad`."""
+    if name in _TORCH_MODULES:
+        return importlib.import_module(f"refgrad.{name}")
+    raise AttributeError(f"module 'refgrad' has no attribute {name!r}")

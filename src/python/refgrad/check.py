@@ -76,7 +76,7 @@ _DTYPE_PRECISIONS = {
 
 @dataclass
 class GradientResult:
-    """One gradient of one engine against R: max|E - R|, max|E - R| / |R| (0/0 counts as 0), the
+    """One gradient of one engine against R: max|E - R|, max|E - R| / max|R| (0/0 counts as 0), the
     bound it must stay under, and the verdict; ``note`` says why when it failed without figures."""
 
     max_abs: float
@@ -252,10 +252,13 @@ def _max_abs(actual: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def _max_rel(actual: torch.Tensor, reference: torch.Tensor) -> float:
-    """max |E - R| / |R|, 0/0 counting as 0."""
+    """max|E - R| / max|R|: the error in units of the gradient's scale, the scale the rule uses (an
+    element-wise ratio is infinite wherever R is an exact zero, as attention's key bias gradient is);
+    0/0 counts as 0."""
     difference, r = _difference(actual, reference)
-    relative = torch.where(difference == 0, torch.zeros_like(difference), difference / r.abs())
-    return float(relative.max()) if relative.numel() else 0.0
+    if difference.numel() == 0 or float(difference.max()) == 0:
+        return 0.0
+    return float(difference.max() / r.abs().max())
 
 
 def _max_magnitude(reference: torch.Tensor) -> float:
@@ -468,10 +471,7 @@ class _Oracle:
                                 f"nor among args ({', '.join(strangers)}); pass the module as fn or as an argument "
                                 "so that every engine gets a fresh copy")
         self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
-        promote = precision == "float64"
-        bundle = refgrad.promote_to_float64(self.capture.bundle) if promote else self.capture.bundle
-        host = self.capture._host(promote)
-        self.machine = refgrad.Machine(bundle, keep_values=True, hooks=host.hooks, functions=host.functions)
+        self.machine = self.capture.machine(precision, keep_values=True)
         self.machine.run()
         self.grads = {name: _torch(self.machine.leaf_grad(name)) for name in self.capture.leaves}
         self.grads = {name: grad for name, grad in self.grads.items() if grad is not None}

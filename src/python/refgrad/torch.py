@@ -642,6 +642,13 @@ def _function_backward(fn, promote: bool) -> Callable:
 # ----------------------------------------------------------------- capture ---
 
 
+def _promotes(precision: str, who: str) -> bool:
+    """Whether `precision` asks for the float64 promotion; raises for a precision refgrad has not."""
+    if precision not in ("float64", "float32"):
+        raise refgrad.Error(f"{who}: precision must be 'float64' or 'float32', got {precision!r}")
+    return precision == "float64"
+
+
 @dataclass(repr=False)
 class Capture:
     """A captured backward: the graph model, the program (in a bundle with its tensors), for each
@@ -675,14 +682,20 @@ class Capture:
             host.functions[name] = _function_backward(fn, promote)
         return host
 
+    def machine(self, precision: str = "float64", keep_values: bool = False) -> refgrad.Machine:
+        """A refgrad Machine over the program, ready to step or run: as captured ("float32") or
+        promoted to float64; keep_values keeps every register (for reading them after a run)."""
+        promote = _promotes(precision, "Capture.machine")
+        bundle = refgrad.promote_to_float64(self.bundle) if promote else self.bundle
+        host = self._host(promote)
+        return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values)
+
     def run(self, precision: str = "float64") -> dict[str, torch.Tensor]:
         """Runs the program in refgrad's Machine. precision "float64" promotes every float32 tensor
         and type to float64 first; "float32" runs the program as captured. Returns what torch would
         leave: for a backward(), each leaf's .grad (and retain_grad()'s grads) by name; for
         torch.autograd.grad's inputs, their grads by name (None where unused)."""
-        if precision not in ("float64", "float32"):
-            raise refgrad.Error(f"Capture.run: precision must be 'float64' or 'float32', got {precision!r}")
-        promote = precision == "float64"
+        promote = _promotes(precision, "Capture.run")
         bundle = refgrad.promote_to_float64(self.bundle) if promote else self.bundle
         host = self._host(promote)
         results = refgrad.run_program(bundle, hooks=host.hooks, functions=host.functions)
