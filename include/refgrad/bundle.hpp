@@ -38,7 +38,9 @@ struct ResultSet {
 // How results are compared (DESIGN.md "Numbers and precision").
 struct Comparison {
   // "reference": engine E passes when max|E - R| <= 2 max|eager - R| + atol + rtol max|R|, eager when
-  // max|eager - R| <= atol + rtol max|R|; "allclose": |E - R| <= atol + rtol |R| elementwise.
+  // max|eager - R| <= atol + rtol max|R|; "plain": every engine, eager included, when
+  // max|E - R| <= atol + rtol max|R| (the rule with rtol and atol given); R is refgrad's run in float64
+  // for both. "allclose": |E - R| <= atol + rtol |R| elementwise, R refgrad's run as written.
   std::string rule = "reference";
   std::string reference = "refgrad";  // the engine R whose results the others are compared with
   std::optional<double> rtol, atol;   // nullopt: torch.testing.assert_close's per-dtype defaults

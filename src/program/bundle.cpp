@@ -47,8 +47,8 @@ std::string result_tensor_name(std::size_t result, std::string_view name) {
 // The rules of bundle.hpp's Comparison. Checked when writing too, so that no file is
 // written that reading would refuse.
 void check_comparison(const Comparison& comparison, std::string_view what) {
-  check(comparison.rule == "reference" || comparison.rule == "allclose", what, ": rule '", comparison.rule,
-        "' is not 'reference' or 'allclose'");
+  check(comparison.rule == "reference" || comparison.rule == "plain" || comparison.rule == "allclose", what,
+        ": rule '", comparison.rule, "' is not 'reference', 'plain' or 'allclose'");
   for (const auto& [name, tolerance] : {std::pair{"rtol", comparison.rtol}, std::pair{"atol", comparison.atol}}) {
     const double value = tolerance.value_or(0.0);
     check(std::isfinite(value) && value >= 0, what, ": ", name, " ", value, " is not a finite number >= 0");

@@ -265,6 +265,21 @@ TEST_CASE("cli: check passes right results and fails wrong ones") {
   // A looser tolerance lets it pass.
   CHECK(cli("check " + wrong + " --atol 0.01").status == 0);
 
+  // plain: no eager term. With eager off by 5e-4 at 12 as well, rtol 1e-5 gives every engine the bound
+  // 1.2e-4: eager's and the inductor set's @x fail. Under "reference" the inductor set's bound widens by
+  // 2 * 5e-4 and its @x (off by 1e-3) passes.
+  bundle.results[0].tensors["@x"] = tensor({4.0, 5.0, 12.0005});
+  bundle.comparison = refgrad::Comparison{"plain", "refgrad", 1e-5, 0.0};
+  refgrad::save_bundle(bundle, wrong);
+  const Output plain = cli("check " + wrong);
+  CHECK(plain.status == 1);
+  CHECK(contains(plain.out, "rule plain"));
+  CHECK(contains(plain.out, "2 of 4 gradients pass"));
+  bundle.comparison = refgrad::Comparison{"reference", "refgrad", 1e-5, 0.0};
+  refgrad::save_bundle(bundle, wrong);
+  CHECK(contains(cli("check " + wrong).out, "3 of 4 gradients pass"));
+  bundle.results[0].tensors["@x"] = tensor({4.0, 5.0, 12.0});
+
   // allclose: elementwise, refgrad's run as written.
   bundle.comparison = refgrad::Comparison{"allclose", "refgrad", 1e-3, 0.0};
   refgrad::save_bundle(bundle, wrong);

@@ -755,14 +755,11 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
                       eager: Any, eager_grads: dict, engine: Any, engine_grads: dict) -> str:
     """One bundle: the program, eager's and the engine's gradients, the rule, provenance. Returns its path."""
     bundle = refgrad.Bundle(oracle.capture.program, oracle.capture.bundle.tensors)
-    # Under the plain rule, eager's result set is named "eager (baseline)" so that refgrad check, which
-    # widens the bound of other engines by 2 max|eager - R| for a set named "eager", applies the plain bound.
-    eager_name = "eager (baseline)" if rule.plain else "eager"
-    results = [refgrad.ResultSet(eager_name, _result_tensors(eager_grads), _config(eager))]
+    results = [refgrad.ResultSet("eager", _result_tensors(eager_grads), _config(eager))]
     if engine is not eager:
         results.append(refgrad.ResultSet(engine.name, _result_tensors(engine_grads), _config(engine)))
     bundle.results = results
-    bundle.comparison = refgrad.Comparison("reference", "refgrad", rule.rtol, rule.atol)
+    bundle.comparison = refgrad.Comparison("plain" if rule.plain else "reference", "refgrad", rule.rtol, rule.atol)
     calls = oracle.python_calls()
     now = datetime.datetime.now(datetime.timezone.utc)
     bundle.provenance = {
