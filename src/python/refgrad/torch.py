@@ -52,12 +52,10 @@ What torch 2.13 shows to Python, and so what a capture holds
   its view geometry and wrapped node), saved-tensor hooks, and activation
   checkpointing. coverage() lists them without raising. The functionalizer
   refuses what it cannot express yet, and its message names the node and
-  where it sits: CatBackward0 and StackBackward0 of more than one tensor
-  (torch gives such a node one edge per list item; refgrad's schema one per
-  input).
-* A node torch gives no input for a non-differentiable output
-  (MaxPool2DWithIndicesBackward0's indices) gets an empty slot there, as
-  refgrad's schema counts every forward output.
+  where it sits.
+* CatBackward0 and StackBackward0 take a Tensor[]: torch gives them one
+  next edge per list item, and their call has one result per item (``_``
+  for an item with no edge, a constant) under one need bit for the list.
 * With anomaly mode on during the forward (torch.autograd.detect_anomaly),
   each node's origin is the user's source line that created it.
 """
@@ -522,10 +520,6 @@ class _Builder:
         else:
             schema = _schemas()[fn.name()]
             node.saved = _saved_fields(fn, schema)
-            # torch gives a node no input for a non-differentiable output (max_pool2d_with_indices'
-            # indices); refgrad's schema counts every forward output, and that slot stays empty.
-            missing = (schema.num_grads or 0) - len(node.input_metadata)
-            node.input_metadata += [None] * max(missing, 0)
         self.graph.add_node(node)
 
     @staticmethod
