@@ -316,7 +316,7 @@ class Verifier {
     define_results(instr, {}, true);
   }
 
-  // One operand per incoming grad: the node's forward outputs (at least one
+  // One operand per incoming grad: the node's differentiable forward outputs (at least one
   // for a variadic node); CopySlices takes the one grad of the base.
   void check_incoming_grads(const Instr& instr, const NodeSchema& schema, const std::string& who) {
     if (instr.op == Opcode::CopySlices) {
