@@ -52,7 +52,7 @@ struct GraphNode {
   std::string leaf;                        // AccumulateGrad: the leaf's name
   std::vector<Edge> next_edges;            // one per node input (outgoing edge)
   std::uint64_t sequence_nr = 0;
-  // One per incoming grad slot (forward output): what validate_outputs checks
+  // One per incoming grad slot (differentiable forward output): what validate_outputs checks
   // the grads flowing *into* this node against (PyTorch's input_metadata).
   std::vector<std::optional<InputMetadata>> input_metadata;
   // Hooks by host name: tensor pre-hooks and retains_grad per incoming slot,

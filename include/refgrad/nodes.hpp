@@ -1,10 +1,11 @@
 // L1: PyTorch's backward nodes as pure functions, and the registry that maps a
 // node's name to its schema and its function.
 //
-// A node takes the incoming gradients (one per forward output; std::nullopt is
-// an undefined gradient), a `need` mask (PyTorch's needs_input_grad, one bit
-// per differentiable forward input) and its saved fields, and returns one
-// optional gradient per forward input. Saved fields have PyTorch's names and
+// A node takes the incoming gradients (one per differentiable forward output;
+// std::nullopt is an undefined gradient), a `need` mask (PyTorch's
+// needs_input_grad, one bit per differentiable forward input) and its saved
+// fields, and returns one optional gradient per forward input (per element
+// of a Tensor[] input). Saved fields have PyTorch's names and
 // are listed in PyTorch's packing order (saved inputs by name, then saved
 // outputs by name), as `<Node>_apply_functional` takes them.
 //
@@ -125,13 +126,26 @@ struct NodeSchema {
   std::string name;                      // PyTorch's node name: "MulBackward0"
   std::string aten_op;                   // the forward op's overload: "mul.Tensor"
   std::vector<std::string> inputs;       // differentiable forward inputs = outgoing edges, in order
-  std::size_t num_grads = 1;             // incoming gradients = forward outputs; kVariadic: one per
-                                         // output of a forward whose output count varies (split, unbind)
+  std::size_t num_grads = 1;             // incoming gradients = differentiable forward outputs (PyTorch
+                                         // records no input for the others, max.dim's indices); kVariadic:
+                                         // one per output of a forward whose output count varies (split)
   std::vector<SavedFieldSchema> saved;   // PyTorch's packing order
   std::string formula;                   // derivatives.yaml's lines, one per input
+  // A node whose one input is a Tensor[] (cat's and stack's `tensors`) names here the saved field
+  // (a ScalarType[]) that has one entry per list element; "" for the others. PyTorch gives such a
+  // node one outgoing edge per element, so a call has one result per element; its one need bit
+  // covers the whole list (task_should_compute_output over the list's range of edges).
+  std::string list_length_field = {};  // (= {}: the registry's initializers leave it out)
 };
 
 inline constexpr std::size_t kVariadic = 0;
+
+// The results (outgoing edges) of one call of the node: one per input, or, for
+// a Tensor[] input, `list_length` (the entries of its list_length_field).
+std::size_t num_results(const NodeSchema& schema, std::size_t list_length);
+// The index of the input result `result` of a call belongs to (0 for every
+// element of a Tensor[] input): the need bit that decides it.
+std::size_t input_of_result(const NodeSchema& schema, std::size_t result);
 
 // A node's saved fields bound to its typed struct.
 using BoundSaved = std::shared_ptr<const void>;

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -185,8 +186,14 @@ enum class Opcode : std::uint8_t {
 };
 std::string mnemonic(Opcode op);  // "call" for Call, "CopySlices", "validate", "add", ...
 
+// How many results a call of the node with these fields has: one per node
+// input, or, for a Tensor[] input (cat, stack), one per element: the entries
+// of its list_length_field. nullopt when that field is missing or no list.
+std::optional<std::size_t> call_result_count(const NodeSchema& schema, std::span<const Attr> attrs);
+
 // One instruction. Which fields an opcode uses (the others stay empty):
-//   Call          results (one per node input, nullopt `_` where need is 0), operands (the
+//   Call          results (one per node input, or per element of a Tensor[] input; nullopt
+//                 `_` where need is 0 or the element's edge is invalid), operands (the
 //                 incoming grads, nullopt `none` for an undefined grad), node, need, attrs
 //                 (the node's saved fields, in schema order)
 //   CopySlices    as Call, with node = the wrapped node (PyTorch's CopySlices::fn) and attrs =

@@ -16,7 +16,6 @@
 
 namespace refgrad::eager {
 
-using tape::record_multi_output_op;
 using tape::record_op;
 using tape::Saved;
 
@@ -44,20 +43,6 @@ FieldValue tensor_or_none(const Variable& variable) {
 IntList pair_of(const std::string& op, const std::string& name, const IntList& value) {
   check(value.size() == 1 || value.size() == 2, op, ": ", name, " must have 1 or 2 values, got ", shape_text(value));
   return value.size() == 1 ? IntList{value[0], value[0]} : value;
-}
-
-// Records an op of which the Python function returns only output 0 (F.layer_norm
-// drops mean and rstd, F.max_pool2d the indices). The node still has a grad slot
-// per output, but no grad can reach the dropped ones, and PyTorch keeps input
-// metadata for output 0 only, so theirs is left empty.
-Variable record_first_output(const std::string& node_name, std::vector<Tensor> results,
-                             const std::vector<Variable>& inputs, Saved saved) {
-  const Variable output = record_multi_output_op(node_name, std::move(results), inputs, std::move(saved)).front();
-  if (!output.is_leaf()) {
-    auto& metadata = output.state()->grad_fn->input_metadata;
-    for (std::size_t slot = 1; slot < metadata.size(); ++slot) metadata[slot].reset();
-  }
-  return output;
 }
 
 // ------------------------------------------------------------------ gelu ---
@@ -166,8 +151,8 @@ Variable layer_norm(const Variable& input, const IntList& normalized_shape, cons
                  {"weight", tensor_or_none(weight)},
                  {"result1", results.mean},
                  {"result2", results.rstd}};
-  return record_first_output("NativeLayerNormBackward0", {results.output, results.mean, results.rstd},
-                             {input, weight, bias}, std::move(saved));
+  // mean and rstd are not differentiable outputs: torch's node has one input, for the output.
+  return record_op("NativeLayerNormBackward0", results.output, {input, weight, bias}, std::move(saved));
 }
 
 // ATen's _dropout_impl: the input times a 0-d zero for p == 1, else times the
@@ -260,7 +245,8 @@ Variable max_pool2d(const Variable& input, const IntList& kernel_size, const Int
   auto [output, indices] = max_pool2d_with_indices(x, kernel2, stride2, padding2, dilation);
   Saved saved = {{"ceil_mode", false}, {"dilation", dilation}, {"kernel_size", kernel2}, {"padding", padding2},
                  {"self", x},          {"stride", stride2},     {"result1", indices}};
-  return record_first_output("MaxPool2DWithIndicesBackward0", {output, indices}, {input}, std::move(saved));
+  // The indices are not differentiable: torch's node has one input, for the output.
+  return record_op("MaxPool2DWithIndicesBackward0", output, {input}, std::move(saved));
 }
 
 }  // namespace refgrad::eager

@@ -31,7 +31,7 @@ using Kind = GraphNode::Kind;
 
 // ------------------------------------------------------------- the graph ---
 
-// Incoming grad slots of a node (its forward outputs): AccumulateGrad has one.
+// Incoming grad slots of a node (its differentiable forward outputs): AccumulateGrad has one.
 std::size_t slot_count(const GraphNode& node) {
   return node.kind == Kind::AccumulateGrad ? 1 : node.input_metadata.size();
 }
@@ -536,7 +536,8 @@ class Writer {
     post_hooks(node, {}, inputs);
   }
 
-  // The node's call: one result per next edge, `_` where PyTorch computes nothing.
+  // The node's call: one result per next edge, `_` where PyTorch computes nothing
+  // (builtin_attrs turns the need bits of a Tensor[] input's edges into one).
   Slots call(int index, const Slots& inputs) {
     const GraphNode& node = graph_.nodes[static_cast<std::size_t>(index)];
     Instr instr = instruction(Opcode::Call, {}, inputs);
@@ -576,8 +577,6 @@ class Writer {
     const NodeDef* def = find_node(node.name);
     check(def != nullptr, "functionalize: ", describe_node(graph_, index), " is not a node refgrad has");
     const NodeSchema& schema = def->schema;
-    check(schema.inputs.size() == node.next_edges.size(), "functionalize: ", describe_node(graph_, index), " has ",
-          node.next_edges.size(), " next edges, but ", node.name, " has ", schema.inputs.size(), " inputs");
     check(schema.num_grads == kVariadic || schema.num_grads == node.input_metadata.size(), "functionalize: ",
           describe_node(graph_, index), " has ", node.input_metadata.size(), " input metadata, but ", node.name,
           " takes ", schema.num_grads, " grads");
@@ -593,6 +592,27 @@ class Writer {
             field, "'");
       instr.attrs.push_back({field, attr_value(index, field, found->second)});
     }
+    check_edge_count(index, schema, instr);
+    if (!schema.list_length_field.empty()) {
+      // One need bit for a Tensor[] input: torch's task_should_compute_output over the range of
+      // its elements' edges, true when any one of them is.
+      const bool any = std::find(instr.need.begin(), instr.need.end(), true) != instr.need.end();
+      instr.need = {any};
+    }
+  }
+
+  // One next edge per node input, or per element of a Tensor[] input (as many
+  // as its saved list_length_field has entries).
+  void check_edge_count(int index, const NodeSchema& schema, const Instr& instr) {
+    const GraphNode& node = graph_.nodes[static_cast<std::size_t>(index)];
+    const std::optional<std::size_t> results = call_result_count(schema, instr.attrs);
+    check(results.has_value(), "functionalize: ", describe_node(graph_, index), ": saved field '",
+          schema.list_length_field, "' must be a ScalarType[], one entry per element of its Tensor[] input");
+    const std::string expected = schema.list_length_field.empty()
+                                     ? std::to_string(*results) + " inputs"
+                                     : std::to_string(*results) + " list elements ('" + schema.list_length_field + "')";
+    check(*results == node.next_edges.size(), "functionalize: ", describe_node(graph_, index), " has ",
+          node.next_edges.size(), " next edges, but ", node.name, " has ", expected);
   }
 
   void function_call(int index, Instr& instr) {

@@ -45,6 +45,25 @@ void expect_index(std::uint32_t index, std::size_t size, std::string_view pool) 
   check(index < size, pool, " index ", index, " is out of range (", size, " entries)");
 }
 
+// The saved fields of a Call, CopySlices or CallBackward (none without a block).
+std::span<const Attr> attribute_block(const Bytecode& bytecode, const BytecodeInstr& code) {
+  if (code.attrs == kNoIndex) return {};
+  expect_index(code.attrs, bytecode.attribute_blocks.size(), "attribute block");
+  return bytecode.attribute_blocks[code.attrs];
+}
+
+// One result per node input, or per element of a Tensor[] input (its length
+// read from the call's list_length_field).
+void check_result_count(const Bytecode& bytecode, const BytecodeInstr& code, const NodeSchema& schema) {
+  const std::optional<std::size_t> results = call_result_count(schema, attribute_block(bytecode, code));
+  check(results.has_value(), schema.name, ": field '", schema.list_length_field,
+        "' (one entry per element of its Tensor[] input) is missing or not a list");
+  const std::string per = schema.list_length_field.empty() ? counted(schema.inputs.size(), "input")
+                                                            : counted(*results, "list element");
+  check(code.result_count == *results, schema.name, " has ", per, ", so ", counted(*results, "result"), ", got ",
+        code.result_count);
+}
+
 // The node a Call or CopySlices runs (for CopySlices, the wrapped one), with
 // its operand and result counts checked against the schema.
 const NodeDef& checked_node(const BoundProgram& program, std::size_t pc) {
@@ -53,8 +72,7 @@ const NodeDef& checked_node(const BoundProgram& program, std::size_t pc) {
   check(node != nullptr, "the call is not bound (bind() binds every node call)");
   const NodeSchema& schema = node->schema;
   const std::size_t grads = code.op == Opcode::CopySlices ? 1 : schema.num_grads;
-  check(code.result_count == schema.inputs.size(), schema.name, " has ", counted(schema.inputs.size(), "input"),
-        ", so ", counted(schema.inputs.size(), "result"), ", got ", code.result_count);
+  check_result_count(program.bytecode, code, schema);
   if (grads == kVariadic) {
     check(code.operand_count > 0, schema.name, " takes at least one incoming grad");
   } else {

@@ -51,7 +51,8 @@ std::int64_t pooling_output_size(std::int64_t input, std::int64_t kernel, std::i
 //   input, weight, bias: grad.defined() ? native_layer_norm_backward_symint(grad, input, normalized_shape,
 //                        result1, result2, weight, bias, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()
 // result1 is the mean and result2 the rstd = 1/sqrt(var + eps) over the normalized dims, shaped
-// [outer..., 1, ..., 1]; grads[1] and grads[2] (for mean and rstd) are not used. With x_hat =
+// [outer..., 1, ..., 1]. mean and rstd are not differentiable outputs, so torch's node takes one grad (it
+// records no input for them). With x_hat =
 // (input - mean) * rstd and dx_hat = grad * weight:
 //   input:  rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat))   (means over the normalized dims)
 //   weight: sum(grad * x_hat) over the outer dims;  bias: sum(grad) over the outer dims.
@@ -102,6 +103,7 @@ Grads NativeLayerNormBackward0(const Grads& grads, const NativeLayerNormBackward
 // eval: result1 and result2 are empty; the statistics are the running ones, constants:
 //   input = g * weight / sqrt(running_var + eps).
 // weight: sum(g * x_hat), bias: sum(g), over every dim but the channel dim 1.
+// The statistics outputs are not differentiable: torch's node takes one grad.
 struct NativeBatchNormBackward0Saved {
   double eps;
   Tensor input;
@@ -158,7 +160,8 @@ Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward
 //   input, weight, bias: grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var,
 //                        result1, result2, /*update*/true, eps, grad_input_mask, result3) : std::tuple<...>()
 // It always normalizes with the batch statistics, so its backward is NativeBatchNormBackward0's in
-// training mode; result3 (cuDNN's reserve space) is empty on CPU and not read.
+// training mode; result3 (cuDNN's reserve space) is empty on CPU and not read. Only the first of the
+// four outputs is differentiable, so torch's node takes one grad.
 struct BatchNormWithUpdateBackward0Saved {
   double eps;
   Tensor input;
@@ -174,7 +177,7 @@ Grads BatchNormWithUpdateBackward0(const Grads& grads, const BatchNormWithUpdate
                                    const Need& need) {
   const NativeBatchNormBackward0Saved training{saved.eps,         saved.input,  saved.running_mean, saved.running_var,
                                                /*training=*/true, saved.weight, saved.result1,      saved.result2};
-  return NativeBatchNormBackward0({grads[0]}, training, need);
+  return NativeBatchNormBackward0(grads, training, need);
 }
 
 // -------------------------------------------------------------- group norm ---
@@ -328,7 +331,8 @@ Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& 
 //                                 int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
 //   self: max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
 // result1 holds the indices: for each output, the flat position (h * W + w) of the chosen maximum in its
-// H*W plane. The indices decide ties; overlapping windows that chose the same element add up.
+// H*W plane. The indices decide ties; overlapping windows that chose the same element add up. The
+// indices output is not differentiable: torch's node takes one grad.
 struct MaxPool2DWithIndicesBackward0Saved {
   bool ceil_mode;
   IntList dilation;
@@ -572,7 +576,8 @@ Grads UpsampleBilinear2DBackward0(const Grads& grads, const UpsampleBilinear2DBa
 // recomputed (mask: the saved additive attn_mask, and -inf above the diagonal when is_causal, top-left
 // aligned); a row masked everywhere has P = 0. With dO = grad:
 //   value: P^T dO;  dS = P * (dO v^T - rowsum(P * dO v^T));  query: dS k * scale;  key: dS^T q * scale.
-// dropout_p > 0 (random masks) is not supported yet.
+// dropout_p > 0 (random masks) is not supported yet. logsumexp is not a differentiable output: torch's
+// node takes one grad.
 struct ScaledDotProductFlashAttentionForCpuBackward0Saved {
   std::optional<Tensor> attn_mask;
   double dropout_p;
@@ -636,7 +641,7 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
   {
     using S = NativeLayerNormBackward0Saved;
     registry.push_back(define_node<S, NativeLayerNormBackward0>(
-        {"NativeLayerNormBackward0", "native_layer_norm", {"input", "weight", "bias"}, 3, {},
+        {"NativeLayerNormBackward0", "native_layer_norm", {"input", "weight", "bias"}, 1, {},
          "input, weight, bias: grad.defined() ? native_layer_norm_backward_symint(grad, input, normalized_shape, "
          "result1, result2, weight, bias, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()"},
         {saved<&S::bias>("bias", FieldKind::Tensor, true), saved<&S::input>("input", FieldKind::Tensor),
@@ -647,7 +652,7 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
   {
     using S = NativeBatchNormBackward0Saved;
     registry.push_back(define_node<S, NativeBatchNormBackward0>(
-        {"NativeBatchNormBackward0", "native_batch_norm", {"input", "weight", "bias"}, 3, {},
+        {"NativeBatchNormBackward0", "native_batch_norm", {"input", "weight", "bias"}, 1, {},
          "input, weight, bias: grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, "
          "running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()"},
         {saved<&S::eps>("eps", FieldKind::Float), saved<&S::input>("input", FieldKind::Tensor),
@@ -659,7 +664,7 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
   {
     using S = BatchNormWithUpdateBackward0Saved;
     registry.push_back(define_node<S, BatchNormWithUpdateBackward0>(
-        {"BatchNormWithUpdateBackward0", "_batch_norm_with_update", {"input", "weight", "bias"}, 4, {},
+        {"BatchNormWithUpdateBackward0", "_batch_norm_with_update", {"input", "weight", "bias"}, 1, {},
          "input, weight, bias: grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, "
          "running_var, result1, result2, /*update*/true, eps, grad_input_mask, retain_variables ? "
          "result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()"},
@@ -699,7 +704,7 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
   {
     using S = MaxPool2DWithIndicesBackward0Saved;
     registry.push_back(define_node<S, MaxPool2DWithIndicesBackward0>(
-        {"MaxPool2DWithIndicesBackward0", "max_pool2d_with_indices", {"self"}, 2, {},
+        {"MaxPool2DWithIndicesBackward0", "max_pool2d_with_indices", {"self"}, 1, {},
          "self: max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, "
          "result1)"},
         {saved<&S::ceil_mode>("ceil_mode", FieldKind::Bool), saved<&S::dilation>("dilation", FieldKind::IntList),
@@ -752,7 +757,7 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
     using S = ScaledDotProductFlashAttentionForCpuBackward0Saved;
     registry.push_back(define_node<S, ScaledDotProductFlashAttentionForCpuBackward0>(
         {"ScaledDotProductFlashAttentionForCpuBackward0", "_scaled_dot_product_flash_attention_for_cpu",
-         {"query", "key", "value"}, 2, {},
+         {"query", "key", "value"}, 1, {},
          "query, key, value: _scaled_dot_product_flash_attention_for_cpu_backward(grad, query, key, value, output, "
          "logsumexp, dropout_p, is_causal, attn_mask, scale)"},
         {saved<&S::attn_mask>("attn_mask", FieldKind::Tensor, true),

@@ -304,8 +304,8 @@ Grads ProdBackward1(const Grads& grads, const ProdBackward1Saved& saved, const N
 //   self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)
 // Also MinBackward0 (min.dim), MedianBackward1 (median.dim), NanmedianBackward1
 // (nanmedian.dim) and KthvalueBackward0 (kthvalue): the same fields and formula.
-// Two incoming grads (values, indices); only the values' grad is used, and
-// without it the output is undefined.
+// One incoming grad, the values': indices are not differentiable, and torch's
+// node records no input for them. Without it the output is undefined.
 struct ValueSelectingSaved {
   std::int64_t dim;
   bool keepdim;
@@ -426,7 +426,7 @@ Grads LogsumexpBackward0(const Grads& grads, const LogsumexpBackward0Saved& save
 NodeDef value_selecting_node(const char* name, const char* aten_op) {
   using S = ValueSelectingSaved;
   return define_node<S, ValueSelectingBackward>(
-      {name, aten_op, {"self"}, 2, {},
+      {name, aten_op, {"self"}, 1, {},
        "self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)"},
       {saved<&S::dim>("dim", FieldKind::Int), saved<&S::keepdim>("keepdim", FieldKind::Bool),
        saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),

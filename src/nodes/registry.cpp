@@ -159,6 +159,14 @@ const NodeDef& get_node(std::string_view name) {
   return *def;
 }
 
+std::size_t num_results(const NodeSchema& schema, std::size_t list_length) {
+  return schema.list_length_field.empty() ? schema.inputs.size() : list_length;
+}
+
+std::size_t input_of_result(const NodeSchema& schema, std::size_t result) {
+  return schema.list_length_field.empty() ? result : 0;
+}
+
 std::vector<const NodeDef*> all_nodes() {
   std::vector<const NodeDef*> out;
   for (const NodeDef& def : registry()) out.push_back(&def);

@@ -435,7 +435,8 @@ Grads AsStridedBackward0(const Grads& grads, const AsStridedBackward0Saved& save
 // CatBackward0 — cat(Tensor[] tensors, int dim=0)
 //   tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)
 // Tensor[] convention: one need bit, one output per list element (the count
-// is the number of saved sizes). A legacy empty 1-d input ([0]) takes no part
+// is the number of saved sizes, as many as the scalar types that
+// list_length_field names). A legacy empty 1-d input ([0]) takes no part
 // in the cat and gets an empty grad. The scalar types only matter for complex.
 struct CatBackward0Saved {
   int64_t dim;
@@ -473,7 +474,7 @@ Grads CatBackward0(const Grads& grads, const CatBackward0Saved& saved, const Nee
 // StackBackward0 — stack(Tensor[] tensors, int dim=0)
 //   tensors: stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))
 // Tensor[] convention: one need bit, one output per list element (the count
-// is the number of saved scalar types): grad.unbind(dim).
+// is the number of saved scalar types, list_length_field): grad.unbind(dim).
 struct StackBackward0Saved {
   int64_t dim;
   std::vector<DType> tensors_args_scalartypes;
@@ -678,13 +679,14 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
        saved<&AsStridedBackward0Saved::stride>("stride", FieldKind::Sizes)}));
   registry.push_back(define_node<CatBackward0Saved, CatBackward0>(
       {"CatBackward0", "cat", {"tensors"}, 1, {},
-       "tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)"},
+       "tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)",
+       "tensors_args_scalartypes"},
       {saved<&CatBackward0Saved::dim>("dim", FieldKind::Int),
        hidden<&CatBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::DTypeList),
        hidden<&CatBackward0Saved::tensors_args_sizes_symint>("tensors_args_sizes_symint", FieldKind::SizesList)}));
   registry.push_back(define_node<StackBackward0Saved, StackBackward0>(
       {"StackBackward0", "stack", {"tensors"}, 1, {},
-       "tensors: stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))"},
+       "tensors: stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))", "tensors_args_scalartypes"},
       {saved<&StackBackward0Saved::dim>("dim", FieldKind::Int),
        hidden<&StackBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::DTypeList)}));
   registry.push_back(define_node<SplitBackward0Saved, SplitBackward0>(

@@ -1,4 +1,5 @@
 // The program model: names of things, lookups and structural equality.
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -69,6 +70,15 @@ std::optional<HookKind> parse_hook_kind(std::string_view name) {
     if (name == to_string(kind)) return kind;
   }
   return std::nullopt;
+}
+
+std::optional<std::size_t> call_result_count(const NodeSchema& schema, std::span<const Attr> attrs) {
+  if (schema.list_length_field.empty()) return schema.inputs.size();
+  const auto attr = std::find_if(attrs.begin(), attrs.end(),
+                                 [&](const Attr& a) { return a.name == schema.list_length_field; });
+  const auto* list = attr == attrs.end() ? nullptr : std::get_if<std::vector<DType>>(&attr->value);
+  if (!list) return std::nullopt;
+  return num_results(schema, list->size());
 }
 
 std::string mnemonic(Opcode op) {

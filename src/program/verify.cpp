@@ -316,7 +316,7 @@ class Verifier {
     define_results(instr, {}, true);
   }
 
-  // One operand per incoming grad: the node's forward outputs (at least one
+  // One operand per incoming grad: the node's differentiable forward outputs (at least one
   // for a variadic node); CopySlices takes the one grad of the base.
   void check_incoming_grads(const Instr& instr, const NodeSchema& schema, const std::string& who) {
     if (instr.op == Opcode::CopySlices) {
@@ -328,26 +328,38 @@ class Verifier {
     }
   }
 
-  // One result and one need bit per node input. A result where the bit is 0
-  // is an error (PyTorch never computes it); `_` where it is 1 a warning.
+  // One need bit per node input; one result per node input, or per element
+  // of a Tensor[] input (cat, stack). A result where its input's bit is 0 is
+  // an error (PyTorch never computes it); `_` where it is 1 a warning, but
+  // not for one element of a list: PyTorch computes the list as a whole and
+  // drops the grad of an element with no edge (a constant in a cat).
   void check_need_and_results(const Instr& instr, const NodeSchema& schema, const std::string& who) {
     const std::size_t inputs = schema.inputs.size();
-    const bool results_ok = check_count(instr.results.size(), inputs, "result", who);
+    const std::optional<std::size_t> results = call_result_count(schema, instr.attrs);
+    const bool results_ok = results && check_count(instr.results.size(), *results, "result", who);
     if (instr.need.size() != inputs) {
       error(fmt::format("need has {}, but {} has {}", counted(instr.need.size(), "bit"), who,
                         counted(inputs, "input")));
       return;
     }
     if (!results_ok) return;
-    for (std::size_t i = 0; i < inputs; ++i) {
+    const bool list = !schema.list_length_field.empty();
+    for (std::size_t i = 0; i < instr.results.size(); ++i) {
       const auto& result = instr.results[i];
-      if (result && !instr.need[i]) {
+      const std::size_t input = input_of_result(schema, i);
+      if (result && !instr.need[input]) {
         error(fmt::format("result %{} is for input '{}', whose need bit is 0: PyTorch never computes it (write _)",
-                          *result, schema.inputs[i]));
-      } else if (!result && instr.need[i]) {
+                          *result, schema.inputs[input]));
+      } else if (!result && instr.need[input] && !list) {
         warning(fmt::format("result {} (input '{}') is _ but its need bit is 1: computed and dropped", i,
-                            schema.inputs[i]));
+                            schema.inputs[input]));
       }
+    }
+    const bool all_dropped = std::none_of(instr.results.begin(), instr.results.end(),
+                                          [](const auto& result) { return result.has_value(); });
+    if (list && instr.need[0] && all_dropped) {
+      warning(fmt::format("every result (input '{}') is _ but its need bit is 1: computed and dropped",
+                          schema.inputs[0]));
     }
   }
 

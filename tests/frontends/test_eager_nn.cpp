@@ -208,7 +208,8 @@ TEST_CASE("eager: nn ops record the nodes and saved fields torch records") {
   SUBCASE("layer_norm") {
     // torch: F.layer_norm(x, [5], w) with x [3, 5] and w [5] requiring grad records NativeLayerNormBackward0
     // with _saved_bias None, _saved_input x, _saved_normalized_shape (5,), _saved_weight w, _saved_result1 and
-    // _saved_result2 of shape (3, 1); next_functions (x, w, None).
+    // _saved_result2 of shape (3, 1); next_functions (x, w, None); len(_input_metadata) 1 (mean and rstd are
+    // not differentiable outputs, so the node has no input for them).
     const eager::Variable x = eager::leaf(values({3, 5}, 0.0), "x");
     const eager::Variable w = eager::leaf(values({5}, 1.0), "w");
     const Graph graph = eager::record({eager::sum(eager::layer_norm(x, {5}, w))});
@@ -223,6 +224,8 @@ TEST_CASE("eager: nn ops record the nodes and saved fields torch records") {
     CHECK(next_node(graph, node, 0).leaf == "x");
     CHECK(next_node(graph, node, 1).leaf == "w");
     CHECK_FALSE(node.next_edges[2].valid());
+    REQUIRE(node.input_metadata.size() == 1);
+    CHECK(node.input_metadata[0]->shape == Shape{3, 5});
   }
   SUBCASE("cross_entropy") {
     // torch: F.cross_entropy(x, torch.tensor([1, 0, 4])) with x [3, 5] records NllLossBackward0
@@ -302,7 +305,8 @@ TEST_CASE("eager: nn ops record the nodes and saved fields torch records") {
   }
   SUBCASE("max_pool2d") {
     // torch: F.max_pool2d(inp, 2) with inp [1, 4, 5, 5] saves _saved_kernel_size (2, 2), _saved_stride (),
-    // _saved_padding (0, 0), _saved_dilation (1, 1), _saved_ceil_mode False, _saved_result1 of shape [1, 4, 2, 2].
+    // _saved_padding (0, 0), _saved_dilation (1, 1), _saved_ceil_mode False, _saved_result1 of shape [1, 4, 2, 2];
+    // len(_input_metadata) 1 (none for the indices).
     const eager::Variable input = eager::leaf(values({1, 4, 5, 5}, 0.0), "input");
     const GraphNode node = recorded_node(eager::sum(eager::max_pool2d(input, {2})),
                                        "MaxPool2DWithIndicesBackward0");
@@ -313,6 +317,8 @@ TEST_CASE("eager: nn ops record the nodes and saved fields torch records") {
     CHECK_FALSE(typed_field<bool>(node, "ceil_mode"));
     CHECK(tensor_field(node, "result1").sizes() == Shape{1, 4, 2, 2});
     CHECK(tensor_field(node, "result1").dtype() == DType::Int64);
+    REQUIRE(node.input_metadata.size() == 1);
+    CHECK(node.input_metadata[0]->shape == Shape{1, 4, 2, 2});
   }
   SUBCASE("embedding") {
     // torch: F.embedding(idx, W) with W [6, 3] saves _saved_padding_idx -1, _saved_scale_grad_by_freq False,

@@ -555,6 +555,54 @@ TEST_CASE("functionalize: backward(inputs=[x]) accumulates only x") {
   CHECK(result.bundle.program.outputs.empty());
 }
 
+// z = torch.cat([x, c, y]) with x [2], c [1] a constant and y [3]; z.backward(g). torch gives
+// CatBackward0 one next edge per list element (c's invalid) and one input: the call has one result
+// per element, c's `_`, and one need bit, which is 1 because some element's edge needs a grad.
+std::vector<std::pair<std::string, FieldValue>> cat_saved(std::vector<DType> scalar_types) {
+  return {{"dim", std::int64_t{0}},
+          {"tensors_args_scalartypes", std::move(scalar_types)},
+          {"tensors_args_sizes_symint", std::vector<IntList>{{2}, {1}, {3}}}};
+}
+
+TEST_CASE("functionalize: a cat of three tensors, one of them a constant, has one result per element") {
+  Graph graph;
+  const std::vector<DType> three_f32(3, DType::Float32);
+  const int cat = add_node(graph, builtin("CatBackward0", 0, {6}, {{1, 0}, {}, {2, 0}}, cat_saved(three_f32)));
+  add_leaf(graph, "x", {2});
+  add_leaf(graph, "y", {3});
+  set_root(graph, cat, f32({1.0F, 2.0F, 3.0F, 4.0F, 5.0F, 6.0F}));
+
+  SUBCASE("the program and its grads") {
+    const Functionalized result = functionalize(graph);
+    CHECK(code_text(result.bundle.program) ==
+          "%0 = validate %g : f32[6]\n"
+          "%1, _, %2 = CatBackward0 %0  dim=0 tensors_args_scalartypes=[f32, f32, f32] "
+          "tensors_args_sizes_symint=[[2], [1], [3]]\n"
+          "%3, _, %4 = validate %1, none, %2 : f32[2], _, f32[3]\n"
+          "accumulate_grad @x %3\n"
+          "accumulate_grad @y %4\n");
+    const TensorMap grads = run(result);
+    CHECK(close(grads, "@x", {1.0F, 2.0F}));
+    CHECK(close(grads, "@y", {4.0F, 5.0F, 6.0F}));
+  }
+  SUBCASE("autograd.grad w.r.t. y only: x's element is _, the need bit still 1") {
+    FunctionalizeOptions options;
+    options.accumulate_grad = false;
+    graph.captures.push_back({"y", Edge{2, 0}});
+    const Functionalized result = functionalize(graph, options);
+    const std::string text = code_text(result.bundle.program);
+    CHECK(text.find("_, _, %1 = CatBackward0 %0  dim=0") != std::string::npos);
+    CHECK(close(run(result), "^y", {4.0F, 5.0F, 6.0F}));
+  }
+  SUBCASE("a list length unlike the next edges is an error") {
+    graph.nodes[static_cast<std::size_t>(cat)].saved = cat_saved({DType::Float32, DType::Float32});
+    CHECK_THROWS_WITH_AS(functionalize(graph),
+                         "functionalize: node 0 (CatBackward0) has 3 next edges, but CatBackward0 has 2 list "
+                         "elements ('tensors_args_scalartypes')",
+                         Error);
+  }
+}
+
 TEST_CASE("functionalize: a malformed graph is an error, not a crash") {
   Graph graph = mul_sum();
   SUBCASE("an edge to a node that does not exist") {

@@ -748,6 +748,54 @@ code
                        Error);
 }
 
+// z = torch.cat([a, b, c]) with a [2], b [1], c [3]: CatBackward0 has one
+// result per list element, each the grad's slice at that element's offset.
+TEST_CASE("interpreter: CatBackward0 gives each of its three list elements its slice of the grad") {
+  const std::string head = R"(
+program cat
+  grad  %g : f32[6] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+  leaf  @a : f32[2]
+  leaf  @b : f32[1]
+  leaf  @c : f32[3]
+code
+  %0 = validate %g : f32[6]
+)";
+  const std::string fields =
+      "  dim=0 tensors_args_scalartypes=[f32, f32, f32] tensors_args_sizes_symint=[[2], [1], [3]]\n";
+  SUBCASE("three leaves") {
+    Machine machine(load(head + "  %1, %2, %3 = CatBackward0 %0" + fields + R"(
+  %4, %5, %6 = validate %1, %2, %3 : f32[2], f32[1], f32[3]
+  accumulate_grad @a %4
+  accumulate_grad @b %5
+  accumulate_grad @c %6
+)"));
+    machine.run();
+    CHECK(equals_f32(machine.leaf_grad("a"), tensor({1.0, 2.0})));
+    CHECK(equals_f32(machine.leaf_grad("b"), tensor({3.0})));
+    CHECK(equals_f32(machine.leaf_grad("c"), tensor({4.0, 5.0, 6.0})));
+  }
+  SUBCASE("b a constant: its element is _") {
+    Machine machine(load(head + "  %1, _, %3 = CatBackward0 %0" + fields + R"(
+  %4, %6 = validate %1, %3 : f32[2], f32[3]
+  accumulate_grad @a %4
+  accumulate_grad @c %6
+)"));
+    machine.run();
+    CHECK(equals_f32(machine.leaf_grad("a"), tensor({1.0, 2.0})));
+    CHECK_FALSE(machine.leaf_grad("b").has_value());
+    CHECK(equals_f32(machine.leaf_grad("c"), tensor({4.0, 5.0, 6.0})));
+  }
+  SUBCASE("as many results as list elements, or the program is refused") {
+    Program program = parse_program(head + "  %1, %2, %3 = CatBackward0 %0" + fields);
+    program.code[1].results.pop_back();
+    CHECK_THROWS_WITH_AS(Machine(bind(assemble(program))),
+                         "instruction 1 (%1, %2 = CatBackward0 %0  dim=0 tensors_args_scalartypes=[f32, f32, f32] "
+                         "tensors_args_sizes_symint=[[2], [1], [3]]): CatBackward0 has 3 list elements, so 3 "
+                         "results, got 2",
+                         Error);
+  }
+}
+
 TEST_CASE("interpreter: a program whose instructions do not fit their opcode is refused when the machine is made") {
   Program program = parse_program(kMulWithoutDefault);
   program.code[1].results.pop_back();  // MulBackward0 has two inputs, so two results

@@ -16,10 +16,11 @@ std::optional<double> optional_double(const Tensor& is_none, const Tensor& value
   return value.item<double>();
 }
 
+const Grads kNoGrad = {std::nullopt};  // the one incoming grad of a node, undefined
 const Grads kNoGrads3 = {std::nullopt, std::nullopt, std::nullopt};
 const Need kAll3 = {true, true, true};
 
-// The incoming grads of a three-output forward whose first output alone is used.
+// The incoming grads of native_group_norm (three differentiable outputs) whose first output alone is used.
 Grads first_of_3(const Tensor& grad) { return {grad, std::nullopt, std::nullopt}; }
 
 }  // namespace
@@ -41,7 +42,7 @@ TEST_CASE("NativeLayerNormBackward0") {
                        {"result2", rsqrt(add(var(x, inner, 0, true), eps))}};
 
   SUBCASE("finite differences") {
-    const Grads out = call_node("NativeLayerNormBackward0", first_of_3(g), kAll3, saved);
+    const Grads out = call_node("NativeLayerNormBackward0", {g}, kAll3, saved);
     auto forward = [&](const std::vector<Tensor>& in) {
       const Tensor centered = sub(in[0], mean(in[0], inner, true));
       return add(mul(div(centered, sqrt(add(var(in[0], inner, 0, true), eps))), in[1]), in[2]);
@@ -49,11 +50,11 @@ TEST_CASE("NativeLayerNormBackward0") {
     for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, b}, g);
   }
   SUBCASE("need mask and undefined grad") {
-    const Grads out = call_node("NativeLayerNormBackward0", first_of_3(g), {false, true, false}, saved);
+    const Grads out = call_node("NativeLayerNormBackward0", {g}, {false, true, false}, saved);
     CHECK_FALSE(out[0].has_value());
     CHECK(out[1]->sizes() == Shape{3, 4});
     CHECK_FALSE(out[2].has_value());
-    const Grads undefined = call_node("NativeLayerNormBackward0", kNoGrads3, {true, true, true}, saved);
+    const Grads undefined = call_node("NativeLayerNormBackward0", kNoGrad, {true, true, true}, saved);
     for (const auto& grad : undefined) CHECK_FALSE(grad.has_value());
   }
   SUBCASE("against torch: result1 is the mean, result2 the rstd; with and without weight and bias") {
@@ -84,7 +85,7 @@ result = (*saved, (x.detach() - x.detach().mean(-1, keepdim=True)).pow(2).mean(-
                                 {"weight", affine ? FieldValue(r[5]) : FieldValue(None{})},
                                 {"result1", r[1]},
                                 {"result2", r[2]}};
-      const Grads out = call_node("NativeLayerNormBackward0", first_of_3(r[9]), {true, affine, affine}, from_torch);
+      const Grads out = call_node("NativeLayerNormBackward0", {r[9]}, {true, affine, affine}, from_torch);
       CHECK_TENSOR(*out[0], r[10]);
       if (affine) {
         CHECK_TENSOR(*out[1], r[11]);
@@ -96,18 +97,18 @@ result = (*saved, (x.detach() - x.detach().mean(-1, keepdim=True)).pow(2).mean(-
     Saved saved32 = saved;
     for (const char* name : {"bias", "input", "weight", "result1", "result2"})
       saved32[name] = std::get<Tensor>(saved.at(name)).to(DType::Float32);
-    const Grads out = call_node("NativeLayerNormBackward0", {g.to(DType::Float32), std::nullopt, std::nullopt},
+    const Grads out = call_node("NativeLayerNormBackward0", {g.to(DType::Float32)},
                                 {true, true, true}, saved32);
     for (const auto& grad : out) CHECK(grad->dtype() == DType::Float32);
   }
   SUBCASE("errors") {
     Saved bad_shape = saved;
     bad_shape["normalized_shape"] = IntList{4, 3};
-    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", first_of_3(g), kAll3, bad_shape),
+    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", {g}, kAll3, bad_shape),
                          "NativeLayerNormBackward0: input [2,3,4] does not end in normalized_shape [4,3]", Error);
     Saved bad_mean = saved;
     bad_mean["result1"] = random64({3}, 1);
-    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", first_of_3(g), kAll3, bad_mean),
+    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", {g}, kAll3, bad_mean),
                          "NativeLayerNormBackward0: mean [3] and rstd [2,1,1] do not fit input [2,3,4]", Error);
   }
 }
@@ -128,21 +129,21 @@ TEST_CASE("BatchNormWithUpdateBackward0") {
                        {"result1", mean(x, reduce)},
                        {"result2", rsqrt(add(var(x, reduce, 0), eps))},
                        {"result3", zeros({0}, DType::Float64)}};
-  const Grads four = {g, std::nullopt, std::nullopt, std::nullopt};
+  const Grads one = {g};
   SUBCASE("finite differences") {
     auto forward = [&](const std::vector<Tensor>& in) {
       const Tensor centered = sub(in[0], mean(in[0], reduce, true));
       return add(mul(div(centered, sqrt(add(var(in[0], reduce, 0, true), eps))), channel(in[1])), channel(in[2]));
     };
-    const Grads out = call_node("BatchNormWithUpdateBackward0", four, kAll3, saved);
+    const Grads out = call_node("BatchNormWithUpdateBackward0", one, kAll3, saved);
     for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, b}, g);
   }
   SUBCASE("need mask and undefined grad") {
-    const Grads out = call_node("BatchNormWithUpdateBackward0", four, {true, false, false}, saved);
+    const Grads out = call_node("BatchNormWithUpdateBackward0", one, {true, false, false}, saved);
     CHECK(out[0].has_value());
     CHECK_FALSE(out[1].has_value());
     for (const auto& grad :
-         call_node("BatchNormWithUpdateBackward0", {std::nullopt, std::nullopt, std::nullopt, std::nullopt}, kAll3,
+         call_node("BatchNormWithUpdateBackward0", kNoGrad, kAll3,
                    saved))
       CHECK_FALSE(grad.has_value());
   }
@@ -161,7 +162,7 @@ result = (*saved, *torch.autograd.grad(out, (x, w, bias), c))
     const Saved from_torch = {{"eps", r[5].item<double>()}, {"input", x},          {"running_mean", r[0]},
                               {"running_var", r[1]},        {"weight", w},         {"result1", r[2]},
                               {"result2", r[3]},            {"result3", r[4]}};
-    const Grads out = call_node("BatchNormWithUpdateBackward0", four, kAll3, from_torch);
+    const Grads out = call_node("BatchNormWithUpdateBackward0", one, kAll3, from_torch);
     CHECK_TENSOR(*out[0], r[6], 1e-9, 1e-12);
     CHECK_TENSOR(*out[1], r[7], 1e-9, 1e-12);
     CHECK_TENSOR(*out[2], r[8], 1e-9, 1e-12);
@@ -197,19 +198,19 @@ TEST_CASE("NativeBatchNormBackward0") {
       const Tensor x_hat = div(sub(in[0], channel(running_mean)), sqrt(add(channel(running_var), eps)));
       return add(mul(x_hat, channel(in[1])), channel(in[2]));
     };
-    const Grads out_train = call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, train);
-    const Grads out_eval = call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, eval);
+    const Grads out_train = call_node("NativeBatchNormBackward0", {g}, kAll3, train);
+    const Grads out_eval = call_node("NativeBatchNormBackward0", {g}, kAll3, eval);
     for (std::size_t k = 0; k < 3; ++k) {
       check_against_finite_differences(out_train, k, train_forward, {x, w, b}, g);
       check_against_finite_differences(out_eval, k, eval_forward, {x, w, b}, g);
     }
   }
   SUBCASE("need mask and undefined grad") {
-    const Grads out = call_node("NativeBatchNormBackward0", first_of_3(g), {false, false, true}, train);
+    const Grads out = call_node("NativeBatchNormBackward0", {g}, {false, false, true}, train);
     CHECK_FALSE(out[0].has_value());
     CHECK_FALSE(out[1].has_value());
     CHECK(out[2]->sizes() == Shape{2});
-    for (const auto& grad : call_node("NativeBatchNormBackward0", kNoGrads3, {true, true, true}, eval))
+    for (const auto& grad : call_node("NativeBatchNormBackward0", kNoGrad, {true, true, true}, eval))
       CHECK_FALSE(grad.has_value());
   }
   SUBCASE("against torch: BatchNorm2d in train and eval mode, and batch_norm without running stats or weight") {
@@ -256,7 +257,7 @@ result = (*saved, g, *torch.autograd.grad(out, ins, g))
                                 {"weight", affine ? FieldValue(r[4]) : FieldValue(None{})},
                                 {"result1", r[5]},
                                 {"result2", r[6]}};
-      const Grads out = call_node("NativeBatchNormBackward0", first_of_3(r[10]), {true, affine, affine}, from_torch);
+      const Grads out = call_node("NativeBatchNormBackward0", {r[10]}, {true, affine, affine}, from_torch);
       CHECK_TENSOR(*out[0], r[11]);
       if (affine) {
         CHECK_TENSOR(*out[1], r[12]);
@@ -267,12 +268,12 @@ result = (*saved, g, *torch.autograd.grad(out, ins, g))
   SUBCASE("errors") {
     Saved no_stats = eval;
     no_stats["running_var"] = None{};
-    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, no_stats),
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", {g}, kAll3, no_stats),
                          "NativeBatchNormBackward0: eval mode needs running_mean and running_var, which were not saved",
                          Error);
     Saved bad_stats = train;
     bad_stats["result1"] = random64({3}, 1);
-    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", first_of_3(g), kAll3, bad_stats),
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", {g}, kAll3, bad_stats),
                          "NativeBatchNormBackward0: statistics [3] and [2] do not match the 2 channels of input "
                          "[3,2,2,2]",
                          Error);
@@ -444,13 +445,13 @@ TEST_CASE("MaxPool2DWithIndicesBackward0") {
                        {"padding", IntList{0, 0}}, {"self", x}, {"stride", IntList{2, 2}}, {"result1", indices}};
 
   SUBCASE("finite differences, without ties") {
-    const Grads out = call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, saved);
+    const Grads out = call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, saved);
     auto forward = [](const std::vector<Tensor>& in) { return max_pool2d_with_indices(in[0], {2, 2}).first; };
     check_against_finite_differences(out, 0, forward, {x}, g);
   }
   SUBCASE("need mask and undefined grad") {
-    CHECK_FALSE(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {false}, saved)[0].has_value());
-    CHECK_FALSE(call_node("MaxPool2DWithIndicesBackward0", {std::nullopt, std::nullopt}, {true}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MaxPool2DWithIndicesBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MaxPool2DWithIndicesBackward0", kNoGrad, {true}, saved)[0].has_value());
   }
   SUBCASE("against torch: ties, overlapping windows, padding, ceil_mode, dilation, unbatched [C, H, W]") {
     // Values rounded to integers tie often; the indices torch chose decide where the grad goes.
@@ -476,24 +477,24 @@ result = (fn._saved_self, fn._saved_result1, T(fn._saved_kernel_size), T(fn._sav
       const Saved from_torch = {{"ceil_mode", r[6].item<bool>()}, {"dilation", int_list(r[5])},
                                 {"kernel_size", int_list(r[2])}, {"padding", int_list(r[4])},
                                 {"self", r[0]}, {"stride", int_list(r[3])}, {"result1", r[1]}};
-      const Tensor grad_self = *call_node("MaxPool2DWithIndicesBackward0", {r[7], std::nullopt}, {true}, from_torch)[0];
+      const Tensor grad_self = *call_node("MaxPool2DWithIndicesBackward0", {r[7]}, {true}, from_torch)[0];
       CHECK_TENSOR(grad_self, r[8]);
     }
   }
   SUBCASE("errors") {
     Saved bad_indices = saved;
     bad_indices["result1"] = zeros({2, 2, 3, 3}, DType::Int64);
-    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, bad_indices),
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, bad_indices),
                          "MaxPool2DWithIndicesBackward0: grad [2,2,2,2] and indices [2,2,3,3] do not fit self "
                          "[2,2,4,4]",
                          Error);
     Saved float_indices = saved;
     float_indices["result1"] = g;
-    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, float_indices),
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, float_indices),
                          "MaxPool2DWithIndicesBackward0: indices must be int64, got float64", Error);
     Saved outside = saved;
     outside["result1"] = full({2, 2, 2, 2}, 16, DType::Int64);  // a 4x4 plane has positions 0..15
-    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g, std::nullopt}, {true}, outside),
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, outside),
                          doctest::Contains("index 16 is out of bounds"), Error);
   }
 }
@@ -712,19 +713,19 @@ TEST_CASE("ScaledDotProductFlashAttentionForCpuBackward0") {
                        {"output", zeros({2, 2, 3, 4}, DType::Float64)}};
 
   SUBCASE("finite differences") {
-    const Grads out = call_node(kNode, {g, std::nullopt}, {true, true, true}, saved);
+    const Grads out = call_node(kNode, {g}, {true, true, true}, saved);
     auto forward = [](const std::vector<Tensor>& in) {
       return matmul(softmax(mul(matmul(in[0], transpose(in[1], -2, -1)), 0.5), -1), in[2]);  // scale 1/sqrt(4)
     };
     for (std::size_t i = 0; i < 3; ++i) check_against_finite_differences(out, i, forward, {q, k, v}, g);
   }
   SUBCASE("need mask and undefined grad") {
-    const Grads out = call_node(kNode, {g, std::nullopt}, {false, false, true}, saved);
+    const Grads out = call_node(kNode, {g}, {false, false, true}, saved);
     CHECK_FALSE(out[0].has_value());
     CHECK_FALSE(out[1].has_value());
     CHECK(out[2]->sizes() == Shape{2, 2, 5, 4});
     for (const auto& grad :
-         call_node(kNode, {std::nullopt, std::nullopt}, {true, true, true}, saved))
+         call_node(kNode, kNoGrad, {true, true, true}, saved))
       CHECK_FALSE(grad.has_value());
   }
   // torch takes this path only when value's head dim equals query's (else the math path, no such node).
@@ -756,7 +757,7 @@ result = (m is None, torch.zeros(0) if m is None else m, s is None, s or 0.0, fn
                                 {"key", r[7]}, {"query", r[6]},
                                 {"scale", scale ? FieldValue(*scale) : FieldValue(None{})},
                                 {"value", r[8]}, {"logsumexp", r[9]}, {"output", r[10]}};
-      const Grads out = call_node(kNode, {r[11], std::nullopt},
+      const Grads out = call_node(kNode, {r[11]},
                                   {true, true, true}, from_torch);
       for (std::size_t i = 0; i < 3; ++i) CHECK_TENSOR(*out[i], r[12 + i]);
     }
@@ -764,12 +765,12 @@ result = (m is None, torch.zeros(0) if m is None else m, s is None, s or 0.0, fn
   SUBCASE("errors") {
     Saved dropout = saved;
     dropout["dropout_p"] = 0.1;
-    CHECK_THROWS_WITH_AS(call_node(kNode, {g, std::nullopt}, {true, true, true}, dropout),
+    CHECK_THROWS_WITH_AS(call_node(kNode, {g}, {true, true, true}, dropout),
                          "ScaledDotProductFlashAttentionForCpuBackward0: dropout_p 0.1 is not supported yet (only 0)",
                          Error);
     Saved bad_key = saved;
     bad_key["key"] = random64({2, 2, 5, 3}, 1);
-    CHECK_THROWS_WITH_AS(call_node(kNode, {g, std::nullopt}, {true, true, true}, bad_key),
+    CHECK_THROWS_WITH_AS(call_node(kNode, {g}, {true, true, true}, bad_key),
                          doctest::Contains("query [2,2,3,4], key [2,2,5,3], value [2,2,5,4] and grad [2,2,3,4] "
                                            "do not fit"),
                          Error);

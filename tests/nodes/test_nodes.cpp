@@ -1,6 +1,7 @@
 // Suite "nodes": every backward node checked (a) against finite differences
 // in float64, (b) for need masks and undefined grads, (c) for clear errors,
 // (d) against torch itself, fed the _saved_* values of a real grad_fn.
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -243,6 +244,7 @@ TEST_CASE("registry") {
                        Error);
   const auto nodes = all_nodes();
   CHECK(nodes.size() >= 5);
+  std::set<std::string> list_nodes;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const NodeSchema& schema = nodes[i]->schema;
     CAPTURE(schema.name);
@@ -251,7 +253,22 @@ TEST_CASE("registry") {
     CHECK_FALSE(schema.inputs.empty());
     CHECK_FALSE(schema.formula.empty());
     CHECK((schema.num_grads >= 1 || schema.num_grads == kVariadic));
+    if (!schema.list_length_field.empty()) {
+      // A Tensor[] input is the node's only input, and its length field a ScalarType[].
+      list_nodes.insert(schema.name);
+      CHECK(schema.inputs.size() == 1);
+      const auto field = std::find_if(schema.saved.begin(), schema.saved.end(),
+                                      [&](const SavedFieldSchema& f) { return f.name == schema.list_length_field; });
+      REQUIRE(field != schema.saved.end());
+      CHECK(field->type == FieldType{FieldKind::DTypeList});
+      CHECK(num_results(schema, 3) == 3);
+      CHECK(input_of_result(schema, 2) == 0);
+    } else {
+      CHECK(num_results(schema, 3) == schema.inputs.size());
+    }
   }
+  // The differentiable Tensor[] inputs of the ops refgrad has: cat's and stack's `tensors`.
+  CHECK(list_nodes == std::set<std::string>{"CatBackward0", "StackBackward0"});
   CHECK(type_name({FieldKind::Tensor, true}) == "Tensor?");
   CHECK(type_name({FieldKind::IntList, true}) == "int[]?");
   CHECK(type_name({FieldKind::OptionalTensorList}) == "Tensor?[]");
@@ -307,6 +324,65 @@ TEST_CASE("saved field names agree with torch's Functions.h") {
     std::set<std::string> refgrad_fields;
     for (const SavedFieldSchema& field : def->schema.saved) refgrad_fields.insert(field.name);
     CHECK(refgrad_fields == torch_fields);
+  }
+}
+
+// (f): the number of incoming grads of every node with an easy forward call
+// agrees with torch: torch's node has one input per differentiable forward
+// output (len(grad_fn._input_metadata)) and none for a non-differentiable one
+// (max.dim's indices, native_layer_norm's mean and rstd). split and unbind
+// have one per output, however many the forward made (kVariadic).
+TEST_CASE("num_grads agrees with torch's input metadata") {
+  struct Forward {
+    const char* node;    // the node torch records for the first output
+    const char* python;  // the forward's outputs, from x [2, 3, 4, 4], w and b [3], q [1, 2, 3, 4]
+  };
+  const Forward forwards[] = {
+      {"MaxBackward0", "x.max(1)"},
+      {"MinBackward0", "x.min(1)"},
+      {"MedianBackward1", "x.median(1)"},
+      {"NanmedianBackward1", "x.nanmedian(1)"},
+      {"KthvalueBackward0", "x.kthvalue(2, 1)"},
+      {"MaxPool2DWithIndicesBackward0", "F.max_pool2d(x, 2, return_indices=True)"},
+      {"NativeLayerNormBackward0", "torch.native_layer_norm(x, [4, 4], None, None, 1e-5)"},
+      {"NativeBatchNormBackward0", "torch.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)"},
+      {"BatchNormWithUpdateBackward0",
+       "torch.ops.aten._batch_norm_with_update(x, w, b, torch.zeros(3, dtype=x.dtype), "
+       "torch.ones(3, dtype=x.dtype), 0.1, 1e-5)"},
+      {"NativeGroupNormBackward0", "torch.native_group_norm(x, w, b, 2, 3, 16, 1, 1e-5)"},
+      {"ScaledDotProductFlashAttentionForCpuBackward0",
+       "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)"},
+      {"SplitBackward0", "torch.split(x, 2, dim=2)"},
+      {"SplitBackward0", "torch.split(x, 1, dim=2)"},
+      {"SplitWithSizesBackward0", "torch.split(x, [1, 3], dim=2)"},
+      {"UnbindBackward0", "torch.unbind(x, 1)"},
+      {"CatBackward0", "torch.cat([x, x, x])"},
+      {"StackBackward0", "torch.stack([x, x])"},
+      {"MulBackward0", "x * w.view(3, 1, 1)"},
+      {"SumBackward1", "x.sum(1)"},
+  };
+  for (const Forward& forward : forwards) {
+    const std::string python = forward.python;
+    CAPTURE(python);
+    const NodeDef& def = get_node(forward.node);
+    // "<node name> <torch's inputs> <forward outputs>"
+    std::istringstream answer(torch_exec_text(
+        "x = torch.randn(2, 3, 4, 4, dtype=torch.float64, requires_grad=True)\n"
+        "w, b = (torch.randn(3, dtype=torch.float64, requires_grad=True) for _ in range(2))\n"
+        "q = torch.randn(1, 2, 3, 4, dtype=torch.float64, requires_grad=True)\n"
+        "outputs = " + std::string(forward.python) + "\n"
+        "if isinstance(outputs, torch.Tensor): outputs = (outputs,)\n"
+        "node = outputs[0].grad_fn\n"
+        "result = f'{node.name()} {len(node._input_metadata)} {len(outputs)}'\n"));
+    std::string torch_node;
+    std::size_t torch_inputs = 0, forward_outputs = 0;
+    answer >> torch_node >> torch_inputs >> forward_outputs;
+    REQUIRE(torch_node == forward.node);
+    if (def.schema.num_grads == kVariadic) {
+      CHECK(torch_inputs == forward_outputs);
+    } else {
+      CHECK(def.schema.num_grads == torch_inputs);
+    }
   }
 }
 

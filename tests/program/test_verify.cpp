@@ -382,6 +382,59 @@ code
   });
 }
 
+// A Tensor[] input (cat's `tensors`): one need bit, one result per list
+// element, as many as tensors_args_scalartypes has entries; an element's `_`
+// is an element without an edge, not a warning.
+TEST_CASE("verify: a Tensor[] input has one result per list element and one need bit") {
+  // The call is line 6; the leaves are lines 3 and 4.
+  auto cat_with_call = [](const std::string& call, const std::string& uses = "accumulate_grad @a %0\n  "
+                                                                               "accumulate_grad @c %2\n") {
+    return text(R"(
+program cat
+  grad %g : f32[6]
+  leaf @a : f32[2]
+  leaf @c : f32[3]
+code
+  )") + call + "\n  " + uses;
+  };
+  const std::string fields =
+      "  dim=0 tensors_args_scalartypes=[f32, f32, f32] tensors_args_sizes_symint=[[2], [1], [3]]";
+  const std::string in_line_6 = "t.bwd:6:3: error: instruction 0 (";
+  check_cases({
+      {"one result per element, `_` for the one without an edge", cat_with_call("%0, _, %2 = CatBackward0 %g" + fields),
+       {}},
+      {"stack: one result per element", R"(
+program stack
+  grad %g : f32[2,3]
+  leaf @a : f32[3]
+  leaf @b : f32[3]
+code
+  %0, %1 = StackBackward0 %g  dim=0 tensors_args_scalartypes=[f32, f32]
+  accumulate_grad @a %0
+  accumulate_grad @b %1
+)",
+       {}},
+      {"as many results as the list has elements", cat_with_call("%0, %2 = CatBackward0 %g" + fields),
+       {in_line_6 + "%0, %2 = CatBackward0 %g" + fields + "): CatBackward0 expects 3 results, got 2"}},
+      {"one need bit for the list", cat_with_call("%0, _, %2 = CatBackward0 %g" + fields + " need=[1,1,1]"),
+       {in_line_6 + "%0, _, %2 = CatBackward0 %g" + fields +
+        " need=[1,1,1]): need has 3 bits, but CatBackward0 has 1 input"}},
+      {"no result where the list's need bit is 0", cat_with_call("%0, _, %2 = CatBackward0 %g" + fields + " need=[0]"),
+       {in_line_6 + "%0, _, %2 = CatBackward0 %g" + fields +
+            " need=[0]): result %0 is for input 'tensors', whose need bit is 0: PyTorch never computes it (write _)",
+        in_line_6 + "%0, _, %2 = CatBackward0 %g" + fields +
+            " need=[0]): result %2 is for input 'tensors', whose need bit is 0: PyTorch never computes it (write _)"}},
+      {"every element `_` with the need bit 1 is a warning", cat_with_call("_, _, _ = CatBackward0 %g" + fields, ""),
+       {"t.bwd:6:3: warning: instruction 0 (_, _, _ = CatBackward0 %g" + fields +
+        "): every result (input 'tensors') is _ but its need bit is 1: computed and dropped",
+        "t.bwd:3:3: warning: leaf @a is never accumulated", "t.bwd:4:3: warning: leaf @c is never accumulated"}},
+      {"without the length field only the field is reported",
+       cat_with_call("%0, _, %2 = CatBackward0 %g  dim=0 tensors_args_sizes_symint=[[2], [1], [3]]"),
+       {in_line_6 + "%0, _, %2 = CatBackward0 %g  dim=0 tensors_args_sizes_symint=[[2], [1], [3]]): "
+                    "field 'tensors_args_scalartypes' is missing"}},
+  });
+}
+
 TEST_CASE("verify: validate, add and zeros") {
   check_cases({
       {"validate: as many results and metadata as operands", kGradHead + text(R"(

@@ -52,12 +52,10 @@ What torch 2.13 shows to Python, and so what a capture holds
   its view geometry and wrapped node), saved-tensor hooks, and activation
   checkpointing. coverage() lists them without raising. The functionalizer
   refuses what it cannot express yet, and its message names the node and
-  where it sits: CatBackward0 and StackBackward0 of more than one tensor
-  (torch gives such a node one edge per list item; refgrad's schema one per
-  input).
-* A node torch gives no input for a non-differentiable output
-  (MaxPool2DWithIndicesBackward0's indices) gets an empty slot there, as
-  refgrad's schema counts every forward output.
+  where it sits.
+* CatBackward0 and StackBackward0 take a Tensor[]: torch gives them one
+  next edge per list item, and their call has one result per item (``_``
+  for an item with no edge, a constant) under one need bit for the list.
 * With anomaly mode on during the forward (torch.autograd.detect_anomaly),
   each node's origin is the user's source line that created it.
 """
@@ -346,20 +344,26 @@ def _input_info(fn, schema, name: str) -> _TensorInfo:
 
 def _list_infos(fn, schema, name: str) -> list[_TensorInfo]:
     """Each item of list input ``name``; an item that needs no grad has no edge to read, so its
-    shape is what the output leaves for it along ``dim`` (possible for one such item only)."""
+    shape is derived: stack's items all have one shape, and a cat item's is what the output leaves
+    for it along ``dim`` (possible for one such item only). Its dtype is taken to be the output's."""
     edges = _input_edges(fn, schema, name) or []
     infos = [_edge_info(edge) for edge in edges]
     missing = [i for i, info in enumerate(infos) if info is None]
     if not missing:
         return infos
     output = _TensorInfo.of(fn._input_metadata[0])
-    if len(missing) > 1 or not hasattr(fn, "_saved_dim"):
+    known = [info for info in infos if info is not None]
+    if fn.name() == "StackBackward0" and known:
+        shape = list(known[0].shape)
+    elif len(missing) == 1 and hasattr(fn, "_saved_dim"):
+        dim = _signed(fn._saved_dim) % len(output.shape)
+        shape = list(output.shape)
+        shape[dim] -= sum(info.shape[dim] for info in known)
+    else:
         raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)}: {len(missing)} items of '{name}' need no "
                             f"grad, so torch shows no sizes of them; refgrad cannot derive {name}'s sizes")
-    dim = _signed(fn._saved_dim) % len(output.shape)
-    shape = list(output.shape)
-    shape[dim] -= sum(info.shape[dim] for info in infos if info is not None)
-    infos[missing[0]] = _TensorInfo(output.dtype, shape, output.device)
+    for index in missing:
+        infos[index] = _TensorInfo(output.dtype, shape, output.device)
     return infos
 
 
@@ -522,10 +526,6 @@ class _Builder:
         else:
             schema = _schemas()[fn.name()]
             node.saved = _saved_fields(fn, schema)
-            # torch gives a node no input for a non-differentiable output (max_pool2d_with_indices'
-            # indices); refgrad's schema counts every forward output, and that slot stays empty.
-            missing = (schema.num_grads or 0) - len(node.input_metadata)
-            node.input_metadata += [None] * max(missing, 0)
         self.graph.add_node(node)
 
     @staticmethod
