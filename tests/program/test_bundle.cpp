@@ -421,7 +421,7 @@ TEST_CASE("bundle: malformed bundles are rejected with clear messages") {
        "comparison: reference: null is not a string"},
       {"unknown comparison rule",
        bundle_file({{"comparison", R"({"rule":"close","reference":"refgrad","rtol":null,"atol":null})"}}),
-       "comparison: rule 'close' is not 'reference' or 'allclose'"},
+       "comparison: rule 'close' is not 'reference', 'plain' or 'allclose'"},
       {"negative tolerance",
        bundle_file({{"comparison", R"({"rule":"allclose","reference":"refgrad","rtol":null,"atol":-1})"}}),
        "comparison: atol -1 is not a finite number >= 0"},
@@ -448,7 +448,7 @@ TEST_CASE("bundle: write_bundle refuses what read_bundle would refuse") {
   Bundle unknown_rule = full_bundle();
   unknown_rule.comparison->rule = "close";
   CHECK_ERROR_CONTAINS(error_of([&] { write_bundle(unknown_rule); }),
-                       "write_bundle: comparison: rule 'close' is not 'reference' or 'allclose'");
+                       "write_bundle: comparison: rule 'close' is not 'reference', 'plain' or 'allclose'");
   Bundle nan_tolerance = full_bundle();
   nan_tolerance.comparison->rtol = std::numeric_limits<double>::quiet_NaN();
   CHECK_ERROR_CONTAINS(error_of([&] { write_bundle(nan_tolerance); }),
