@@ -47,9 +47,30 @@ What torch 2.13 shows to Python, and so what a capture holds
   (ctx is the node, its ``saved_tensors`` replaced). Undefined grads are
   materialized as zeros (torch's default; ``ctx.set_materialize_grads(False)``
   cannot be read back from Python).
+* CopySlices (an in-place op on a view: ``b = x * 1; b[0].mul_(2)``) shows
+  Python neither the base's and the view's geometry nor the node it wraps.
+  A forward run under ``refgrad.torch.recording()`` records them; without
+  it a CopySlices is refused, and the message says so. recording() is a
+  TorchDispatchMode: for each in-place aten op on a view (grad mode on) it
+  keeps the op, copies of its arguments as they were before it ran, and the
+  sizes, strides and storage offsets of the view and of its base, and puts
+  them in the metadata dict of the CopySlices the op makes (the base's new
+  grad_fn), so the record lives exactly as long as the node. At capture,
+  the wrapped node is made again by running the same in-place op on a
+  non-view copy of the recorded self: that node is the op's own node, so
+  its name and saved fields are those of the hidden one, also for ops whose
+  in-place form saves something else than the out-of-place one (exp_ saves
+  result; setitem's copy_ makes CopyBackwards). Refused: a CopySlices whose
+  view torch replays with a view_fn (a dtype-reinterpreting view, view
+  replay on) and one around a node refgrad lacks. Why not read compiled
+  autograd's traced graph (its copy_slices_prologue carries the geometry):
+  that runs dynamo on a backward, its saved values come as unnamed packed
+  arguments, its calls must be matched back to torch's nodes by position,
+  and it fails for whatever compiled autograd does not trace; the recorder
+  reads only public values at the op itself.
 * Refused, with an UnsupportedError naming the node, its saved fields and its
-  path from the root: nodes refgrad lacks (CopySlices among them: it hides
-  its view geometry and wrapped node), saved-tensor hooks, and activation
+  path from the root: nodes refgrad lacks (and CopySlices outside
+  recording(), above), saved-tensor hooks, and activation
   checkpointing. coverage() lists them without raising. The functionalizer
   refuses what it cannot express yet, and its message names the node and
   where it sits: CatBackward0 and StackBackward0 of more than one tensor
