@@ -319,6 +319,11 @@ def _writes_self(op) -> bool:
     return bool(arguments) and arguments[0].alias_info is not None and arguments[0].alias_info.is_write
 
 
+def _any_requires_grad(args, kwargs) -> bool:
+    """Whether autograd records the op: only then does it make a CopySlices worth a record."""
+    return any(isinstance(value, torch.Tensor) and value.requires_grad for value in pytree.tree_leaves((args, kwargs)))
+
+
 class _InPlaceOnViewRecorder(TorchDispatchMode):
     """Records each in-place aten op on a view while grad mode is on. The op's CopySlices exists only
     after the op returns (autograd's kernel makes it, above this mode), so a record waits until the
@@ -334,7 +339,7 @@ class _InPlaceOnViewRecorder(TorchDispatchMode):
         self.attach_pending()
         view = args[0] if args else None
         if (_writes_self(func) and isinstance(view, torch.Tensor) and view._is_view()
-                and torch.is_grad_enabled()):
+                and torch.is_grad_enabled() and _any_requires_grad(args, kwargs)):
             self.pending.append((view._base, _InPlaceRecord.of(func, tuple(args), kwargs)))
         return func(*args, **kwargs)
 
@@ -368,7 +373,7 @@ def _copy_slices_reason(fn) -> Optional[str]:
         return f"an in-place {record.op} on a view: {record.refused}, which refgrad's CopySlices does not do"
     try:
         wrapped = record.wrapped()
-    except RuntimeError as error:
+    except (RuntimeError, TypeError, ValueError) as error:
         return f"replaying the in-place {record.op} (to read the node CopySlices wraps) failed: {error}"
     if wrapped is None:
         return f"replaying the in-place {record.op} made no node (none of its inputs requires grad)"
