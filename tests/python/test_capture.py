@@ -525,6 +525,20 @@ def test_mul_on_a_transposed_view(dtype):
     assert copy_slices_of(captured) == [("MulBackward0", BASE, ([2, 3], [1, 4], 1))]
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_in_place_ops_on_views_of_a_column_major_base(dtype):
+    def forward(x, y):
+        b = x.t() * 1  # 4x3, strides [1, 4]: the product keeps x.t()'s layout
+        b[:, 1].mul_(y[:, 0].repeat(2)[:4])
+        b[2:].sigmoid_()  # saves its result
+        return (b * torch.arange(12, dtype=b.dtype).reshape(4, 3)).sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    base = ([4, 3], [1, 4], 0)
+    assert copy_slices_of(captured) == [("SigmoidBackward0", base, ([2, 3], [1, 4], 2)),
+                                        ("MulBackward0", base, ([4], [1], 4))]
+
+
 def test_copy_slices_outside_recording_says_how_to_capture_it():
     x = torch.randn(3, 4, requires_grad=True)
     b = x * 1
