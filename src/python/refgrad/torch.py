@@ -271,8 +271,8 @@ class _Copied:
 @dataclass
 class _InPlaceRecord:
     """What recording() keeps of one in-place op on a view, for its CopySlices node: the aten op,
-    copies of its arguments as they were before it ran (tensors as (values, requires_grad)), and
-    the base's and the view's geometry."""
+    copies of its arguments as they were before it ran (each tensor a _Copied), and the base's and
+    the view's geometry; ``refused`` says why refgrad cannot run this CopySlices (None: it can)."""
 
     op: Any  # a torch._ops.OpOverload, e.g. aten.mul_.Tensor
     args: tuple
