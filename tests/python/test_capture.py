@@ -539,6 +539,27 @@ def test_in_place_ops_on_views_of_a_column_major_base(dtype):
                                         ("MulBackward0", base, ([4], [1], 4))]
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_add_into_a_view_of_a_base_that_needs_no_grad(dtype):
+    def forward(x, y):
+        z = torch.zeros(3, 2, dtype=dtype)
+        z[0].add_(y[0] * 2)  # CopySlices' edge to the base is invalid; AddBackward0's other edge is not
+        return (x[:, :2] * z).sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    assert copy_slices_of(captured) == [("AddBackward0", ([3, 2], [2, 1], 0), ([2], [1], 0))]
+
+
+def test_an_in_place_op_under_no_grad_is_not_recorded():
+    x = torch.randn(3, 4, requires_grad=True)
+    b = x * 1
+    b[0].mul_(2)  # outside recording(): its CopySlices has no record
+    with rt.recording(), torch.no_grad():
+        b[1].mul_(3)  # autograd makes no CopySlices, so nothing may be recorded for b's
+    with pytest.raises(rt.UnsupportedError, match=r"refgrad\.torch\.recording\(\)"):
+        rt.capture(b.sum())
+
+
 def test_copy_slices_outside_recording_says_how_to_capture_it():
     x = torch.randn(3, 4, requires_grad=True)
     b = x * 1
