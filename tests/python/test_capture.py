@@ -421,17 +421,200 @@ def test_coverage_lists_unsupported_nodes_without_raising():
     assert rt.coverage((x * 2).sum()) == []
 
 
-@pytest.mark.xfail(strict=True, raises=rt.UnsupportedError,
-                   reason="torch shows Python no CopySlices base or view geometry, nor the node it wraps, so an "
-                          "in-place op on a view cannot be captured")
 def test_in_place_op_on_a_view_runs_as_in_torch():
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64, requires_grad=True)
-    y = x.clone()
-    y[:, 0] *= 3.0  # MulBackward0 inside CopySlices
-    loss = (y * y).sum()
-    ours = rt.capture(loss, names={"x": x}).run()
+    with rt.recording():
+        y = x.clone()
+        y[:, 0] *= 3.0  # MulBackward0 inside CopySlices, then setitem's copy_: CopyBackwards inside CopySlices
+        loss = (y * y).sum()
+    captured = rt.capture(loss, names={"x": x})
+    ours = captured.run()
     loss.backward()
     assert torch.equal(ours["x"], x.grad)
+    wrapped = sorted(instr.node for instr in captured.program.code if instr.op == "CopySlices")
+    assert wrapped == ["CopyBackwards", "MulBackward0"]
+
+
+# ------------------------------------------------- in-place ops on views ---
+
+
+def copy_slices_of(captured):
+    """The captured CopySlices nodes, in the program's order: (wrapped node, base, view) with each
+    geometry as (sizes, strides, storage_offset)."""
+    def geometry(g):
+        return list(g.sizes), list(g.strides), g.storage_offset
+
+    nodes = [captured.graph.nodes[node] for instr, node in zip(captured.program.code, captured.node_of_instruction)
+             if instr.op == "CopySlices"]
+    assert all(node.kind == "copy_slices" for node in nodes)
+    return [(node.name, geometry(node.saved["base"]), geometry(node.saved["view"])) for node in nodes]
+
+
+def capture_in_place_and_compare(forward, dtype):
+    """Runs forward(x, y) (x 3x4, y 3x2, both requiring grad) under recording(), captures its backward,
+    runs it in refgrad and compares with torch's backward."""
+    torch.manual_seed(20)
+    x = torch.randn(3, 4, dtype=dtype, requires_grad=True)
+    y = torch.randn(3, 2, dtype=dtype, requires_grad=True)
+    with rt.recording():
+        loss = forward(x, y)
+    captured = rt.capture(loss, names={"x": x, "y": y})
+    ours = captured.run(precision(dtype))
+    loss.backward()
+    for name, leaf in (("x", x), ("y", y)):
+        if leaf.grad is None:
+            assert ours.get(name) is None, name
+        else:
+            assert_grads_close(ours[name], leaf.grad, dtype, name)
+            assert ours[name].dtype == dtype
+    return captured
+
+
+# Geometries below are known by construction: x * 1 is a contiguous 3x4 tensor (strides [4, 1], offset 0).
+BASE = ([3, 4], [4, 1], 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_mul_on_a_row_view(dtype):
+    def forward(x, y):
+        b = x * 1
+        b[0].mul_(2)
+        return (b * b).sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    assert copy_slices_of(captured) == [("MulBackward0", BASE, ([4], [1], 0))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_add_of_a_tensor_requiring_grad_on_a_slice_view(dtype):
+    def forward(x, y):
+        b = x * 1
+        b[:, 1:3].add_(y, alpha=2)
+        return (b ** 3).sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    assert copy_slices_of(captured) == [("AddBackward0", BASE, ([3, 2], [4, 1], 1))]
+    add = next(node for node in captured.graph.nodes if node.kind == "copy_slices")
+    assert add.saved["alpha"] == 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_three_in_place_ops_on_views_of_one_base(dtype):
+    def forward(x, y):
+        b = x * 1
+        b[0].mul_(2)
+        b[:, 1:3].add_(y)
+        b[1].exp_()  # saves its result, the view's values after the op
+        return (b * b).sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    # The program runs the last op's CopySlices first.
+    assert copy_slices_of(captured) == [("ExpBackward0", BASE, ([4], [1], 4)),
+                                        ("AddBackward0", BASE, ([3, 2], [4, 1], 1)),
+                                        ("MulBackward0", BASE, ([4], [1], 0))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_mul_on_a_transposed_view(dtype):
+    def forward(x, y):
+        b = x * 1
+        b.t()[1:3].mul_(y.t() * 3)  # rows 1 and 2 of the 4x3 transpose: columns 1 and 2 of b
+        return b.exp().sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    assert copy_slices_of(captured) == [("MulBackward0", BASE, ([2, 3], [1, 4], 1))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_in_place_ops_on_views_of_a_column_major_base(dtype):
+    def forward(x, y):
+        b = x.t() * 1  # 4x3, strides [1, 4]: the product keeps x.t()'s layout
+        b[:, 1].mul_(y[:, 0].repeat(2)[:4])
+        b[2:].sigmoid_()  # saves its result
+        return (b * torch.arange(12, dtype=b.dtype).reshape(4, 3)).sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    base = ([4, 3], [1, 4], 0)
+    assert copy_slices_of(captured) == [("SigmoidBackward0", base, ([2, 3], [1, 4], 2)),
+                                        ("MulBackward0", base, ([4], [1], 4))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_add_into_a_view_of_a_base_that_needs_no_grad(dtype):
+    def forward(x, y):
+        z = torch.zeros(3, 2, dtype=dtype)
+        z[0].add_(y[0] * 2)  # CopySlices' edge to the base is invalid; AddBackward0's other edge is not
+        return (x[:, :2] * z).sum()
+
+    captured = capture_in_place_and_compare(forward, dtype)
+    assert copy_slices_of(captured) == [("AddBackward0", ([3, 2], [2, 1], 0), ([2], [1], 0))]
+
+
+def test_an_in_place_op_under_no_grad_is_not_recorded():
+    x = torch.randn(3, 4, requires_grad=True)
+    b = x * 1
+    b[0].mul_(2)  # outside recording(): its CopySlices has no record
+    with rt.recording(), torch.no_grad():
+        b[1].mul_(3)  # autograd makes no CopySlices, so nothing may be recorded for b's
+    with pytest.raises(rt.UnsupportedError, match=r"refgrad\.torch\.recording\(\)"):
+        rt.capture(b.sum())
+
+
+def test_copy_slices_outside_recording_says_how_to_capture_it():
+    x = torch.randn(3, 4, requires_grad=True)
+    b = x * 1
+    b[0].mul_(2)
+    with pytest.raises(rt.UnsupportedError, match=r"CopySlices: .*base and view geometry.*run the forward under "
+                                                   r"refgrad\.torch\.recording\(\)"):
+        rt.capture(b.sum())
+
+
+def test_copy_slices_around_a_node_refgrad_lacks_raises_clearly():
+    x = torch.randn(3, 4, requires_grad=True)
+    with rt.recording():
+        b = x * 1
+        b[1:].uniform_()  # UniformBackward0 inside CopySlices
+    with pytest.raises(rt.UnsupportedError, match=r"CopySlices: CopySlices wraps UniformBackward0 \(in-place "
+                                                   r"aten\.uniform_\.default\), which refgrad has not.*at SumBackward0 "
+                                                   r"-> CopySlices"):
+        rt.capture(b.sum())
+
+
+def test_copy_slices_of_a_replayed_view_raises_clearly():
+    x = torch.randn(3, 4, requires_grad=True)
+    with rt.recording(), torch.autograd._force_original_view_tracking(True):
+        b = x * 1
+        b[0].mul_(2)  # CopySlices keeps a view_fn to replay b[0], which refgrad's CopySlices does not run
+    with pytest.raises(rt.UnsupportedError, match=r"CopySlices: an in-place aten\.mul_\.Tensor on a view: view "
+                                                   r"replay is enabled"):
+        rt.capture(b.sum())
+
+
+class ScaledColumns(nn.Module):
+    """A linear layer whose first two output columns are scaled in place by a parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 4)
+        self.scale = nn.Parameter(torch.tensor([0.5, -2.0]))
+
+    def forward(self, x):
+        h = self.linear(x)
+        h[:, 0:2].mul_(self.scale)
+        return h.tanh().sum()
+
+
+def test_refgrad_check_passes_a_model_with_an_in_place_op_on_a_view(tmp_path):
+    import refgrad.check as refgrad_check
+    from refgrad.engines import CompiledAutograd
+
+    torch.manual_seed(21)
+    model = ScaledColumns().double()
+    report = refgrad_check.check(model, torch.randn(5, 3, dtype=torch.float64),
+                                 engines=("eager", CompiledAutograd()), reproducer_dir=str(tmp_path))
+    assert report.passed, str(report)
+    assert list(report.results) == ["eager", "compiled_autograd"]
+    assert report.first_divergence == {"eager": None, "compiled_autograd": None}
 
 
 def test_a_freed_graph_raises_clearly():

@@ -459,8 +459,9 @@ class _Oracle:
             raise refgrad.Error(f"refgrad.check: precision must be 'float64' or 'float32', got {precision!r}")
         # Anomaly mode keeps each node's forward traceback, from which capture takes its source line.
         # capture sees the hooks of non-leaf tensors only when it is given them: the hook mode finds them.
+        # recording() keeps what capture needs of in-place ops on views (CopySlices).
         hooks = _HookMode()
-        with torch.autograd.set_detect_anomaly(True, check_nan=False):
+        with torch.autograd.set_detect_anomaly(True, check_nan=False), refgrad_torch.recording():
             run = subject.forward(mode=hooks)
         self.grad_outputs = _ones(run.outputs)
         names = {**run.leaves, **{f"hooked{i}": tensor for i, tensor in enumerate(hooks.non_leaves)}}
