@@ -22,6 +22,7 @@ from torch._dynamo.backends.common import aot_autograd
 
 import refgrad
 import refgrad.check as refgrad_check
+import refgrad.torch as rt
 from refgrad.engines import CompiledAutograd, Eager, Forward
 
 
@@ -119,31 +120,16 @@ def test_a_compiler_that_miscomputes_one_op(deep, tmp_path, op, occurrence, node
 
 
 def grad_fn_nodes(outputs):
-    """Every node of the outputs' backward graph, each once, nearest the outputs first."""
-    queue = [output.grad_fn for output in outputs]
-    found = []
-    while queue:
-        node = queue.pop(0)
-        if node is None or any(node is seen for seen in found):
-            continue
-        found.append(node)
-        queue += [child for child, _ in node.next_functions]
-    return found
+    """Every node of the outputs' backward graph, each once, as capture walks them."""
+    return rt._Walk(output.grad_fn for output in outputs).order
 
 
 def node_created_at(outputs, name, source):
-    """The node named ``name`` whose forward source line is ``source`` (anomaly mode records it)."""
-    nodes = [node for node in grad_fn_nodes(outputs) if node.name() == name
-             and any(source in frame for frame in _frames(node))]
+    """The node named ``name`` whose forward source line (capture's origin, from anomaly mode's traceback)
+    is ``source``."""
+    nodes = [node for node in grad_fn_nodes(outputs) if node.name() == name and rt._origin(node) == source]
     assert len(nodes) == 1, (name, source, len(nodes))
     return nodes[0]
-
-
-def _frames(node):
-    """The forward traceback's frames as "file:line" (anomaly mode keeps it in node.metadata)."""
-    import re
-    frames = node.metadata.get("traceback_", [])
-    return [f"{m.group(1)}:{m.group(2)}" for m in (re.match(r'\s*File "([^"]+)", line (\d+)', f) for f in frames) if m]
 
 
 class PerturbsOneNode:
@@ -174,8 +160,8 @@ def test_a_black_box_that_perturbs_one_node(deep, tmp_path, node, depth):
     report = check(*deep, engine=engine, tmp_path=tmp_path)
     divergence = assert_names(report, engine.name, node, line_of(depth))
     assert "intermediates" in divergence.graph
-    # the node's own incoming gradient was recorded (a probe on the result of tanh, sigmoid, mse_loss's
-    # input): the localization is exact, not "in it or in a node between"
+    # the node's own incoming gradient was recorded (a probe on the result of tanh, sigmoid or mse_loss):
+    # the localization is exact, not "in it or in a node between"
     assert "was not recorded" not in divergence.gradient, str(divergence)
 
 
