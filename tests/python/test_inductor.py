@@ -2,8 +2,9 @@
 
 The zoo's MLP and transformer layer checked against refgrad's oracle with eager, compiled autograd
 compiling the backward with inductor, and torch.compile (inductor; its backward is AOT autograd's
-compiled backward, a black box). Slow: with inductor's cache cold, about 2 minutes for the MLP and 7 for
-the transformer layer on two busy cores (most of it compiling C++). Run as tests/python/conftest.py says:
+compiled backward, a black box). Slow: with inductor's cache cold, about 1.5 minutes on two cores (the
+transformer layer two thirds of it; 8.7 minutes while C++ builds shared the cores), half a minute with its
+cache warm. Run as tests/python/conftest.py says:
     PYTHONPATH=build-py/src/python:src/python python -m pytest tests/python/test_inductor.py -q
 """
 import os
