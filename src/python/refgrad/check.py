@@ -29,8 +29,11 @@ What check does (DESIGN.md, "Numbers and precision"):
      intermediates, i.e. the incoming grads of their grad_fn nodes;
    both are compared, in the oracle's program order, with the oracle's registers under the same rule:
    the first node whose incoming grads agree and one of whose outgoing grads (for AccumulateGrad: the
-   leaf's .grad) does not is the first divergent node. Either way the second run's graph is not the
-   plain run's: Divergence.graph says which was used.
+   leaf's .grad) does not is the first divergent node. Where gradients meet, the sum of a node's input
+   buffer belongs to that node (DESIGN.md: its incoming grad k is its summed input-buffer slot k): a node
+   whose incoming grad disagrees while each outgoing grad added into it agrees is named, for a wrong sum
+   (node hooks only: a black box shows no gradient before the sum). Either way the second run's graph is
+   not the plain run's: Divergence.graph says which was used.
 5. Hooks fn registers in its forward are wrapped (a TorchFunctionMode sees Tensor.register_hook and
    register_post_accumulate_grad_hook) and each call recorded; an engine that runs torch's autograd
    graph passes only when its hooks fired as eager's did: the same hooks, as often, in the same order.
@@ -572,7 +575,8 @@ def _agrees(error: float, bound: float) -> bool:
 
 class _Localizer:
     """The first divergent node (DESIGN.md): in the oracle's program order, the first node whose incoming
-    grads all agree with the oracle's registers and one of whose outgoing grads does not."""
+    grads all agree with the oracle's registers and one of whose outgoing grads does not, or whose
+    incoming grad disagrees although every outgoing grad added into its input buffer agrees (a wrong sum)."""
 
     def __init__(self, oracle: _Oracle, rule: _Rule, eager: _NodeRecorder, eager_grads: dict):
         self.oracle = oracle
@@ -603,13 +607,47 @@ class _Localizer:
         for slot, oracle_value in enumerate(incoming):
             engine_value = engine_in[slot] if slot < len(engine_in) else None
             eager_value = eager_in[slot] if slot < len(eager_in) else None
-            if not _agrees(*_slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager)):
-                return None  # an earlier node is to blame
+            error, bound = _slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager)
+            if not _agrees(error, bound):
+                # an earlier node is to blame, unless every gradient added into this slot agrees: then
+                # the sum of this node's input buffer is wrong (DESIGN.md: the gradient with respect to a
+                # node's output k is its summed input-buffer slot k), and this node is named
+                return self._buffer_divergence(pc, index, slot, error, bound, recorder, is_eager)
         for label, engine_value, oracle_value, eager_value in self._outgoing(pc, index, recorder, grads):
             error, bound = _slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager)
             if not _agrees(error, bound):
                 return self.oracle.divergence_at(pc, error, bound, label)
         return None
+
+    def _buffer_divergence(self, pc: int, index: int, slot: int, error: float, bound: float,
+                           recorder: _NodeRecorder, is_eager: bool) -> Optional[Divergence]:
+        """A Divergence at the node called by ``pc`` when its incoming grad ``slot`` disagrees while each
+        outgoing grad of another node that goes into that input-buffer slot agrees (recorded by the
+        producers' post-hooks, before the engine adds them); None when one of them disagrees or was not
+        recorded (the error came from elsewhere)."""
+        graph_nodes = self.oracle.capture.graph.nodes
+        call_of_node = {node: call for call, node in self.oracle.node_calls()}
+        producers = []
+        for producer, graph_node in enumerate(graph_nodes):
+            for out, edge in enumerate(graph_node.next_edges):
+                if edge is not None and edge.node == index and edge.input_nr == slot:
+                    producers.append((producer, out))
+        if not producers:
+            return None  # a root: its incoming grad is the grad_output
+        for producer, out in producers:
+            engine_out = recorder.outgoing.get(producer)
+            register = self.oracle.validated_outputs(call_of_node[producer])[out] if producer in call_of_node else None
+            if engine_out is None or out >= len(engine_out) or register is None:
+                return None
+            eager_out = self.eager.outgoing.get(producer, ())
+            eager_value = eager_out[out] if out < len(eager_out) else None
+            if not _agrees(*_slot_error(engine_out[out], self.oracle.register(register), eager_value, self.rule,
+                                        is_eager)):
+                return None
+        names = ", ".join(_node_label(graph_nodes[producer]) for producer, _ in producers)
+        label = (f"incoming grad {slot}, the sum of its input buffer: each of the {len(producers)} gradients added "
+                 f"into it (from {names}) agrees, their sum does not")
+        return self.oracle.divergence_at(pc, error, bound, label)
 
     def _outgoing(self, pc: int, index: int, recorder: _NodeRecorder, grads: dict):
         instr = self.oracle.capture.program.code[pc]
