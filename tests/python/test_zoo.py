@@ -188,9 +188,6 @@ def test_broadcasting(tmp_path):
     check_agrees(fn, x, w, b, s, tmp_path=tmp_path, expected_grads=["arg0", "arg1", "arg2", "arg3"])
 
 
-@pytest.mark.xfail(strict=True, raises=rt.UnsupportedError,
-                   reason="CopySlices is not capturable yet: torch shows Python no CopySlices base or view geometry, "
-                          "nor the node it wraps (branch copyslices works on it)")
 def test_an_in_place_op_on_a_view(tmp_path):
     torch.manual_seed(3)
     x = torch.randn(4, 3, requires_grad=True)
