@@ -120,3 +120,5 @@ def __getattr__(name: str):
     if name in _TORCH_MODULES:
         return importlib.import_module(f"refgrad.{name}")
     raise AttributeError(f"module 'refgrad' has no attribute {name!r}")
+
+import refgrad.display  # noqa: E402,F401  gives Program, Bundle and Machine their _repr_html_ (Jupyter)
