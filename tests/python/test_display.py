@@ -174,3 +174,23 @@ def test_a_big_program_folds_its_validates_and_shows_collapsed():
     assert text.startswith("<details><summary>") and text.endswith("</details>")
     assert "<svg" in text and "<?xml" not in text
     assert not refgrad.display.program_graph(negations(40), collapse_above=1000).collapsed
+
+
+@requires_dot
+def test_a_captured_transformer_shows_collapsed():
+    torch = pytest.importorskip("torch")
+    import refgrad.torch as rt
+    import refgrad.zoo as zoo
+
+    model, forward = zoo.transformer(torch.float32)
+    captured = rt.capture(forward(model), names=dict(model.named_parameters()))
+    graph = refgrad.display.program_graph(captured.bundle)
+    assert graph.collapsed and "ScaledDotProductFlashAttentionForCpuBackward0\\n+ validate" in graph.source
+    # a validate stays its own DOT node only when what it checks comes from a declaration (the root grad)
+    drawn = graph.source.count(": validate")
+    assert drawn == 1 and sum(instr.op == "validate" for instr in captured.program.code) > 10
+    assert graph._repr_html_().startswith("<details><summary>refgrad program ")
+    machine = refgrad.Machine(captured.bundle)
+    machine.run_until(pc=len(captured.program.code) // 2)
+    text = machine._repr_html_()
+    assert text.count("▶") == 1 and "<b>ScaledDotProductFlashAttentionForCpuBackward0</b>" in text
