@@ -137,7 +137,7 @@ class _Summary:
             return None
         array = np.asarray(tensor.numpy())
         flat = array.reshape(-1)
-        norm = float(np.linalg.norm(flat.astype(np.complex128 if np.iscomplexobj(flat) else np.float64)))
+        norm = float(np.linalg.norm(flat.astype(np.float64)))  # refgrad's dtypes: bool, int64, float32, float64
         return _Summary(str(tensor.dtype), list(array.shape), norm, flat[:_VALUES_SHOWN].tolist(), flat.size)
 
     @property
@@ -285,7 +285,8 @@ class _Dot:
     def text(self, name: str) -> str:
         lines = [f"digraph {_quoted(name)} {{", '  node [fontname="Helvetica", fontsize=10];',
                  '  edge [fontname="Helvetica", fontsize=9];']
-        lines += [f"  {node_id} [label={_quoted(label)}, {attributes}];" for node_id, (label, attributes) in self.nodes.items()]
+        for node_id, (label, attributes) in self.nodes.items():
+            lines.append(f"  {node_id} [label={_quoted(label)}, {attributes}];")
         return "\n".join(lines + self.edges + ["}"]) + "\n"
 
 
