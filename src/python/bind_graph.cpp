@@ -20,14 +20,6 @@ py::object field(py::handle object, const char* name, std::string_view where) {
   return object.attr(name);
 }
 
-template <class Item, class Read>
-std::vector<Item> items_of(py::handle value, std::string_view where, const Read& read) {
-  std::vector<Item> items;
-  const py::sequence sequence = sequence_from_python(value, where);
-  for (std::size_t i = 0; i < sequence.size(); ++i) items.push_back(read(sequence[i], fmt::format("{}[{}]", where, i)));
-  return items;
-}
-
 std::uint64_t uint64_from_python(py::handle value, std::string_view where) {
   check(PyIndex_Check(value.ptr()) && !PyBool_Check(value.ptr()), where, ": expected an int, got ",
         python_type_name(value));
@@ -66,7 +58,7 @@ std::optional<InputMetadata> metadata_from_python(py::handle value, std::string_
 }
 
 std::vector<std::string> names_from_python(py::handle value, std::string_view where) {
-  return items_of<std::string>(value, where, string_from_python);
+  return list_from_python<std::string>(value, where, string_from_python);
 }
 
 template <class Value, class Read>
@@ -110,11 +102,11 @@ GraphNode node_from_python(py::handle value, std::string_view index_where) {
     check(py::len(saved) == 0, where, ": only builtin and copy_slices nodes have saved fields "
                                       "(an autograd.Function's go in function_saved)");
   }
-  node.function_saved = items_of<Tensor>(field(value, "function_saved", where), where + ".function_saved",
+  node.function_saved = list_from_python<Tensor>(field(value, "function_saved", where), where + ".function_saved",
                                          tensor_from_python);
-  node.next_edges = items_of<Edge>(field(value, "next_edges", where), where + ".next_edges", edge_from_python);
+  node.next_edges = list_from_python<Edge>(field(value, "next_edges", where), where + ".next_edges", edge_from_python);
   node.sequence_nr = uint64_from_python(field(value, "sequence_nr", where), where + ".sequence_nr");
-  node.input_metadata = items_of<std::optional<InputMetadata>>(field(value, "input_metadata", where),
+  node.input_metadata = list_from_python<std::optional<InputMetadata>>(field(value, "input_metadata", where),
                                                               where + ".input_metadata", metadata_from_python);
   node.tensor_pre_hooks = slots_from_python<std::vector<std::string>>(
       field(value, "tensor_pre_hooks", where), where + ".tensor_pre_hooks", names_from_python);
@@ -148,14 +140,14 @@ std::pair<std::string, Value> named_from_python(py::handle value, std::string_vi
 
 Graph graph_from_python(py::handle value) {
   Graph graph;
-  graph.nodes = items_of<GraphNode>(field(value, "nodes", "Graph"), "Graph.nodes", node_from_python);
-  graph.leaves = items_of<GraphLeaf>(field(value, "leaves", "Graph"), "Graph.leaves", leaf_from_python);
-  graph.roots = items_of<Edge>(field(value, "roots", "Graph"), "Graph.roots", edge_from_python);
-  graph.root_grads = items_of<std::pair<std::string, std::optional<Tensor>>>(
+  graph.nodes = list_from_python<GraphNode>(field(value, "nodes", "Graph"), "Graph.nodes", node_from_python);
+  graph.leaves = list_from_python<GraphLeaf>(field(value, "leaves", "Graph"), "Graph.leaves", leaf_from_python);
+  graph.roots = list_from_python<Edge>(field(value, "roots", "Graph"), "Graph.roots", edge_from_python);
+  graph.root_grads = list_from_python<std::pair<std::string, std::optional<Tensor>>>(
       field(value, "root_grads", "Graph"), "Graph.root_grads", [](py::handle item, std::string_view where) {
         return named_from_python<std::optional<Tensor>>(item, where, optional_tensor_from_python);
       });
-  graph.captures = items_of<std::pair<std::string, Edge>>(
+  graph.captures = list_from_python<std::pair<std::string, Edge>>(
       field(value, "captures", "Graph"), "Graph.captures", [](py::handle item, std::string_view where) {
         return named_from_python<Edge>(item, where, edge_from_python);
       });

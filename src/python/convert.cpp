@@ -310,14 +310,6 @@ T value_from_python(py::handle value, std::string_view where, std::string_view e
   wrong_kind(value, where, expected);
 }
 
-template <class Item, class Read>
-std::vector<Item> list_from_python(py::handle value, std::string_view where, const Read& read) {
-  std::vector<Item> items;
-  const py::sequence sequence = sequence_from_python(value, where);
-  for (std::size_t i = 0; i < sequence.size(); ++i) items.push_back(read(sequence[i], fmt::format("{}[{}]", where, i)));
-  return items;
-}
-
 }  // namespace
 
 std::int64_t int_from_python(py::handle value, std::string_view where) {

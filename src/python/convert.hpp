@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <pybind11/pybind11.h>
 
 #include "refgrad/graph.hpp"
@@ -93,6 +94,14 @@ IntList int_list_from_python(py::handle value, std::string_view where);
 std::string string_from_python(py::handle value, std::string_view where);
 // Any sequence but a string: a str is a sequence of characters, never what was meant.
 py::sequence sequence_from_python(py::handle value, std::string_view where);
+// Each item of a sequence read by `read(item, "where[i]")`.
+template <class Item, class Read>
+std::vector<Item> list_from_python(py::handle value, std::string_view where, const Read& read) {
+  std::vector<Item> items;
+  const py::sequence sequence = sequence_from_python(value, where);
+  for (std::size_t i = 0; i < sequence.size(); ++i) items.push_back(read(sequence[i], fmt::format("{}[{}]", where, i)));
+  return items;
+}
 
 // ------------------------------------------------------------ saved fields ---
 

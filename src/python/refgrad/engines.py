@@ -181,9 +181,7 @@ class CompiledAutograd:
     def __init__(self, backend: Union[str, Callable] = "aot_eager", device: str = "cpu", name: Optional[str] = None):
         self.backend = backend
         self.device = device
-        self.name = name or f"compiled_autograd:{backend_name(backend)}{_suffix(device)}"
-        if name is None and backend == "aot_eager":
-            self.name = f"compiled_autograd{_suffix(device)}"
+        self.name = name or _engine_name("compiled_autograd", backend, "aot_eager", device)
         self.captures = 0
         self.compiled_calls = 0
 
@@ -206,6 +204,13 @@ class CompiledAutograd:
         return leaf_grads(run)
 
 
+def _engine_name(kind: str, backend: Union[str, Callable], default_backend: str, device: str) -> str:
+    """"compiled_autograd", "compiled_autograd:inductor", "torch_compile:aot_eager:cuda", ...: the
+    backend is named unless it is the kind's default."""
+    backend_part = "" if backend == default_backend else f":{backend_name(backend)}"
+    return f"{kind}{backend_part}{_suffix(device)}"
+
+
 class TorchCompile:
     """fn under torch.compile(backend=...): AOT autograd compiles the forward and its backward, and the
     backward runs as one CompiledFunctionBackward node (a black box to refgrad: not localized).
@@ -214,9 +219,7 @@ class TorchCompile:
     def __init__(self, backend: Union[str, Callable] = "inductor", device: str = "cpu", name: Optional[str] = None):
         self.backend = backend
         self.device = device
-        self.name = name or f"torch_compile:{backend_name(backend)}{_suffix(device)}"
-        if name is None and backend == "inductor":
-            self.name = f"torch_compile{_suffix(device)}"
+        self.name = name or _engine_name("torch_compile", backend, "inductor", device)
         self.compiled_calls = 0
 
     def gradients(self, forward, grad_outputs):
