@@ -9,8 +9,8 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 # once; after that ninja keeps it up to date (and so does `import refgrad`).
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
-.PHONY: all bootstrap build test test-cpp test-python test-embed test-docs test-fuzz fuzz fuzz-build fuzz-seeds \
-        demo bench docs clean
+.PHONY: all bootstrap build test test-cpp test-python test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
+        fuzz-seeds demo bench docs notebooks clean
 
 all: build
 
@@ -29,12 +29,13 @@ build: bootstrap
 	@ninja -C $(BUILD)
 
 test: build
-	@$(MAKE) --no-print-directory test-cpp test-python test-embed test-docs test-fuzz
+	@$(MAKE) --no-print-directory test-cpp test-python test-notebooks test-embed test-docs test-fuzz
 	@cpp=$$(grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt | awk '{s += $$6} END {print s}'); \
 	  py=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest.log | awk '{print $$1}'); \
+	  nb=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest-notebooks.log | awk '{print $$1}'); \
 	  ex=$$(meson test -C $(BUILD) --list --suite examples 2>/dev/null | grep -c examples); \
-	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, $$ex example runs, 2 embedding builds, docs/nodes.md check, 3 fuzzers)"; \
-	  echo "refgrad: $$((cpp + py + ex + 6)) passed, 0 failed"
+	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, $$nb notebook tests, $$ex example runs, 2 embedding builds, docs/nodes.md check, 3 fuzzers)"; \
+	  echo "refgrad: $$((cpp + py + nb + ex + 6)) passed, 0 failed"
 
 test-cpp:
 	meson test -C $(BUILD) --print-errorlogs
@@ -42,6 +43,18 @@ test-cpp:
 
 test-python:
 	set -o pipefail; $(PYTHON) -m pytest -q tests/python | tee $(BUILD)/pytest.log
+
+# Each notebook in notebooks/ runs twice in a fresh kernel: with the solutions of notebooks/solutions/
+# (every check prints ✓) and as committed (every check prints ○). Executed copies: build/notebooks/.
+test-notebooks:
+	set -o pipefail; $(PYTHON) -m pytest -q tests/notebooks | tee $(BUILD)/pytest-notebooks.log
+
+# Jupyter on notebooks/, from .venv (JupyterLab is installed on first use: requirements-jupyter.txt).
+JUPYTER_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+notebooks: build
+	@$(PYTHON) -c "import jupyterlab" 2>/dev/null \
+	  || $(PYTHON) -m pip install -q --disable-pip-version-check -r requirements-jupyter.txt
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(JUPYTER_ARGS)
 
 # Install under build/stage (never into the system) and build examples/embed against it.
 test-embed:
