@@ -40,7 +40,9 @@ namespace refgrad {
 using TensorPreHook = std::function<std::optional<Tensor>(const Tensor& grad)>;
 using PreHook = std::function<std::optional<Grads>(const Grads& grad_outputs)>;
 using PostHook = std::function<std::optional<Grads>(const Grads& grad_inputs, const Grads& grad_outputs)>;
-using PostAccGradHook = std::function<void(const std::string& leaf, const std::optional<Tensor>& grad)>;
+// A post-accumulate-grad hook gets the leaf's .grad and may replace or clear it (nullopt: None), as
+// a Python hook may assign param.grad (an optimizer step in backward sets it to None).
+using PostAccGradHook = std::function<void(const std::string& leaf, std::optional<Tensor>& grad)>;
 // An autograd.Function's backward: ctx's saved tensors, needs_input_grad, the grads.
 using BackwardFunction =
     std::function<Grads(const std::vector<Tensor>& saved, const Need& need, const Grads& grads)>;

@@ -304,10 +304,15 @@ struct Machine::Impl {
         const Grads grad_outputs(inputs.begin() + code.result_count, inputs.end());
         return replaced((*call.post)(grad_inputs, grad_outputs), grad_inputs, who);
       }
-      case HookKind::PostAccGrad:
+      case HookKind::PostAccGrad: {  // its one result: the leaf's .grad after the hook (commit writes it)
         if (!call.post_acc_grad) missing();
-        (*call.post_acc_grad)(bound.bytecode.leaves[code.leaf].name, leaf_grads[code.leaf]);
-        return {};
+        const LeafDecl& leaf = bound.bytecode.leaves[code.leaf];
+        std::optional<Tensor> grad = leaf_grads[code.leaf];
+        (*call.post_acc_grad)(leaf.name, grad);
+        if (grad && !grad->defined()) grad.reset();
+        if (grad) check_declared_type(*grad, leaf.type, fmt::format("{} set @{}.grad", who, leaf.name));
+        return {grad};
+      }
     }
     fail("unknown hook kind");
   }
@@ -321,9 +326,16 @@ struct Machine::Impl {
   }
 
   // The first value the instruction made that is NaN or Inf, described.
+  // The leaf whose .grad the instruction writes (accumulate_grad, a post_acc_grad hook), or kNoIndex.
+  std::uint32_t leaf_written(const BytecodeInstr& code) const {
+    if (code.op == Opcode::AccumulateGrad) return code.arg;
+    if (code.op == Opcode::Hook && bound.bytecode.hooks[code.arg].kind == HookKind::PostAccGrad) return code.leaf;
+    return kNoIndex;
+  }
+
   std::optional<std::string> find_non_finite(const BytecodeInstr& code, const Grads& results) const {
-    if (code.op == Opcode::AccumulateGrad) {
-      return non_finite_in(results[0], "@" + bound.bytecode.leaves[code.arg].name);
+    if (const std::uint32_t leaf = leaf_written(code); leaf != kNoIndex) {
+      return non_finite_in(results[0], "@" + bound.bytecode.leaves[leaf].name);
     }
     if (code.op == Opcode::Output) return std::nullopt;  // a register's value, checked when it was made
     for (std::size_t i = 0; i < results.size(); ++i) {
@@ -335,14 +347,15 @@ struct Machine::Impl {
   }
 
   void commit(const BytecodeInstr& code, Grads& results) {
-    switch (code.op) {
-      case Opcode::AccumulateGrad: leaf_grads[code.arg] = std::move(results[0]); break;
-      case Opcode::Output: outputs[code.arg] = results[0].value_or(Tensor()); break;
-      default:
-        for (std::size_t i = 0; i < results.size(); ++i) {
-          const std::uint32_t reg = result_register(code, i);
-          if (reg != kNoRegister) write(reg, std::move(results[i]).value_or(Tensor()));
-        }
+    if (const std::uint32_t leaf = leaf_written(code); leaf != kNoIndex) {
+      leaf_grads[leaf] = std::move(results[0]);
+    } else if (code.op == Opcode::Output) {
+      outputs[code.arg] = results[0].value_or(Tensor());
+    } else {
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        const std::uint32_t reg = result_register(code, i);
+        if (reg != kNoRegister) write(reg, std::move(results[i]).value_or(Tensor()));
+      }
     }
     for (std::uint32_t reg : plan.instrs[pc].dead) free(reg);
     inputs.clear();

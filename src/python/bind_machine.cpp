@@ -10,7 +10,8 @@
 //   tensor_pre     hook(grad) -> Tensor | None (unchanged)
 //   pre            hook(grad_outputs: list) -> list | None
 //   post           hook(grad_inputs: list, grad_outputs: list) -> list | None
-//   post_acc_grad  hook(leaf_name: str, grad) -> None
+//   post_acc_grad  hook(leaf_name: str, grad) -> None (unchanged) | Tensor (the leaf's new .grad)
+//                  | refgrad.NO_GRAD (.grad becomes None, as `param.grad = None` in a torch hook)
 //   function       backward(saved: list, need: list[bool], grads: list) -> list (or one tensor)
 // A hook may return refgrad Tensors, NumPy arrays or torch tensors. A Python
 // exception inside one stops the instruction with refgrad.Error (the machine
@@ -25,6 +26,9 @@
 namespace refgrad::python {
 
 namespace {
+
+// The type of refgrad.NO_GRAD, the one value a post_acc_grad hook returns to set its leaf's .grad to None.
+struct NoGrad {};
 
 // The Python exception a host callable raised during the current call into
 // the machine, to become refgrad.Error's __cause__.
@@ -89,8 +93,13 @@ void add_hook(Host& host, const HookDecl& decl, py::function fn, const std::shar
       };
       return;
     case HookKind::PostAccGrad:
-      host.post_acc_grad_hooks[decl.name] = [=](const std::string& leaf, const std::optional<Tensor>& grad) {
-        call_host(*errors, who, fn, leaf, tensor_to_python(grad));
+      host.post_acc_grad_hooks[decl.name] = [=](const std::string& leaf, std::optional<Tensor>& grad) {
+        const py::object result = call_host(*errors, who, fn, leaf, tensor_to_python(grad));
+        if (py::isinstance<NoGrad>(result)) {
+          grad.reset();
+        } else if (!result.is_none()) {
+          grad = tensor_from_python(result, who + " result");
+        }
       };
       return;
   }
@@ -321,7 +330,9 @@ void bind_machine_class(py::module_& m) {
       .def(
           "register_value", [](Self& s, std::string_view name) { return tensor_to_python(s.machine().register_value(name)); },
           py::arg("name"), "The register's tensor; None when it holds nothing or an undefined tensor (`none`).")
-      .def("live_registers", [](Self& s) { return s.machine().live_registers(); })
+      .def("live_registers", [](Self& s) { return s.machine().live_registers(); },
+           "The registers that hold a value now, by name without '%', in definition order (with\n"
+           "keep_values=True every register made so far, and the grad declarations).")
       .def(
           "saved_value", [](Self& s, std::string_view name) { return tensor_to_python(s.machine().saved_value(name)); },
           py::arg("name"))
@@ -338,6 +349,9 @@ void bind_machine_class(py::module_& m) {
 }  // namespace
 
 void bind_machine(py::module_& m) {
+  py::class_<NoGrad>(m, "_NoGrad", "The type of NO_GRAD.")
+      .def("__repr__", [](const NoGrad&) { return "refgrad.NO_GRAD"; });
+  m.attr("NO_GRAD") = NoGrad{};
   bind_trace(m);
   bind_machine_class(m);
 

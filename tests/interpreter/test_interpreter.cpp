@@ -195,6 +195,34 @@ TEST_CASE("interpreter: a hook returning None leaves the gradient unchanged") {
   CHECK(equals_f32(machine.leaf_grad("w"), tensor({2.5, -0.5, 5.5})));  // 0.5 + (x + 1)
 }
 
+TEST_CASE("interpreter: a post_acc_grad hook may clear or replace its leaf's .grad, as torch's may") {
+  std::vector<PostAccGradCall> calls;
+  Host host = leaf_twice_host(calls);
+  SUBCASE("param.grad = None, as an optimizer step in backward does") {
+    host.post_acc_grad_hooks["log"] = [](const std::string&, std::optional<Tensor>& grad) { grad.reset(); };
+    Machine machine(load_example("leaf_twice"), std::move(host));
+    machine.run();
+    CHECK_FALSE(machine.leaf_grad("w").has_value());
+  }
+  SUBCASE("a new .grad") {
+    host.post_acc_grad_hooks["log"] = [](const std::string&, std::optional<Tensor>& grad) {
+      grad = mul(*grad, Scalar(10));
+    };
+    Machine machine(load_example("leaf_twice"), std::move(host));
+    machine.run();
+    CHECK(equals_f32(machine.leaf_grad("w"), tensor({45.0, -15.0, 105.0})));  // 10 * (0.5 + 2 (x + 1))
+  }
+  SUBCASE("a .grad of another shape is refused, naming the hook and the leaf") {
+    host.post_acc_grad_hooks["log"] = [](const std::string&, std::optional<Tensor>& grad) {
+      grad = tensor({1.0f, 2.0f});
+    };
+    Machine machine(load_example("leaf_twice"), std::move(host));
+    CHECK_THROWS_WITH_AS(machine.run(), doctest::Contains("post_acc_grad hook &log set @w.grad"), Error);
+    CHECK(machine.pc() == machine.size() - 1);  // stopped before the hook, .grad as accumulate_grad left it
+    CHECK(equals_f32(machine.leaf_grad("w"), tensor({4.5, -1.5, 10.5})));
+  }
+}
+
 TEST_CASE("interpreter: step by step gives the same bits as run, on every example") {
   for (const std::string& name : example_names()) {
     CAPTURE(name);

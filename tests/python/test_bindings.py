@@ -314,6 +314,18 @@ def test_python_hook_scales_a_grad():
     np.testing.assert_allclose(unchanged["@w"].numpy(), [2.5, -0.5, 5.5])
 
 
+def test_post_acc_grad_hook_may_replace_or_clear_the_leafs_grad():
+    double = {"double": lambda grad: None}  # w.grad = 0.5 + (x + 1) = [2.5, -0.5, 5.5] before the log hook
+    replaced = refgrad.run_program(leaf_twice(), hooks={**double, "log": lambda leaf, grad: grad.numpy() * 2})
+    np.testing.assert_allclose(replaced["@w"].numpy(), [5.0, -1.0, 11.0])
+    cleared = refgrad.Machine(leaf_twice(), hooks={**double, "log": lambda leaf, grad: refgrad.NO_GRAD})
+    cleared.run()
+    assert cleared.leaf_grad("w") is None and repr(refgrad.NO_GRAD) == "refgrad.NO_GRAD"
+    wrong = refgrad.Machine(leaf_twice(), hooks={**double, "log": lambda leaf, grad: np.ones(2, np.float32)})
+    with pytest.raises(refgrad.Error, match=r"post_acc_grad hook &log set @w.grad"):
+        wrong.run()
+
+
 def test_python_hook_that_raises_becomes_refgrad_error():
     def broken(grad):
         raise ValueError("boom")

@@ -248,6 +248,60 @@ def test_non_leaf_hook_and_retain_grad_of_a_named_tensor():
     assert_grads_close(ours["hidden"], hidden.grad, torch.float64, "hidden")
 
 
+def test_a_hook_that_changes_its_grad_in_place_changes_it_as_in_torch():
+    def in_place(grad):
+        grad.mul_(10)  # returns None; torch passes the changed tensor on
+
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    hidden = x * 3
+    hidden.register_hook(in_place)
+    loss = (hidden ** 2).sum()
+    ours = rt.capture(loss, names={"x": x, "hidden": hidden}).run()
+    loss.backward()
+    assert x.grad.tolist() == [180.0, 360.0]  # 10 * 2 * hidden * 3
+    assert ours["x"].tolist() == x.grad.tolist()
+
+
+def optimizer_in_backward(lr):
+    """A leaf whose post-accumulate-grad hook takes an SGD step and frees .grad, and its loss."""
+    p = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+
+    def step(parameter):
+        with torch.no_grad():
+            parameter -= lr * parameter.grad
+        parameter.grad = None
+
+    p.register_post_accumulate_grad_hook(step)
+    return p, (p ** 2).sum()
+
+
+def test_a_post_accumulate_grad_hook_that_frees_grad_leaves_none_as_in_torch():
+    p, loss = optimizer_in_backward(0.1)
+    ours = rt.capture(loss, names={"p": p}).run()
+    loss.backward()
+    assert p.grad is None and ours.get("p") is None
+    assert p.tolist() == pytest.approx([0.8, -1.6, 2.4])  # torch stepped the real p; refgrad a stand-in
+
+
+def test_a_post_accumulate_grad_hook_that_replaces_grad_as_in_torch():
+    p = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    p.register_post_accumulate_grad_hook(lambda parameter: setattr(parameter, "grad", parameter.grad.clamp(-3, 3)))
+    loss = (p ** 2).sum()
+    ours = rt.capture(loss, names={"p": p}).run()
+    loss.backward()
+    assert p.grad.tolist() == [2.0, -3.0, 3.0]
+    assert ours["p"].tolist() == p.grad.tolist()
+
+
+def test_leaf_nodes_carry_accumulate_grads_sequence_number():
+    w = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    loss = (w * 2).sum()
+    captured = rt.capture(loss, names={"w": w})
+    (accumulate,) = [node for node in captured.graph.nodes if node.kind == "accumulate_grad"]
+    assert accumulate.sequence_nr == loss.grad_fn.next_functions[0][0].next_functions[0][0]._sequence_nr()
+    assert accumulate.sequence_nr == refgrad.ACCUMULATE_GRAD_SEQUENCE_NR == 2**64 - 1
+
+
 # ------------------------------------------------ engine cases, end to end ---
 
 

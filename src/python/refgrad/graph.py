@@ -92,7 +92,8 @@ class Graph:
         """Appends a leaf and its AccumulateGrad node; returns the node's index."""
         self.leaves.append(GraphLeaf(name, type, grad))
         metadata = InputMetadata(type.dtype, type.sizes, type.device)
-        return self.add_node(GraphNode(kind="accumulate_grad", leaf=name, input_metadata=[metadata]))
+        return self.add_node(GraphNode(kind="accumulate_grad", leaf=name, input_metadata=[metadata],
+                                       sequence_nr=_refgrad.ACCUMULATE_GRAD_SEQUENCE_NR))
 
 
 class Order(str, enum.Enum):

@@ -763,13 +763,22 @@ def _to_torch(tensor) -> Optional[torch.Tensor]:
 
 
 def _tensor_hook(hook: Callable) -> Callable:
-    """torch calls hook(grad) -> new grad or None."""
-    return lambda grad: hook(_to_torch(grad))
+    """torch calls hook(grad) -> new grad or None. A hook that changes grad in place and returns None
+    (torch's docs ask hooks not to, but torch then passes the changed grad on) changes it here too."""
+
+    def call(grad):
+        grad = _to_torch(grad)
+        result = hook(grad)
+        return grad if result is None else result
+
+    return call
 
 
 def _post_accumulate_grad_hook(hook: Callable, leaves: Mapping[str, torch.Tensor]) -> Callable:
     """torch calls hook(leaf) after writing leaf.grad. The hook gets a stand-in: a leaf with the
-    parameter's values and refgrad's .grad, so the user's parameter is never changed."""
+    parameter's values and refgrad's .grad, so the user's parameter is never changed. What the hook
+    leaves in the stand-in's .grad becomes the leaf's .grad in refgrad's run, as it would in torch:
+    None after an optimizer step in backward that frees it, a changed tensor if it changed it."""
 
     def call(leaf_name: str, grad) -> None:
         grad = _to_torch(grad)
@@ -779,6 +788,7 @@ def _post_accumulate_grad_hook(hook: Callable, leaves: Mapping[str, torch.Tensor
         stand_in.requires_grad_(True)
         stand_in.grad = grad
         hook(stand_in)
+        return refgrad.NO_GRAD if stand_in.grad is None else stand_in.grad
 
     return call
 
@@ -989,6 +999,8 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
     names: a mapping of tensors to program names, either way round (dict(model.named_parameters())
       works as it is); unnamed leaves are input0, input1, ..., other tensors output0, ...
       Non-leaf tensors named here have their hooks and retain_grad() captured.
+      A leaf's .grad at capture time is its declared starting .grad: the program adds into it, as a
+      backward would, so a capture taken after a backward (retain_graph=True) runs a second one.
     allow_unused: torch.autograd.grad's. order: "eager" (the engine's ready queue) or
       "compiled_autograd".
 
