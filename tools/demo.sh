@@ -33,4 +33,5 @@ show build/examples/eager/mlp_train
 show build/examples/eager/cnn
 show build/examples/eager/transformer_block
 echo
-echo "More: build/refgrad --help, docs/cli.md, docs/program.md, examples/programs/*.bwd."
+echo "More: build/refgrad --help, docs/cli.md, docs/program.md, examples/programs/*.bwd;"
+echo "      the teaching notebooks in notebooks/ (make notebooks starts JupyterLab on them)."
