@@ -17,6 +17,8 @@ import refgrad
 import refgrad.check as refgrad_check
 from refgrad.engines import CompiledAutograd, EngineError, TorchCompile, engine
 
+from planting import scale_op_results
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.path.join(REPO, "build", "refgrad")
 
@@ -313,26 +315,11 @@ def test_first_divergence_names_the_perturbed_node(mlp, tmp_path, node, label):
     assert divergence.error > divergence.tolerance
 
 
-def scale_backward_op(op):
-    """A compiler (for aot_autograd's bw_compiler) that multiplies every result of aten ``op`` by 1.01."""
-
-    def compiler(graph_module, example_inputs):
-        for fx_node in graph_module.graph.nodes:
-            if fx_node.target is op:
-                with graph_module.graph.inserting_after(fx_node):
-                    scaled = graph_module.graph.call_function(torch.ops.aten.mul.Tensor, (fx_node, 1.01))
-                fx_node.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
-        graph_module.recompile()
-        return graph_module
-
-    return compiler
-
-
 def test_first_divergence_under_compiled_autograd(mlp, tmp_path):
     """A compiler backend that scales every tanh_backward result: compiled autograd's graph goes wrong
     at TanhBackward0, and the node hooks, traced into the compiled graph, find it there."""
     model, x, target = mlp
-    buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_backward_op(torch.ops.aten.tanh_backward.default)),
+    buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_op_results(torch.ops.aten.tanh_backward.default)),
                              name="buggy_compiler")
     report = refgrad_check.check(model, x, target, engines=("eager", buggy), reproducer_dir=str(tmp_path))
     assert not report.passed
@@ -348,7 +335,7 @@ def test_first_divergence_of_a_black_box_compiled_forward(mlp, tmp_path, op, nod
     """torch.compile with a backward compiler that scales one op: the compiled backward is one
     CompiledFunctionBackward node, so the node is found through the intermediates' gradients."""
     model, x, target = mlp
-    backend = aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=scale_backward_op(op))
+    backend = aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=scale_op_results(op))
     buggy = TorchCompile(backend=backend, name="buggy_torch_compile")
     report = refgrad_check.check(model, x, target, engines=("eager", buggy), reproducer_dir=str(tmp_path))
     assert not report.passed

@@ -25,6 +25,8 @@ import refgrad.check as refgrad_check
 import refgrad.torch as rt
 from refgrad.engines import CompiledAutograd, Eager, Forward
 
+from planting import scale_op_results
+
 
 class Deep(torch.nn.Module):
     """Four Linear layers, tanh, sigmoid, a residual (h2 used twice) and an MSE loss; each depth on its own
@@ -83,24 +85,6 @@ def assert_names(report, engine, node, source=None, gradient=None):
 # ------------------------------------------------- a. a compiler with a bug ---
 
 
-def scale_one_op(op, occurrence):
-    """A compiler (for aot_autograd's fw_compiler: compiled autograd hands it the whole backward) that
-    multiplies the result of the ``occurrence``-th call of aten ``op`` in the graph (in the graph's
-    order, which is the backward's: 0 is nearest the loss, -1 nearest the inputs) by 1.01."""
-
-    def compiler(graph_module, example_inputs):
-        calls = [node for node in graph_module.graph.nodes if node.target is op]
-        assert calls, f"no {op} in the backward graph"
-        target = calls[occurrence]
-        with graph_module.graph.inserting_after(target):
-            scaled = graph_module.graph.call_function(torch.ops.aten.mul.Tensor, (target, 1.01))
-        target.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
-        graph_module.recompile()
-        return graph_module
-
-    return compiler
-
-
 aten = torch.ops.aten
 
 
@@ -110,7 +94,7 @@ aten = torch.ops.aten
     (aten.tanh_backward.default, -1, "TanhBackward0", "inputs"),  # h1's tanh, not h3's
 ], ids=["near-the-loss", "middle", "near-the-inputs"])
 def test_a_compiler_that_miscomputes_one_op(deep, tmp_path, op, occurrence, node, depth):
-    buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_one_op(op, occurrence)), name="buggy_compiler")
+    buggy = CompiledAutograd(backend=aot_autograd(fw_compiler=scale_op_results(op, occurrence)), name="buggy_compiler")
     report = check(*deep, engine=buggy, tmp_path=tmp_path)
     divergence = assert_names(report, "buggy_compiler", node, line_of(depth))
     assert "second backward" in divergence.graph

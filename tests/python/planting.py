@@ -1,0 +1,25 @@
+"""Planted bugs for the check tests: an FX compiler that scales what one aten op computes."""
+from typing import Optional
+
+import torch
+
+
+def scale_op_results(op, occurrence: Optional[int] = None, factor: float = 1.01):
+    """A compiler for aot_autograd (fw_compiler: compiled autograd hands it the whole backward;
+    bw_compiler: torch.compile's backward) that multiplies the result of aten ``op`` by ``factor``:
+    every call of it, or only the ``occurrence``-th in the graph's order (for compiled autograd's
+    graph that is the backward's: 0 is nearest the loss, -1 nearest the inputs)."""
+
+    def compiler(graph_module, example_inputs):
+        calls = [node for node in graph_module.graph.nodes if node.target is op]
+        if occurrence is not None:  # every call may be none: a graph can lack the op (graph breaks)
+            assert calls, f"no {op} in the graph"
+            calls = [calls[occurrence]]
+        for target in calls:
+            with graph_module.graph.inserting_after(target):
+                scaled = graph_module.graph.call_function(torch.ops.aten.mul.Tensor, (target, factor))
+            target.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+        graph_module.recompile()
+        return graph_module
+
+    return compiler
