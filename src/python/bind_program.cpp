@@ -109,6 +109,8 @@ void bind_instruction(py::module_& m) {
       .def_readonly("target", &Instr::target)
       .def_readonly("leaf", &Instr::leaf)
       .def_readonly("need", &Instr::need)
+      .def_readonly("metadata", &Instr::metadata,
+                    "validate, zeros: the InputMetadata of each result (None where the text has '_')")
       .def_property_readonly("attrs",
                              [](const Instr& i) {
                                py::dict attrs;  // in schema order

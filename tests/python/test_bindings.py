@@ -152,6 +152,11 @@ def test_program_declarations_and_instructions():
     assert addmm.need == [True, False, True] and addmm.results == ["13", None, "14"]
     assert mul.location.line == 18
     assert len(program) == 5
+    validate = program.code[2]  # %3, %4 = validate %1, %2 : f32[3], f32[3]
+    assert [(m.dtype, m.shape) for m in validate.metadata] == [("float32", [3]), ("float32", [3])]
+    assert mul.metadata == []
+    skipped = refgrad.Program.load(str(EXAMPLES / "leaf_twice.bwd")).code[6]  # %8, _ = validate %7, none
+    assert [None if m is None else str(m) for m in skipped.metadata] == ["f32[3]", None]
 
 
 def test_parse_errors_name_file_line_and_column():

@@ -21,7 +21,6 @@ program's text is data, and a notebook must not run a `<script>` a program happe
 from __future__ import annotations
 
 import html
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -40,7 +39,6 @@ _RESULT_COLOUR = "#d9f2dd"  # green: what the program makes
 _PC_COLOUR = _SAVED_COLOUR  # the machine's current instruction
 
 _VALUES_SHOWN = 6  # how many of a register's values the Machine's table shows
-_ORIGIN_SUFFIX = re.compile(r'\s+origin="(?:[^"\\]|\\.)*"$')
 
 
 def _escape(value: Any) -> str:
@@ -64,13 +62,10 @@ def _operand(name: Optional[str]) -> str:
 
 
 def _known_types(instr: Any) -> str:
-    """The result types the program states (validate's metadata, zeros' type), as the text prints them.
-
-    Instr does not expose its metadata, so they are read from its text: what follows " : "."""
+    """The result types the program states (validate's metadata, zeros' type), as the text prints them."""
     if instr.op not in ("validate", "zeros"):
         return ""
-    text = _ORIGIN_SUFFIX.sub("", instr.text)
-    return text.partition(" : ")[2]
+    return ", ".join("_" if metadata is None else str(metadata) for metadata in instr.metadata)
 
 
 def _operation_label(instr: Any) -> str:
