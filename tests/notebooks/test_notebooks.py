@@ -28,6 +28,7 @@ SOLUTION_DIR = NOTEBOOK_DIR / "solutions"
 EXECUTED_DIR = ROOT / "build" / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 CELL_TIMEOUT_S = 600
+KERNEL_STARTUP_TIMEOUT_S = 180  # nbclient's default is 60 s; a busy CI machine can be slower
 
 SOLVED, NOT_DONE, WRONG = "✓", "○", "✗"  # the marks refgrad.exercises.check prints
 _TAG = re.compile(r"^(exercise|check)-([A-Za-z0-9_]+)$")
@@ -69,8 +70,8 @@ def check_outputs(cell) -> str:
 def execute(notebook, name: str) -> None:
     """Runs the notebook in a fresh kernel in notebooks/; writes it to build/notebooks/ whatever happens."""
     EXECUTED_DIR.mkdir(parents=True, exist_ok=True)
-    client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT_S, startup_timeout=KERNEL_STARTUP_TIMEOUT_S,
+                                     kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
     try:
         client.execute()
     finally:
