@@ -325,7 +325,6 @@ struct Machine::Impl {
     return grads;
   }
 
-  // The first value the instruction made that is NaN or Inf, described.
   // The leaf whose .grad the instruction writes (accumulate_grad, a post_acc_grad hook), or kNoIndex.
   std::uint32_t leaf_written(const BytecodeInstr& code) const {
     if (code.op == Opcode::AccumulateGrad) return code.arg;
@@ -333,6 +332,7 @@ struct Machine::Impl {
     return kNoIndex;
   }
 
+  // The first value the instruction made that is NaN or Inf, described.
   std::optional<std::string> find_non_finite(const BytecodeInstr& code, const Grads& results) const {
     if (const std::uint32_t leaf = leaf_written(code); leaf != kNoIndex) {
       return non_finite_in(results[0], "@" + bound.bytecode.leaves[leaf].name);

@@ -22,6 +22,8 @@ import nbclient
 import nbformat
 import pytest
 
+from refgrad.exercises import NOT_DONE, SOLVED
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
 SOLUTION_DIR = NOTEBOOK_DIR / "solutions"
@@ -30,7 +32,6 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 CELL_TIMEOUT_S = 600
 KERNEL_STARTUP_TIMEOUT_S = 180  # nbclient's default is 60 s; a busy CI machine can be slower
 
-SOLVED, NOT_DONE, WRONG = "✓", "○", "✗"  # the marks refgrad.exercises.check prints
 _TAG = re.compile(r"^(exercise|check)-([A-Za-z0-9_]+)$")
 _SOLUTION_HEADER = re.compile(r"^# %% exercise-([A-Za-z0-9_]+)\s*$", re.MULTILINE)
 

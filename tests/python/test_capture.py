@@ -283,9 +283,17 @@ def test_a_post_accumulate_grad_hook_that_frees_grad_leaves_none_as_in_torch():
     assert p.tolist() == pytest.approx([0.8, -1.6, 2.4])  # torch stepped the real p; refgrad a stand-in
 
 
-def test_a_post_accumulate_grad_hook_that_replaces_grad_as_in_torch():
+def clip_in_place(parameter):
+    parameter.grad.clamp_(-3, 3)  # a post-accumulate-grad hook must return None
+
+
+@pytest.mark.parametrize("clip", [
+    lambda parameter: setattr(parameter, "grad", parameter.grad.clamp(-3, 3)),
+    clip_in_place,
+], ids=["new tensor", "in place"])
+def test_a_post_accumulate_grad_hook_that_changes_grad_as_in_torch(clip):
     p = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
-    p.register_post_accumulate_grad_hook(lambda parameter: setattr(parameter, "grad", parameter.grad.clamp(-3, 3)))
+    p.register_post_accumulate_grad_hook(clip)
     loss = (p ** 2).sum()
     ours = rt.capture(loss, names={"p": p}).run()
     loss.backward()

@@ -103,7 +103,7 @@ def expect_equal(actual: Any, expected: Any, what: str) -> None:
 
 
 def _student_line(error: BaseException) -> str:
-    """' (line N of your cell)' for the innermost frame of the error that comes from a notebook cell."""
+    """' (in f, line N of its cell: source)' for the innermost frame of the error from a notebook cell."""
     frames = traceback.extract_tb(error.__traceback__)
     cell_frames = [frame for frame in frames if "ipykernel_" in frame.filename or frame.filename.startswith("<")]
     if not cell_frames:

@@ -768,8 +768,11 @@ def _tensor_hook(hook: Callable) -> Callable:
 
     def call(grad):
         grad = _to_torch(grad)
+        version = None if grad is None else grad._version  # torch counts in-place changes
         result = hook(grad)
-        return grad if result is None else result
+        if result is None and grad is not None and grad._version != version:
+            return grad
+        return result
 
     return call
 
@@ -780,15 +783,20 @@ def _post_accumulate_grad_hook(hook: Callable, leaves: Mapping[str, torch.Tensor
     leaves in the stand-in's .grad becomes the leaf's .grad in refgrad's run, as it would in torch:
     None after an optimizer step in backward that frees it, a changed tensor if it changed it."""
 
-    def call(leaf_name: str, grad) -> None:
+    def call(leaf_name: str, grad):
         grad = _to_torch(grad)
         stand_in = leaves[leaf_name].detach().clone()
         if grad is not None:
             stand_in = stand_in.to(grad.dtype)
         stand_in.requires_grad_(True)
         stand_in.grad = grad
+        version = None if grad is None else grad._version
         hook(stand_in)
-        return refgrad.NO_GRAD if stand_in.grad is None else stand_in.grad
+        if stand_in.grad is None:
+            return refgrad.NO_GRAD
+        if stand_in.grad is grad and grad._version == version:
+            return None  # unchanged
+        return stand_in.grad
 
     return call
 
