@@ -62,6 +62,11 @@ struct MachineOptions {
   bool trace = false;         // record a TraceEntry per instruction
   bool check_finite = false;  // stop with an error at the first instruction whose result (or the leaf
                               // .grad it updates) has NaN or Inf; that result is not kept
+  // The most bytes one tensor an instruction makes may hold (memory_limit() in tensor.hpp): a larger
+  // register or primitive output raises an error naming the instruction and the shape, before it is
+  // allocated. nullopt: the limit in effect where the machine runs (default_memory_limit(), the
+  // machine's physical memory, unless a MemoryLimitScope says otherwise).
+  std::optional<std::size_t> memory_limit = std::nullopt;
 };
 
 // Runs a float32 program in float64: every f32 in declarations, metadata and

@@ -66,10 +66,44 @@ struct ShapeText {
 };
 inline ShapeText shape_text(const Shape& shape) { return ShapeText{shape}; }
 std::ostream& operator<<(std::ostream& out, ShapeText text);
+// The product of the sizes; raises when it does not fit in int64 (a shape
+// read from a program may be anything).
 std::int64_t numel_of(const Shape& shape);
-Shape contiguous_strides(const Shape& sizes);
-// Wraps a possibly negative dim into [0, ndim); names `op` in the error.
+Shape contiguous_strides(const Shape& sizes);  // raises when a stride would overflow int64
+// ATen's maybe_wrap_dim: wraps a possibly negative dim into [0, ndim); names
+// `op` in the error. A 0-d tensor accepts dims 0 and -1 (both wrap to 0), so
+// a caller that then indexes sizes must handle ndim == 0 itself.
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op);
+
+// a * b and a + b in int64, raising (naming `op` and both values) where ATen
+// would overflow: sizes, strides and offsets computed from saved fields.
+std::int64_t multiply_or_fail(std::int64_t a, std::int64_t b, const char* op);
+std::int64_t add_or_fail(std::int64_t a, std::int64_t b, const char* op);
+
+// ----------------------------------------------------------- memory limit ---
+
+// The most bytes one tensor may hold or view (numel times the element size).
+// Creating a larger one raises refgrad::Error naming its shape and dtype,
+// before anything is allocated, instead of std::bad_alloc or the OOM killer:
+// a program's sizes come from its text and may be anything. The default is
+// the machine's physical memory (or the container's cgroup limit when that is
+// lower); a Machine runs its instructions under its own limit
+// (MachineOptions::memory_limit, `refgrad run --memory-limit`).
+std::size_t default_memory_limit();
+std::size_t memory_limit();  // the limit in effect on this thread now
+// Sets the limit on this thread for the scope's lifetime, then restores it.
+class MemoryLimitScope {
+ public:
+  explicit MemoryLimitScope(std::size_t bytes);
+  ~MemoryLimitScope();
+  MemoryLimitScope(const MemoryLimitScope&) = delete;
+  MemoryLimitScope& operator=(const MemoryLimitScope&) = delete;
+
+ private:
+  std::size_t previous_;
+};
+// Raises unless a tensor of `sizes` and `dtype` fits under memory_limit().
+void check_fits_memory_limit(const Shape& sizes, DType dtype);
 
 // ----------------------------------------------------------------- Scalar ---
 
@@ -154,6 +188,8 @@ class Tensor {
   const Shape& sizes() const { return sizes_; }
   const Shape& shape() const { return sizes_; }
   const Shape& strides() const { return strides_; }
+  // Dim `dim` (negative counts from the end); a 0-d tensor has none, so
+  // size(0) raises on it, as in ATen.
   std::int64_t size(std::int64_t dim) const;
   std::int64_t stride(std::int64_t dim) const;
   std::int64_t dim() const { return static_cast<std::int64_t>(sizes_.size()); }

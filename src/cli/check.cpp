@@ -26,6 +26,7 @@ struct CheckOptions {
   std::string file;
   std::optional<double> rtol, atol;
   std::vector<std::string> hooks;
+  std::optional<std::size_t> memory_limit;
 };
 
 struct Tolerance {
@@ -204,7 +205,7 @@ int check_command(const CheckOptions& options) {
   add_grad_inputs(bundle, {});
   const Host host = make_host(bundle.program, options.hooks, std::cout);
   const Precision precision = comparison.rule == "allclose" ? Precision::AsWritten : Precision::Float64;
-  Machine machine = make_machine(bundle, host, precision);
+  Machine machine = make_machine(bundle, host, precision, {.memory_limit = options.memory_limit});
   machine.run();
   const auto eager = std::find_if(bundle.results.begin(), bundle.results.end(),
                                   [](const ResultSet& set) { return set.engine == "eager"; });
@@ -233,6 +234,7 @@ void add_check_command(CLI::App& app, int& exit_code) {
   command->add_option("--rtol", options->rtol, "relative tolerance (default: the bundle's, else per dtype)");
   command->add_option("--atol", options->atol, "absolute tolerance (default: the bundle's, else per dtype)");
   add_hook_option(*command, options->hooks);
+  add_memory_limit_option(*command, options->memory_limit);
   command->callback([options, &exit_code] { exit_code = check_command(*options); });
 }
 

@@ -1,6 +1,8 @@
 #include "common.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -67,6 +69,30 @@ void add_input_options(CLI::App& command, InputOptions& options, bool allow_both
       ->capture_default_str();
   command.add_flag("--check-finite", options.check_finite,
                    "stop at the first instruction that makes a NaN or Inf, say which (exit code 1)");
+  add_memory_limit_option(command, options.memory_limit);
+}
+
+void add_memory_limit_option(CLI::App& command, std::optional<std::size_t>& memory_limit) {
+  command
+      .add_option_function<std::string>(
+          "--memory-limit", [&memory_limit](const std::string& text) { memory_limit = parse_byte_count(text); },
+          fmt::format("the most bytes one tensor of the run may hold: a larger one stops the run with an error "
+                      "naming the instruction and the shape (default: this machine's memory, {} bytes)",
+                      default_memory_limit()))
+      ->type_name("SIZE[K|M|G|T]");
+}
+
+std::size_t parse_byte_count(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string suffix = text.substr(digits);
+  const std::vector<std::pair<std::string, int>> scales = {{"", 0}, {"K", 10}, {"M", 20}, {"G", 30}, {"T", 40}};
+  const auto scale = std::find_if(scales.begin(), scales.end(), [&](const auto& s) { return s.first == suffix; });
+  check(digits > 0 && digits <= 15 && scale != scales.end(), "--memory-limit ", text,
+        ": expected a number of bytes, optionally with a suffix K, M, G or T (powers of 1024), e.g. 512M");
+  const std::size_t count = std::stoull(text.substr(0, digits));
+  check(count <= (std::numeric_limits<std::size_t>::max() >> scale->second), "--memory-limit ", text, " is too large");
+  return count << scale->second;
 }
 
 namespace {

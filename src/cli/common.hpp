@@ -59,11 +59,16 @@ struct InputOptions {
   std::vector<std::string> hooks;  // NAME=scale:K, NAME=print
   std::string precision = "float32";
   bool check_finite = false;
+  std::optional<std::size_t> memory_limit;  // --memory-limit, in bytes
 };
 // Adds FILE, --grad, --hook, --precision (float32, float64, and `both` when
-// `allow_both`) and --check-finite to `command`.
+// `allow_both`), --check-finite and --memory-limit to `command`.
 void add_input_options(CLI::App& command, InputOptions& options, bool allow_both);
 void add_hook_option(CLI::App& command, std::vector<std::string>& hooks);
+// --memory-limit SIZE (MachineOptions::memory_limit): bytes, or with a suffix K, M, G, T (powers of 1024).
+void add_memory_limit_option(CLI::App& command, std::optional<std::size_t>& memory_limit);
+// "512M" -> 536870912; raises on anything else than digits and one optional suffix.
+std::size_t parse_byte_count(const std::string& text);
 
 // Reads each --grad NAME=FILE:TENSOR into bundle.tensors["%NAME"], checked
 // against the declaration, then checks that every grad has a value.

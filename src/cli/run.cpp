@@ -124,7 +124,8 @@ int run_command(const RunOptions& options) {
   const Host host = make_host(bundle.program, options.hooks, options.json ? std::cerr : std::cout);
   std::vector<Run> runs;
   for (Precision precision : precisions_of(options.precision)) {
-    Machine machine = make_machine(bundle, host, precision, {.keep_values = options.check_finite});
+    Machine machine = make_machine(bundle, host, precision,
+                                   {.keep_values = options.check_finite, .memory_limit = options.memory_limit});
     if (const std::optional<std::string> non_finite = run_to_end(machine, options.check_finite)) {
       std::cerr << "refgrad: check-finite: " << precision_name(precision) << " run: " << *non_finite << '\n';
       return kExitCheckFailed;

@@ -355,7 +355,10 @@ int step_command(const InputOptions& options) {
   const Host host = make_host(bundle.program, options.hooks, std::cout);
   const Precision precision = options.precision == "float64" ? Precision::Float64 : Precision::AsWritten;
   Machine machine = make_machine(bundle, host, precision,
-                                 {.keep_values = true, .trace = true, .check_finite = options.check_finite});
+                                 {.keep_values = true,
+                                  .trace = true,
+                                  .check_finite = options.check_finite,
+                                  .memory_limit = options.memory_limit});
   const bool echo = isatty(STDIN_FILENO) == 0;
   Stepper stepper(machine, std::cout);
   std::cout << fmt::format("program {}: {} instructions, {}; type help for the commands\n", bundle.program.name,

@@ -392,6 +392,7 @@ struct Machine::Impl {
     const Clock::time_point start = options.trace ? Clock::now() : Clock::time_point{};
     Grads results;
     try {
+      const MemoryLimitScope limit(options.memory_limit.value_or(memory_limit()));
       results = dispatch(code, step);
     } catch (const std::exception& error) {
       give_back_operands(code, step);

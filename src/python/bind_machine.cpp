@@ -271,18 +271,20 @@ void bind_machine_class(py::module_& m) {
                         "Registers, leaves and outputs are named without their sigil: register_value('3'), "
                         "leaf_grad('W1'), output('x').")
       .def(py::init([](py::handle program, py::handle tensors, py::handle hooks, py::handle functions,
-                       bool keep_values, bool trace, bool check_finite) {
+                       bool keep_values, bool trace, bool check_finite, std::optional<std::size_t> memory_limit) {
              return std::make_unique<PyMachine>(bound_from_python(program, tensors), hooks, functions,
-                                                MachineOptions{keep_values, trace, check_finite});
+                                                MachineOptions{keep_values, trace, check_finite, memory_limit});
            }),
            py::arg("program"), py::arg("tensors") = py::none(), py::kw_only(), py::arg("hooks") = py::none(),
            py::arg("functions") = py::none(), py::arg("keep_values") = false, py::arg("trace") = false,
-           py::arg("check_finite") = false,
+           py::arg("check_finite") = false, py::arg("memory_limit") = py::none(),
            "program: a Program, a Bundle or a BoundProgram; tensors: values by sigiled name ('$x', '%g', '@w') "
            "bound with a Program or Bundle; hooks: {name: callable} for the program's `hook &name` "
            "declarations; functions: {name: callable} for its `function &name` declarations; keep_values: "
            "keep every register; trace: record a TraceEntry per instruction; check_finite: raise at the first "
-           "NaN or Inf.")
+           "NaN or Inf; memory_limit: the most bytes one tensor an instruction makes may hold (a larger one "
+           "raises refgrad.Error naming the instruction and the shape; None: refgrad.default_memory_limit(), "
+           "this machine's memory).")
       .def(
           "set_grad",
           [](Self& s, const std::string& name, py::handle value) {
@@ -358,18 +360,23 @@ void bind_machine(py::module_& m) {
   m.def(
       "run_program",
       [](py::handle program, py::handle grads, py::handle tensors, py::handle hooks, py::handle functions,
-         bool check_finite) {
+         bool check_finite, std::optional<std::size_t> memory_limit) {
         BoundProgram bound = bound_from_python(program, tensors);
         const auto errors = std::make_shared<HostErrors>();
         Host host = host_from_python(bound.bytecode, hooks, functions, errors);
         const TensorMap inputs = tensor_map_from_python(grads, "grads");
         return tensor_map_to_python(with_host_errors(*errors, [&] {
-          return run_program(std::move(bound), inputs, std::move(host), MachineOptions{false, false, check_finite});
+          return run_program(std::move(bound), inputs, std::move(host), MachineOptions{false, false, check_finite, memory_limit});
         }));
       },
       py::arg("program"), py::arg("grads") = py::none(), py::arg("tensors") = py::none(), py::kw_only(),
       py::arg("hooks") = py::none(), py::arg("functions") = py::none(), py::arg("check_finite") = false,
+      py::arg("memory_limit") = py::none(),
       "Runs a program to the end; returns leaf grads ('@w') and outputs ('^x'). grads by sigiled name ('%g').");
+
+  m.def("default_memory_limit", &default_memory_limit,
+        "The most bytes one tensor may hold unless a Machine's memory_limit says otherwise: this machine's "
+        "physical memory, or its container's limit when lower.");
 
   m.def("promote_to_float64", py::overload_cast<const Program&>(&promote_to_float64), py::arg("program"),
         "The program in float64: every f32 declaration, metadata and dtype field becomes f64.");

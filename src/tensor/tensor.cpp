@@ -4,11 +4,15 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <ostream>
+#include <system_error>
+
+#include <unistd.h>
 
 #include "kernel.hpp"
 
@@ -61,7 +65,12 @@ std::ostream& operator<<(std::ostream& out, ShapeText text) { return out << str(
 
 std::int64_t numel_of(const Shape& shape) {
   std::int64_t n = 1;
-  for (std::int64_t s : shape) n *= s;
+  for (std::int64_t s : shape) {
+    if (s == 0) return 0;  // ATen's numel is 0 then, however large the other sizes are
+  }
+  for (std::int64_t s : shape) {
+    check(!__builtin_mul_overflow(n, s, &n), "shape ", shape_text(shape), " has more elements than int64 can count");
+  }
   return n;
 }
 
@@ -70,9 +79,25 @@ Shape contiguous_strides(const Shape& sizes) {
   std::int64_t stride = 1;
   for (std::size_t i = sizes.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<std::int64_t>(sizes[i], 1);
+    // Only the outermost dim's size never enters a stride.
+    if (i > 0) {
+      check(!__builtin_mul_overflow(stride, std::max<std::int64_t>(sizes[i], 1), &stride), "shape ",
+            shape_text(sizes), " is too large: its strides overflow int64");
+    }
   }
   return strides;
+}
+
+std::int64_t multiply_or_fail(std::int64_t a, std::int64_t b, const char* op) {
+  std::int64_t product = 0;
+  check(!__builtin_mul_overflow(a, b, &product), op, ": ", a, " * ", b, " overflows int64");
+  return product;
+}
+
+std::int64_t add_or_fail(std::int64_t a, std::int64_t b, const char* op) {
+  std::int64_t sum = 0;
+  check(!__builtin_add_overflow(a, b, &sum), op, ": ", a, " + ", b, " overflows int64");
+  return sum;
 }
 
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
@@ -81,6 +106,77 @@ std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   check(dim >= -range && dim < range, op, ": dimension out of range (expected to be in range of [", -range,
         ", ", range - 1, "], but got ", dim, ")");
   return dim < 0 ? dim + range : dim;
+}
+
+// ----------------------------------------------------------- memory limit ---
+
+namespace {
+
+// A number from a cgroup file ("max" and unreadable files give nullopt).
+std::optional<std::size_t> read_limit_file(const char* path) {
+  std::FILE* file = std::fopen(path, "r");
+  if (!file) return std::nullopt;
+  char text[64] = {};
+  const std::size_t length = std::fread(text, 1, sizeof text - 1, file);
+  std::fclose(file);
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(text, text + length, value);
+  if (error != std::errc() || end == text) return std::nullopt;
+  return value;
+}
+
+std::size_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  std::size_t bytes = pages > 0 && page_size > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page_size)
+                                                 : std::numeric_limits<std::size_t>::max();
+  // A container may have less than the machine: cgroup v2, then v1.
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    if (const std::optional<std::size_t> limit = read_limit_file(path)) bytes = std::min(bytes, *limit);
+  }
+  return bytes;
+}
+
+thread_local std::optional<std::size_t> scoped_memory_limit;
+
+}  // namespace
+
+std::size_t default_memory_limit() {
+  static const std::size_t bytes = physical_memory();
+  return bytes;
+}
+
+std::size_t memory_limit() { return scoped_memory_limit.value_or(default_memory_limit()); }
+
+MemoryLimitScope::MemoryLimitScope(std::size_t bytes) : previous_(memory_limit()) { scoped_memory_limit = bytes; }
+MemoryLimitScope::~MemoryLimitScope() { scoped_memory_limit = previous_; }
+
+namespace {
+
+// "80000000000 bytes (74.5 GiB)"
+std::string byte_count_text(std::size_t bytes) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double scaled = static_cast<double>(bytes);
+  int unit = -1;
+  while (scaled >= 1024 && unit < 5) {
+    scaled /= 1024;
+    ++unit;
+  }
+  if (unit < 0) return concat(bytes, " bytes");
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", scaled);
+  return concat(bytes, " bytes (", text, " ", units[unit], ")");
+}
+
+}  // namespace
+
+void check_fits_memory_limit(const Shape& sizes, DType dtype) {
+  const auto numel = static_cast<std::size_t>(numel_of(sizes));
+  const std::size_t limit = memory_limit();
+  std::size_t bytes = 0;
+  const bool overflows = __builtin_mul_overflow(numel, element_size(dtype), &bytes);
+  check(!overflows && bytes <= limit, "a ", dtype_name(dtype), " tensor of shape ", shape_text(sizes), " would need ",
+        overflows ? std::string("more than 2^64 bytes") : byte_count_text(bytes), ", more than the memory limit of ",
+        byte_count_text(limit));
 }
 
 // ----------------------------------------------------------------- Scalar ---
@@ -138,19 +234,31 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, std
   for (std::int64_t s : sizes_) check(s >= 0, "Tensor: negative size in ", shape_text(sizes_));
   for (std::int64_t s : strides_) check(s >= 0, "Tensor: negative stride in ", shape_text(strides_));
   check(storage_offset_ >= 0, "Tensor: negative storage offset ", storage_offset_);
+  // Views count too: a huge expanded view costs nothing to make, but every op that reads it loops over it.
+  check_fits_memory_limit(sizes_, dtype_);
   if (numel() > 0) {
-    const std::size_t last = static_cast<std::size_t>(storage_offset_) + kernel::span_of(sizes_, strides_);
-    check(last * element_size(dtype_) <= storage_->nbytes(), "Tensor: view with sizes ", shape_text(sizes_),
-          ", strides ", shape_text(strides_), " and offset ", storage_offset_, " needs ", last * element_size(dtype_),
-          " bytes but the storage has ", storage_->nbytes());
+    std::size_t last = 0, bytes = 0;
+    const bool overflows = __builtin_add_overflow(static_cast<std::size_t>(storage_offset_),
+                                                  kernel::span_of(sizes_, strides_), &last) ||
+                           __builtin_mul_overflow(last, element_size(dtype_), &bytes);
+    check(!overflows && bytes <= storage_->nbytes(), "Tensor: view with sizes ", shape_text(sizes_), ", strides ",
+          shape_text(strides_), " and offset ", storage_offset_, " needs ",
+          overflows ? std::string("more than 2^64") : std::to_string(bytes), " bytes but the storage has ",
+          storage_->nbytes());
   }
 }
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device::CPU; }
 
-std::int64_t Tensor::size(std::int64_t d) const { return sizes_[wrap_dim(d, dim(), "size")]; }
+std::int64_t Tensor::size(std::int64_t d) const {
+  check(dim() > 0, "size: dimension specified as ", d, " but tensor has no dimensions");
+  return sizes_[wrap_dim(d, dim(), "size")];
+}
 
-std::int64_t Tensor::stride(std::int64_t d) const { return strides_[wrap_dim(d, dim(), "stride")]; }
+std::int64_t Tensor::stride(std::int64_t d) const {
+  check(dim() > 0, "stride: dimension specified as ", d, " but tensor has no dimensions");
+  return strides_[wrap_dim(d, dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   std::int64_t expected = 1;
@@ -271,10 +379,21 @@ Tensor Tensor::clone() const {
 namespace kernel {
 
 std::size_t span_of(const Shape& sizes, const Shape& strides) {
+  check(sizes.size() == strides.size(), "span_of: sizes ", shape_text(sizes), " and strides ", shape_text(strides),
+        " differ in length");
+  for (std::int64_t size : sizes) {
+    if (size == 0) return 0;
+  }
   std::size_t span = 1;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0) return 0;
-    span += static_cast<std::size_t>((sizes[i] - 1) * strides[i]);
+    check(sizes[i] > 0 && strides[i] >= 0, "span_of: negative size or stride in sizes ", shape_text(sizes),
+          ", strides ", shape_text(strides));
+    std::size_t extent = 0;
+    const bool overflows =
+        __builtin_mul_overflow(static_cast<std::size_t>(sizes[i] - 1), static_cast<std::size_t>(strides[i]), &extent) ||
+        __builtin_add_overflow(span, extent, &span);
+    check(!overflows, "span_of: a view with sizes ", shape_text(sizes), " and strides ", shape_text(strides),
+          " spans more than 2^64 elements");
   }
   return span;
 }
@@ -322,6 +441,7 @@ std::vector<bool> reduction_mask(const IntList& dim, std::int64_t ndim, const ch
 
 Tensor empty(const Shape& sizes, DType dtype) {
   for (std::int64_t s : sizes) check(s >= 0, "empty: negative dimension in shape ", shape_text(sizes));
+  check_fits_memory_limit(sizes, dtype);
   const std::size_t nbytes = static_cast<std::size_t>(numel_of(sizes)) * element_size(dtype);
   return Tensor(std::make_shared<Storage>(nbytes, Device::CPU), sizes, contiguous_strides(sizes), 0, dtype);
 }
@@ -371,14 +491,18 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
         end.repr());
   check((increment > 0 && stop >= begin) || (increment < 0 && stop <= begin),
         "arange: upper bound and larger bound inconsistent with step sign");
-  const auto n = static_cast<std::int64_t>(std::ceil((stop - begin) / increment));
+  const double count = std::ceil((stop - begin) / increment);
+  check(count < 9223372036854775808.0, "arange: ", start.repr(), " to ", end.repr(), " in steps of ", step.repr(),
+        " has more elements than int64 can count");
+  const auto n = static_cast<std::int64_t>(count);
   Tensor out = empty({n}, out_dtype);
   kernel::dispatch(out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* data = out.data_ptr<T>();
     if constexpr (std::is_same_v<T, std::int64_t>) {
       if (all_integral) {  // exact integer arithmetic, no rounding through double
-        for (std::int64_t i = 0; i < n; ++i) data[i] = start.to_int64() + i * step.to_int64();
+        for (std::int64_t i = 0; i < n; ++i)
+          data[i] = kernel::wrapping_add(start.to_int64(), kernel::wrapping_mul(i, step.to_int64()));
         return;
       }
     }
