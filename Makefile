@@ -34,7 +34,7 @@ test: build
 	  py=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest.log | awk '{print $$1}'); \
 	  nb=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest-notebooks.log | awk '{print $$1}'); \
 	  ex=$$(meson test -C $(BUILD) --list --suite examples 2>/dev/null | grep -c examples); \
-	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, $$nb notebook tests, $$ex example runs, 2 embedding builds, docs/nodes.md check, 3 fuzzers)"; \
+	  echo "make test: all suites passed ($$cpp doctest cases, $$py pytest tests, $$nb notebook tests, $$ex example runs, 2 embedding builds, docs/nodes.md check, 4 fuzzers)"; \
 	  echo "refgrad: $$((cpp + py + nb + ex + 6)) passed, 0 failed"
 
 test-cpp:
@@ -98,16 +98,22 @@ fuzz-build: bootstrap
 	  echo "fuzz: configuring $(FUZZ_BUILD) (clang-14, ASan + UBSan, libFuzzer)"; \
 	  CC=clang-14 CXX=clang++-14 meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=false -Dpython=false \
 	    -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
-	    "-Dcpp_args=-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" > $(BUILD)/fuzz-setup.log \
+	    "-Dcpp_args=-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -D_GLIBCXX_ASSERTIONS" \
+	    > $(BUILD)/fuzz-setup.log \
 	    || { cat $(BUILD)/fuzz-setup.log; exit 1; }; \
 	fi
-	@ninja -C $(FUZZ_BUILD) fuzz/fuzz_text fuzz/fuzz_bytecode fuzz/fuzz_bundle
+	@ninja -C $(FUZZ_BUILD) fuzz/fuzz_text fuzz/fuzz_bytecode fuzz/fuzz_bundle fuzz/fuzz_run
 
 test-fuzz: fuzz-build
 	@tools/fuzz.sh replay $(FUZZ_RUNS)
 
-fuzz: fuzz-build
+# `make fuzz` also explores the Python property tests (tests/python/test_hostile_inputs.py) with
+# FUZZ_PY_EXAMPLES random examples per test.
+FUZZ_PY_EXAMPLES ?= 2000
+fuzz: fuzz-build build
 	@tools/fuzz.sh explore $(FUZZ_SECONDS)
+	REFGRAD_HYPOTHESIS_EXPLORE=1 REFGRAD_HYPOTHESIS_EXAMPLES=$(FUZZ_PY_EXAMPLES) \
+	  $(PYTHON) -m pytest -q tests/python/test_hostile_inputs.py
 
 # Regenerates the fuzzers' seed corpus (fuzz/corpus/) from examples/programs/.
 fuzz-seeds: build

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer harnesses built in build-fuzz/ (ASan + UBSan).
+# Runs the libFuzzer harnesses built in build-fuzz/ (ASan + UBSan): the text parser, the bytecode
+# and bundle loaders, and execution (fuzz_run: programs generated around each node, run).
+# FUZZ_HARNESSES picks some of them ("run", "text bundle"); the default is all four.
 #   tools/fuzz.sh replay RUNS     replay the committed corpus, then RUNS more inputs per harness with a
 #                                 fixed seed (deterministic; what `make test` runs)
 #   tools/fuzz.sh explore SECONDS fuzz each harness for SECONDS; new inputs go to build-fuzz/corpus/<harness>
 # A crash, leak, sanitizer report or broken round trip stops the run and leaves the input that caused it
-# in build-fuzz/findings/; copy it into fuzz/corpus/<harness>/ and add a regression test.
+# in build-fuzz/findings/; copy it into fuzz/corpus/<harness>/ and add a regression test. For fuzz_run,
+# `REFGRAD_FUZZ_PRINT=1 build-fuzz/fuzz/fuzz_run FILE` prints the program the input makes (a .bwd file
+# for the test) and the error it ends with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +19,8 @@ mkdir -p "$build/findings"
 
 # Why each suppression exists is written next to it in fuzz/ubsan.supp.
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$PWD/fuzz/ubsan.supp"
+# fuzz_run prints how many of its cases ran to the end without an error.
+export REFGRAD_FUZZ_STATS=1
 
 # run_harness HARNESS DETECT_LEAKS: runs one harness in $mode, its output in the harness's log.
 run_harness() {
@@ -35,7 +41,7 @@ run_harness() {
     "$build/fuzz/fuzz_$harness" "${options[@]}" "$corpus" "fuzz/corpus/$harness" > "$build/fuzz-$harness.log" 2>&1
 }
 
-for harness in text bytecode bundle; do
+for harness in ${FUZZ_HARNESSES:-text bytecode bundle run}; do
   log="$build/fuzz-$harness.log"
   status=0
   run_harness "$harness" 1 || status=$?
@@ -53,4 +59,5 @@ for harness in text bytecode bundle; do
     exit 1
   fi
   echo "fuzz_$harness: $runs executions, no findings ($(ls "fuzz/corpus/$harness" | wc -l) corpus files replayed)"
+  grep -h "^fuzz_run: consistent cases" "$log" | tail -n 1 || true
 done

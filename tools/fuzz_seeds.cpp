@@ -2,10 +2,15 @@
 // (`make fuzz-seeds`) from the example programs: each program's text as
 // written, its binary bytecode, and a bundle with its saved tensors stored
 // as tensors, one result set, a comparison and provenance, so that every
-// part of each loader is reached from the start.
+// part of each loader is reached from the start. For the execution fuzzer
+// (fuzz_run), two inputs per node of the registry, one for each mode of its
+// generator (fuzz/generate.hpp): "NodeName\n", the mode byte, and decision
+// bytes from a generator seeded by the node's name, so that the seeds do not
+// change unless the registry does.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include "refgrad/bundle.hpp"
@@ -35,6 +40,16 @@ Bundle seed_bundle(const Program& program) {
   return bundle;
 }
 
+// "NodeName\n", the mode byte (0 consistent, 1 wild), then 192 decision bytes.
+std::string run_seed(const std::string& node, std::uint8_t mode) {
+  std::seed_seq seed(node.begin(), node.end());
+  std::mt19937 generator(seed);
+  std::string bytes = node + "\n";
+  bytes.push_back(static_cast<char>(mode));
+  for (int i = 0; i < 192; ++i) bytes.push_back(static_cast<char>(generator() & 0xFF));
+  return bytes;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +72,13 @@ int main(int argc, char** argv) {
       write_file(corpus / "bundle" / (stem + ".safetensors"), write_bundle(seed_bundle(program)));
       std::cout << "fuzz_seeds: " << stem << "\n";
     }
+    fs::create_directories(corpus / "run");
+    for (const NodeDef* node : all_nodes()) {
+      const std::string& name = node->schema.name;
+      write_file(corpus / "run" / (name + ".consistent"), run_seed(name, 0));
+      write_file(corpus / "run" / (name + ".wild"), run_seed(name, 1));
+    }
+    std::cout << "fuzz_seeds: run: two inputs for each of " << all_nodes().size() << " nodes\n";
   } catch (const Error& error) {
     std::cerr << error.what() << "\n";
     return 2;
