@@ -222,6 +222,29 @@ TEST_CASE("cli: run --check-finite stops at the instruction that makes an Inf") 
   CHECK(contains(unchecked.out, "@x  f32[3]  norm=inf  [inf, 5.0, 12.0]"));
 }
 
+TEST_CASE("cli: run --memory-limit refuses a tensor larger than the limit, naming the instruction") {
+  const std::string program = write_program("big", R"(
+program big
+  grad %g : f32[] = 1.0
+  leaf @x : f32[512,512]
+code
+  %0 = validate %g : f32[]
+  %1 = SumBackward0 %0  self_sym_sizes=[512,512]
+  %2 = validate %1 : f32[512,512]
+  accumulate_grad @x %2
+)");
+  const Output limited = cli("run --memory-limit 1048575 " + program);
+  CHECK(limited.status == 2);
+  CHECK(contains(limited.err, "refgrad: error: instruction 1 (%1 = SumBackward0 %0  self_sym_sizes=[512,512]): a "
+                              "float32 tensor of shape [512,512] would need 1048576 bytes (1.0 MiB), more than the "
+                              "memory limit of 1048575 bytes"));
+  CHECK(cli("run --memory-limit 1M " + program).status == 0);  // 512 * 512 * 4 bytes fit exactly
+  CHECK(cli("step --memory-limit 1G " + program).status == 0);
+  const Output bad = cli("run --memory-limit 1.5G " + program);
+  CHECK(bad.status == 2);
+  CHECK(contains(bad.err, "--memory-limit 1.5G: expected a number of bytes, optionally with a suffix K, M, G or T"));
+}
+
 // ----------------------------------------------------------------- check ---
 
 TEST_CASE("cli: run -o writes a bundle that check passes") {

@@ -833,6 +833,50 @@ TEST_CASE("interpreter: a program whose instructions do not fit their opcode is 
                        Error);
 }
 
+TEST_CASE("interpreter: x.squeeze(0) of a 0-d x runs as torch runs it (x.grad = 1)") {
+  // What torch 2.13 records for x.squeeze(0) on a 0-d x; refgrad used to die on it with SIGSEGV.
+  const char* text = R"(
+program sq
+  grad %g : f64[] = 1.0
+  leaf @x : f64[]
+code
+  %0 = validate %g : f64[]
+  %1 = SqueezeBackward1 %0  dim=0 self_sym_sizes=[]
+  %2 = validate %1 : f64[]
+  accumulate_grad @x %2
+)";
+  CHECK(check_program(parse_program(text)).empty());
+  Machine machine(load(text));
+  machine.run();
+  REQUIRE(machine.leaf_grad("x").has_value());
+  CHECK(machine.leaf_grad("x")->sizes() == Shape{});
+  CHECK(machine.leaf_grad("x")->item<double>() == 1.0);
+}
+
+TEST_CASE("interpreter: a tensor over the memory limit stops the run, naming the instruction and the shape") {
+  const char* text = R"(
+program big
+  grad %g : f32[] = 1.0
+  leaf @x : f32[1000,1000]
+code
+  %0 = validate %g : f32[]
+  %1 = SumBackward0 %0  self_sym_sizes=[1000,1000]
+  %2 = validate %1 : f32[1000,1000]
+  accumulate_grad @x %2
+)";
+  Machine limited(load(text), {}, MachineOptions{.memory_limit = std::size_t{1} << 20});
+  CHECK_THROWS_WITH_AS(limited.run(),
+                       "instruction 1 (%1 = SumBackward0 %0  self_sym_sizes=[1000,1000]): a float32 tensor of shape "
+                       "[1000,1000] would need 4000000 bytes (3.8 MiB), more than the memory limit of 1048576 bytes "
+                       "(1.0 MiB); operands: f32[]",
+                       Error);
+  CHECK(limited.pc() == 1);
+  CHECK(memory_limit() == default_memory_limit());  // the machine's limit held only while it ran
+  Machine unlimited(load(text), {}, MachineOptions{.memory_limit = std::size_t{8} << 20});
+  unlimited.run();
+  CHECK(sum(*unlimited.leaf_grad("x")).item<double>() == 1e6);
+}
+
 TEST_CASE("interpreter: reading unknown names raises") {
   Machine machine(load_example("mul"));
   CHECK_THROWS_WITH_AS(machine.leaf_grad("z"), "the program declares no leaf @z", Error);

@@ -292,6 +292,23 @@ def test_check_finite_raises_at_the_first_non_finite_value():
     assert machine.pc == 0
 
 
+def test_memory_limit_refuses_a_larger_tensor_naming_the_instruction():
+    program = refgrad.Program.parse(
+        "program big\n  grad %g : f32[] = 1.0\n  leaf @x : f32[1000,1000]\ncode\n  %0 = validate %g : f32[]\n"
+        "  %1 = SumBackward0 %0  self_sym_sizes=[1000,1000]\n  %2 = validate %1 : f32[1000,1000]\n"
+        "  accumulate_grad @x %2\n"
+    )
+    assert refgrad.default_memory_limit() > 4_000_000
+    machine = refgrad.Machine(program, memory_limit=1 << 20)
+    with pytest.raises(refgrad.Error, match=r"instruction 1 .*shape \[1000,1000\] would need 4000000 bytes .*"
+                                            r"more than the memory limit of 1048576 bytes"):
+        machine.run()
+    assert machine.pc == 1
+    assert refgrad.Machine(program).run() is None  # the default limit is this machine's memory
+    with pytest.raises(refgrad.Error, match="memory limit"):
+        refgrad.run_program(program, memory_limit=1000)
+
+
 def test_set_grad_checks_the_declared_type():
     machine = refgrad.Machine(refgrad.load(str(EXAMPLES / "mul.bwd")))
     with pytest.raises(refgrad.Error, match="f32\\[3\\]"):

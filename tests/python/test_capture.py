@@ -325,6 +325,19 @@ def test_broadcasting_grads_are_summed_to_the_input_shape(dtype):
     assert_grads_close(ours["b"], b.grad, dtype, "b")
 
 
+@pytest.mark.parametrize("dim", [0, -1])
+def test_squeeze_and_unsqueeze_of_a_0d_tensor_as_torch(dim):
+    """A 0-d tensor accepts dims 0 and -1; torch runs these backwards, so refgrad must too (it used to crash)."""
+    x = torch.tensor(3.0, dtype=torch.float64, requires_grad=True)
+    loss = x.squeeze(dim) * x.unsqueeze(dim).sum()
+    captured = rt.capture(loss, names={"x": x})
+    nodes = {instr.node for instr in captured.program.code if instr.node}
+    assert {"SqueezeBackward1", "UnsqueezeBackward0"} <= nodes
+    ours = captured.run("float64")
+    loss.backward()
+    assert ours["x"].shape == () and ours["x"].item() == x.grad.item() == 6.0  # d(x*x)/dx at 3
+
+
 def test_the_capture_keeps_the_values_it_was_taken_with():
     w = torch.tensor([1.0, 2.0, -1.0], dtype=torch.float64, requires_grad=True)
     captured = rt.capture((w * w.exp()).sum(), names={"w": w})

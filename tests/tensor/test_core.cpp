@@ -123,6 +123,51 @@ TEST_CASE("item, at and data_ptr check their input") {
   CHECK(zeros({2, 3}).size(-1) == 3);
   CHECK_THROWS_WITH_AS(zeros({2, 3}).size(2), "size: dimension out of range (expected to be in range of [-2, 1], but got 2)",
                        Error);
+  // A 0-d tensor has no dims to ask about (torch: "dimension specified as 0 but tensor has no dimensions").
+  CHECK_THROWS_WITH_AS(zeros({}).size(0), "size: dimension specified as 0 but tensor has no dimensions", Error);
+  CHECK_THROWS_WITH_AS(zeros({}).stride(-1), "stride: dimension specified as -1 but tensor has no dimensions", Error);
+}
+
+TEST_CASE("sizes that overflow int64 raise instead of wrapping") {
+  const std::int64_t big = std::int64_t{1} << 40;
+  CHECK_THROWS_WITH_AS(numel_of({big, big}), "shape [1099511627776,1099511627776] has more elements than int64 can count",
+                       Error);
+  CHECK(numel_of({big, big, 0}) == 0);  // as ATen: a size-0 dim makes numel 0 whatever the others are
+  CHECK_THROWS_WITH_AS(contiguous_strides({0, big, big}), doctest::Contains("its strides overflow int64"), Error);
+  CHECK_THROWS_WITH_AS(empty({0, big, big}), doctest::Contains("its strides overflow int64"), Error);
+  CHECK_THROWS_WITH_AS(multiply_or_fail(big, big, "repeat"), "repeat: 1099511627776 * 1099511627776 overflows int64",
+                       Error);
+  CHECK_THROWS_WITH_AS(add_or_fail(std::numeric_limits<std::int64_t>::max(), 1, "slice"),
+                       "slice: 9223372036854775807 + 1 overflows int64", Error);
+  CHECK(multiply_or_fail(-3, 4, "x") == -12);
+  CHECK_THROWS_WITH_AS(arange(0.0, 1e300, 1.0), doctest::Contains("has more elements than int64 can count"), Error);
+  // A view whose extent overflows is refused by the Tensor itself.
+  const Tensor base = zeros({4});
+  CHECK_THROWS_WITH_AS(Tensor(base.storage(), {2, 5}, {1, std::int64_t{1} << 62}, 0, DType::Float32),
+                       doctest::Contains("spans more than 2^64 elements"), Error);
+}
+
+TEST_CASE("memory limit: a tensor larger than the limit raises before it is allocated") {
+  CHECK(default_memory_limit() > 0);
+  CHECK(memory_limit() == default_memory_limit());
+  {
+    const MemoryLimitScope limit(1000);
+    CHECK(memory_limit() == 1000);
+    CHECK(zeros({250}).numel() == 250);  // exactly 1000 bytes fit
+    CHECK_THROWS_WITH_AS(zeros({251}), "a float32 tensor of shape [251] would need 1004 bytes, more than the memory "
+                                       "limit of 1000 bytes", Error);
+    // Views count: an expand costs no memory, but every op that reads it loops over all of it.
+    CHECK_THROWS_WITH_AS(expand(zeros({1}), {1000}), doctest::Contains("shape [1000] would need 4000 bytes"), Error);
+    {
+      const MemoryLimitScope inner(std::size_t{8} << 30);
+      CHECK_THROWS_WITH_AS(empty({std::int64_t{1} << 31}, DType::Float64),
+                           "a float64 tensor of shape [2147483648] would need 17179869184 bytes (16.0 GiB), more "
+                           "than the memory limit of 8589934592 bytes (8.0 GiB)",
+                           Error);
+    }
+    CHECK(memory_limit() == 1000);
+  }
+  CHECK(memory_limit() == default_memory_limit());
 }
 
 TEST_CASE("casts convert like torch, NaN to int included") {
