@@ -62,11 +62,15 @@ def arrays(draw, dtypes=REFGRAD_DTYPES):
     else:
         flat = np.array(draw(st.lists(floats, min_size=count, max_size=count)), dtype=np.float64)
     array = flat.astype(dtype).reshape(shape)
-    view = draw(st.integers(0, 5))
+    view = draw(st.integers(0, 7))
     if view == 0 and array.ndim >= 2:
         return array.T  # transposed
     if view == 1 and array.ndim >= 1:
         return array[::2]  # gapped
+    if view == 2 and array.ndim >= 1:
+        return array[::-1]  # negative strides
+    if view == 3:
+        return np.broadcast_to(array, (2, *array.shape))  # stride 0, read-only
     return array
 
 
