@@ -19,14 +19,16 @@ bootstrap:
 
 # The first build (or one after pyproject.toml or the venv changed) is the
 # editable install, which configures $(BUILD) and builds everything once.
+# Each step prints one line; its output goes to a log in $(BUILD)/logs/, shown when it fails.
 build: bootstrap
 	@if [ ! -f $(EDITABLE_STAMP) ] || [ pyproject.toml -nt $(EDITABLE_STAMP) ] \
 	    || [ $(VENV)/.refgrad-requirements -nt $(EDITABLE_STAMP) ]; then \
-	  echo "build: configuring $(BUILD) and installing refgrad into $(VENV) (editable)"; \
-	  $(PYTHON) -m pip install --no-build-isolation --disable-pip-version-check -q -e . -Cbuild-dir=$(BUILD) \
+	  tools/logged.sh $(BUILD)/logs/editable-install.log \
+	    "build: configuring $(BUILD) and installing refgrad into $(VENV) (editable)" \
+	    $(PYTHON) -m pip install --no-build-isolation --disable-pip-version-check -e . -Cbuild-dir=$(BUILD) \
 	    && touch $(EDITABLE_STAMP); \
 	fi
-	@ninja -C $(BUILD)
+	@tools/logged.sh $(BUILD)/logs/ninja.log "build: ninja -C $(BUILD)" ninja -C $(BUILD)
 
 test: build
 	@$(MAKE) --no-print-directory test-cpp test-python test-notebooks test-embed test-docs test-fuzz
@@ -95,14 +97,15 @@ FUZZ_RUNS ?= 20000
 FUZZ_SECONDS ?= 60
 fuzz-build: bootstrap
 	@if [ ! -f $(FUZZ_BUILD)/build.ninja ]; then \
-	  echo "fuzz: configuring $(FUZZ_BUILD) (clang-14, ASan + UBSan, libFuzzer)"; \
+	  echo "fuzz: configuring $(FUZZ_BUILD) (clang-14, ASan + UBSan, libFuzzer)"; mkdir -p $(BUILD)/logs; \
 	  CC=clang-14 CXX=clang++-14 meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=false -Dpython=false \
 	    -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
 	    "-Dcpp_args=-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -D_GLIBCXX_ASSERTIONS" \
-	    > $(BUILD)/fuzz-setup.log \
-	    || { cat $(BUILD)/fuzz-setup.log; exit 1; }; \
+	    > $(BUILD)/logs/fuzz-setup.log \
+	    || { cat $(BUILD)/logs/fuzz-setup.log; exit 1; }; \
 	fi
-	@ninja -C $(FUZZ_BUILD) fuzz/fuzz_text fuzz/fuzz_bytecode fuzz/fuzz_bundle fuzz/fuzz_run
+	@tools/logged.sh $(BUILD)/logs/fuzz-ninja.log "fuzz: ninja -C $(FUZZ_BUILD)" \
+	  ninja -C $(FUZZ_BUILD) fuzz/fuzz_text fuzz/fuzz_bytecode fuzz/fuzz_bundle fuzz/fuzz_run
 
 test-fuzz: fuzz-build
 	@tools/fuzz.sh replay $(FUZZ_RUNS)

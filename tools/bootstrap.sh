@@ -2,8 +2,11 @@
 # Makes this machine ready to build and test refgrad: Debian packages (apt-get,
 # only those missing) and .venv with the pinned Python requirements (only when
 # requirements.txt changed). When nothing is missing it takes well under 5 s.
+# Each step prints one line; its full output goes to a log under build/logs/,
+# printed when the step fails (tools/logged.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+logs=build/logs
 
 # Debian packages: compilers and libraries for the build, graphviz for
 # drawings, clang-14 with libFuzzer's runtime for the fuzzers.
@@ -21,23 +24,21 @@ for package in "${APT_PACKAGES[@]}"; do
   fi
 done
 if ((${#missing[@]})); then
-  echo "bootstrap: installing Debian packages: ${missing[*]}"
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  tools/logged.sh $logs/apt-get.log "bootstrap: installing Debian packages: ${missing[*]}" \
+    bash -c "$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ${missing[*]}"
 fi
 
 # Python: .venv with the pinned requirements; torch==2.13.0 is the CPU wheel.
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
-  echo "bootstrap: creating .venv with $($PYTHON --version)"
-  "$PYTHON" -m venv .venv
+  tools/logged.sh $logs/venv.log "bootstrap: creating .venv with $($PYTHON --version)" "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.refgrad-requirements
 wanted="$(sha256sum requirements.txt | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-  echo "bootstrap: installing Python requirements into .venv"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  tools/logged.sh $logs/pip.log "bootstrap: installing Python requirements into .venv" \
+    .venv/bin/python -m pip install --disable-pip-version-check -r requirements.txt
   echo "$wanted" > "$stamp"
 fi
