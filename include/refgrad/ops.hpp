@@ -178,6 +178,7 @@ Tensor index_put(const Tensor& self, const std::vector<OptionalTensor>& indices,
                  bool accumulate = false);
 Tensor masked_select(const Tensor& self, const Tensor& mask);
 Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source);
+// padding_idx only matters for the backward: any value is taken, as by aten::embedding.
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx = -1);
 Tensor one_hot(const Tensor& self, std::int64_t num_classes = -1);
 

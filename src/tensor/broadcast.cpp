@@ -10,6 +10,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     // Align from the trailing dim; a missing dim counts as size 1.
     const std::int64_t size_a = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
     const std::int64_t size_b = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
+    check(size_a >= 0 && size_b >= 0, "broadcast: shapes ", shape_text(a), " and ", shape_text(b),
+          " have a negative size");
     check(size_a == size_b || size_a == 1 || size_b == 1, "broadcast: shapes ", shape_text(a), " and ", shape_text(b),
           " are not broadcastable (size ", size_a, " vs ", size_b, " at dim ", i, ")");
     out[i] = size_a == 1 ? size_b : size_a;
@@ -36,6 +38,8 @@ Tensor expand(const Tensor& self, const Shape& sizes) {
     check(own == want || own == 1, "expand: the expanded size of the tensor (", want,
           ") must match the existing size (", own, ") at non-singleton dimension ", i, ".  Target sizes: ",
           shape_text(sizes), ".  Tensor sizes: ", shape_text(self.sizes()));
+    check(want >= 0, "expand: the expanded size ", want, " at dimension ", i, " is negative (", shape_text(self.sizes()),
+          " to ", shape_text(sizes), ")");
     out_sizes[i] = want;
     out_strides[i] = own == want ? self.strides()[i - extra] : 0;
   }
@@ -43,12 +47,16 @@ Tensor expand(const Tensor& self, const Shape& sizes) {
 }
 
 Tensor broadcast_to(const Tensor& self, const Shape& sizes) {
+  check(self.defined(), "broadcast_to: tensor is undefined");
   if (self.sizes() == sizes) return self;
   return expand(self, sizes);
 }
 
 Tensor to(const Tensor& self, DType dtype) { return self.to(dtype); }
 Tensor contiguous(const Tensor& self) { return self.contiguous(); }
-Tensor clone(const Tensor& self) { return self.clone(); }
+Tensor clone(const Tensor& self) {
+  check(self.defined(), "clone: tensor is undefined");
+  return self.clone();
+}
 
 }  // namespace refgrad

@@ -133,10 +133,10 @@ Tensor scatter_impl(const Tensor& self, std::int64_t dim, const Tensor& index, c
   check_defined(self, op, "self");
   check_defined(index, op, "index");
   if (src.defined()) check_same_dtype(self, src, op, "src");
-  check_index_dtype(index, op);
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   Tensor out = self.clone();
-  if (index.numel() == 0) return out;  // ATen skips the shape checks too
+  if (index.numel() == 0) return out;  // ATen skips the index's dtype and shape checks too
+  check_index_dtype(index, op);
   check_gather_scatter_shapes(self, d, index, src.defined() ? &src : nullptr, op);
 
   const Tensor out1 = as_nonempty(out), index1 = as_nonempty(index);
@@ -148,7 +148,7 @@ Tensor scatter_impl(const Tensor& self, std::int64_t dim, const Tensor& index, c
   kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dst = out.data_ptr<T>();
-    const T constant = value.to<T>();
+    const T constant = src.defined() ? T(0) : kernel::scalar_to<T>(value, op, "value");
     const T* source = src.defined() ? src.data_ptr<T>() : nullptr;
     const Shape src_strides = src.defined() ? as_nonempty(src).strides() : Shape(index1.sizes().size(), 0);
     for_each_offsets<3>(index1.sizes(), {index1.strides(), without_dim(out1.strides(), d), src_strides},
@@ -297,14 +297,28 @@ IndexPlan plan_index(const Tensor& self, const Shape& strides, const std::vector
     }
     return plan;
   }
-  // The offset of each index tuple, over the broadcast index shape.
-  plan.table.assign(static_cast<std::size_t>(numel_of(index_shape)), 0);
+  // The offset of each index tuple, over the broadcast index shape. Small
+  // index tensors ([n,1] and [1,n]) may broadcast to more tuples than the
+  // memory limit allows.
+  const std::int64_t tuples = numel_of(index_shape);
+  check(static_cast<std::uint64_t>(tuples) <= memory_limit() / sizeof(std::int64_t), op,
+        ": the index tensors broadcast to shape ", shape_text(index_shape),
+        ", more index tuples than fit in the memory limit of ", memory_limit(), " bytes");
+  plan.table.assign(static_cast<std::size_t>(tuples), 0);
   for (std::int64_t d : advanced) {
     const Tensor expanded = broadcast_to(*indices[d], index_shape);
     const std::vector<std::int64_t> values = checked_indices(expanded, self.size(d), d, op, /*wrap=*/true);
     for (std::size_t k = 0; k < values.size(); ++k) plan.table[k] += values[k] * strides[d];
   }
   return plan;
+}
+
+Shape broadcast_self_and_mask(const Tensor& self, const Tensor& mask, const char* op) {
+  try {
+    return broadcast_shapes(self.sizes(), mask.sizes());
+  } catch (const Error& error) {
+    throw Error(concat(op, ": self and mask: ", error.what()));
+  }
 }
 
 // True when `values` broadcasts to `sizes` without adding dims to `sizes`.
@@ -357,10 +371,10 @@ Tensor gather(const Tensor& self, std::int64_t dim, const Tensor& index) {
   const char* op = "gather";
   check_defined(self, op, "self");
   check_defined(index, op, "index");
-  check_index_dtype(index, op);
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   Tensor out = empty(index.sizes(), self.dtype());
-  if (index.numel() == 0) return out;
+  if (index.numel() == 0) return out;  // ATen skips the index's dtype and shape checks too
+  check_index_dtype(index, op);
   check_gather_scatter_shapes(self, d, index, nullptr, op);
 
   const Tensor self1 = as_nonempty(self), index1 = as_nonempty(index), out1 = as_nonempty(out);
@@ -416,14 +430,17 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
         " except at dimension ", d);
   check(source1.size(d) == index.numel(), op, ": the number of indices (", index.numel(),
         ") must equal source.size(", d, ") (", source1.size(d), ")");
+  Tensor out = self.clone();
+  // ATen's kernel for more than one dim returns before it reads an index or
+  // alpha when there is nothing to add; the one for 0-d and 1-d reads both.
+  if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) return out;
   const std::vector<std::int64_t> idx = checked_indices(index, self1.size(d), d, op, /*wrap=*/false);
 
-  Tensor out = self.clone();
   const Tensor out1 = as_nonempty(out);
   const std::int64_t stride = out1.stride(d);
   kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T a = alpha.to<T>();  // torch truncates a float alpha for integer tensors
+    const T a = kernel::scalar_to<T>(alpha, op, "alpha");  // torch truncates a float alpha for integer tensors
     const T* src = source.data_ptr<T>();
     T* dst = out.data_ptr<T>();
     for_each_offsets<3>(source1.sizes(), {source1.strides(), without_dim(out1.strides(), d),
@@ -489,7 +506,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
   check_defined(self, op, "self");
   check_defined(mask, op, "mask");
   check(mask.dtype() == DType::Bool, op, ": expected a bool mask, got ", dtype_name(mask.dtype()));
-  const Shape sizes = broadcast_shapes(self.sizes(), mask.sizes());
+  const Shape sizes = broadcast_self_and_mask(self, mask, op);
   const Tensor self_b = broadcast_to(self, sizes), mask_b = broadcast_to(mask, sizes);
   const bool* m = mask_b.data_ptr<bool>();
   std::int64_t count = 0;
@@ -516,7 +533,7 @@ Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& sour
   check(mask.dtype() == DType::Bool, op, ": expected a bool mask, got ", dtype_name(mask.dtype()));
   check_same_dtype(self, source, op, "source");
   // The out-of-place op broadcasts self and mask together, as torch does.
-  const Shape sizes = broadcast_shapes(self.sizes(), mask.sizes());
+  const Shape sizes = broadcast_self_and_mask(self, mask, op);
   Tensor out = broadcast_to(self, sizes).clone();
   const Tensor mask_b = broadcast_to(mask, sizes);
   const bool* m = mask_b.data_ptr<bool>();
@@ -539,18 +556,16 @@ Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& sour
 // -------------------------------------------------------------- embedding ---
 
 // out[p, :] = weight[indices[p], :]; out has shape indices.shape + [D].
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, [[maybe_unused]] std::int64_t padding_idx) {
   const char* op = "embedding";
   check_defined(weight, op, "weight");
   check_defined(indices, op, "indices");
   check(weight.dim() == 2, op, ": weight must be 2-D, got shape ", shape_text(weight.sizes()));
   check(indices.dtype() == DType::Int64, op, ": expected int64 indices, got ", dtype_name(indices.dtype()));
   const std::int64_t rows = weight.size(0), width = weight.size(1);
-  // At the aten level -1 means "no padding row" (F.embedding wraps other
-  // negative values before calling it); padding_idx matters only for the
-  // backward, which leaves that row's gradient zero.
-  check(padding_idx == -1 || (padding_idx >= 0 && padding_idx < rows), op, ": padding_idx ", padding_idx,
-        " must be -1 (none) or within [0, ", rows, ") for weight of shape ", shape_text(weight.sizes()));
+  // padding_idx matters only for the backward, which leaves that row's
+  // gradient zero; aten::embedding takes any value (F.embedding checks it and
+  // wraps a negative one before calling it).
   const std::vector<std::int64_t> idx = checked_indices(indices, rows, 0, op, /*wrap=*/false);
 
   Shape out_sizes = indices.sizes();
@@ -585,7 +600,7 @@ Tensor one_hot(const Tensor& self, std::int64_t num_classes) {
     const std::int64_t lowest = *std::min_element(classes.begin(), classes.end());
     const std::int64_t highest = *std::max_element(classes.begin(), classes.end());
     check(lowest >= 0, op, ": class values must be non-negative, got ", lowest);
-    if (num_classes == -1) num_classes = highest + 1;
+    if (num_classes == -1) num_classes = add_or_fail(highest, 1, "one_hot");
     check(highest < num_classes, op, ": class values must be smaller than num_classes (", num_classes, "), got ",
           highest);
   }

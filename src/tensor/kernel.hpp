@@ -2,8 +2,11 @@
 // one place that includes xtensor (see DESIGN.md, "Tensors and xtensor").
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <xtensor/xadapt.hpp>
@@ -53,6 +56,33 @@ inline std::int64_t wrapping_mul(std::int64_t a, std::int64_t b) {
   return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
 }
 inline std::int64_t wrapping_neg(std::int64_t a) { return wrapping_sub(0, a); }
+
+// `value` as an element of type T, as c10's checked Scalar::to<T> converts it
+// for a fill value or an alpha: a float that lies outside int64's or float's
+// range (NaN too, for int64) raises, naming the op and the argument, where a
+// plain cast would be undefined behaviour. Anything converts to bool.
+template <class T>
+T scalar_to(const Scalar& value, const char* op, const char* name) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value.to_bool();
+  } else {
+    if (!value.is_floating_point()) return static_cast<T>(value.to_int64());
+    const double v = value.to_double();
+    if constexpr (std::is_same_v<T, std::int64_t>) {
+      constexpr double limit = 9223372036854775808.0;  // 2^63, as c10 compares it
+      check(v >= -limit && v <= limit, op, ": ", name, " ", value.repr(),
+            " cannot be converted to type int64 without overflow");
+      // 2^63 passes c10's check; x86's conversion (so torch's) gives INT64_MIN.
+      return v == limit ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(v);
+    } else if constexpr (std::is_same_v<T, float>) {
+      check(!std::isfinite(v) || std::abs(v) <= std::numeric_limits<float>::max(), op, ": ", name, " ", value.repr(),
+            " cannot be converted to type float32 without overflow");
+      return static_cast<float>(v);
+    } else {
+      return v;
+    }
+  }
+}
 
 // Number of elements spanned by a strided view, from its first element.
 std::size_t span_of(const Shape& sizes, const Shape& strides);

@@ -159,7 +159,11 @@ class Printer {
     return values;
   }
 
+  // Size-1 dims are stepped over in loops here and in tensor_text, so that
+  // the recursion only goes as deep as the dims of size 2 or more (fewer than
+  // 64 in a non-empty tensor), however many dims a tensor has.
   void collect(std::size_t dim, std::int64_t offset, std::vector<T>& values) const {
+    while (dim < sizes_.size() && sizes_[dim] == 1) ++dim;
     if (dim == sizes_.size()) {
       values.push_back(data_[offset]);
       return;
@@ -171,6 +175,13 @@ class Printer {
     const std::size_t remaining = sizes_.size() - dim;
     if (remaining == 0) return formatter_.format(data_[offset]);
     if (remaining == 1) return vector_text(dim, offset, indent);
+    // A size-1 dim is its one sub-tensor in brackets.
+    std::size_t ones = 0;
+    while (remaining - ones > 1 && sizes_[dim + ones] == 1) ++ones;
+    if (ones > 0) {
+      const auto extra = static_cast<std::int64_t>(ones);
+      return std::string(ones, '[') + tensor_text(dim + ones, offset, indent + extra) + std::string(ones, ']');
+    }
 
     // Sub-tensors one per line, with an empty line between blocks per extra dim:
     // [[1, 2],\n [3, 4]] for 2-d, [[[..]],\n\n [[..]]] for 3-d.

@@ -51,24 +51,40 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   });
 }
 
+// self's storage offset plus `start` steps along dim `dim`, checked: the
+// Tensor constructor bounds the strides of a non-empty view only, and an empty
+// piece may start one past the end of a size-1 dim, whose stride can be anything.
+std::int64_t offset_of(const Tensor& self, std::int64_t dim, std::int64_t start, const char* op) {
+  return add_or_fail(self.storage_offset(), multiply_or_fail(start, self.strides()[dim], op), op);
+}
+
 // narrow without the argument checks: dim `dim` becomes [start, start + length).
-Tensor narrow_view(const Tensor& self, std::int64_t dim, std::int64_t start, std::int64_t length) {
+Tensor narrow_view(const Tensor& self, std::int64_t dim, std::int64_t start, std::int64_t length, const char* op) {
   Shape sizes = self.sizes();
   sizes[dim] = length;
-  return make_view(self, sizes, self.strides(), self.storage_offset() + start * self.strides()[dim]);
+  return make_view(self, sizes, self.strides(), offset_of(self, dim, start, op));
 }
 
 // ATen's infer_size: replaces the one -1 in `shape` so that it holds `numel`.
 Shape infer_size(const Shape& shape, std::int64_t numel, const char* op) {
   std::optional<std::size_t> inferred;
-  std::int64_t known = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       check(!inferred, op, ": only one dimension can be inferred (shape ", shape_text(shape), ")");
       inferred = i;
     } else {
       check(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " at index ", i, " of shape ", shape_text(shape));
-      known *= shape[i];
+    }
+  }
+  // The product of the known sizes; one that overflows int64 cannot hold numel.
+  std::int64_t known = 1;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    known = 0;
+  } else {
+    for (std::int64_t s : shape) {
+      if (s == -1) continue;
+      check(!__builtin_mul_overflow(known, s, &known), op, ": shape ", shape_text(shape), " is invalid for input of size ",
+            numel);
     }
   }
   Shape out = shape;
@@ -130,15 +146,26 @@ std::optional<Shape> compute_stride(const Shape& old_sizes, const Shape& old_str
 }
 
 // Iterates the (start, length) pieces of split_with_sizes.
-TensorList split_pieces(const Tensor& self, std::int64_t dim, const IntList& lengths) {
+// The lengths must be non-negative and sum to the size of dim `dim`.
+TensorList split_pieces(const Tensor& self, std::int64_t dim, const IntList& lengths, const char* op) {
   TensorList out;
   out.reserve(lengths.size());
   std::int64_t start = 0;
   for (std::int64_t length : lengths) {
-    out.push_back(narrow_view(self, dim, start, length));
+    out.push_back(narrow_view(self, dim, start, length, op));
     start += length;
   }
   return out;
+}
+
+// A list of `pieces` views is allocated before any of them: a count taken
+// from a program (chunks of an empty dim) or a huge expanded dim split in
+// ones must fail here rather than with std::bad_alloc.
+void check_piece_count(std::int64_t pieces, const Tensor& self, const char* op) {
+  const std::size_t bytes_per_piece = sizeof(Tensor) + 2 * sizeof(std::int64_t) * self.sizes().size();
+  check(static_cast<std::uint64_t>(pieces) <= memory_limit() / bytes_per_piece, op, ": ", pieces,
+        " pieces of a tensor of shape ", shape_text(self.sizes()), " would need more than the memory limit of ",
+        memory_limit(), " bytes");
 }
 
 }  // namespace
@@ -199,7 +226,7 @@ Tensor unsqueeze(const Tensor& self, std::int64_t dim) {
   Shape sizes = self.sizes(), strides = self.strides();
   // The new dim's stride is that of a dim just outside dim d (ATen's
   // inferUnsqueezeGeometry): size[d] * stride[d], or 1 when it goes last.
-  const std::int64_t stride = d >= self.dim() ? 1 : sizes[d] * strides[d];
+  const std::int64_t stride = d >= self.dim() ? 1 : multiply_or_fail(sizes[d], strides[d], "unsqueeze");
   sizes.insert(sizes.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
   return make_view(self, sizes, strides, self.storage_offset());
@@ -255,9 +282,9 @@ Tensor narrow(const Tensor& self, std::int64_t dim, std::int64_t start, std::int
   check(start >= -size && start <= size, "narrow: start out of range (expected to be in range of [", -size, ", ",
         size, "], but got ", start, ")");
   if (start < 0) start += size;
-  check(start + length <= size, "narrow: start (", start, ") + length (", length, ") exceeds dimension size (",
+  check(length <= size - start, "narrow: start (", start, ") + length (", length, ") exceeds dimension size (",
         size, ") of dim ", d, " (shape ", shape_text(self.sizes()), ")");
-  return narrow_view(self, d, start, length);
+  return narrow_view(self, d, start, length, "narrow");
 }
 
 Tensor slice(const Tensor& self, std::int64_t dim, std::optional<std::int64_t> start,
@@ -276,9 +303,9 @@ Tensor slice(const Tensor& self, std::int64_t dim, std::optional<std::int64_t> s
   begin = std::clamp<std::int64_t>(begin, 0, size);
   stop = std::clamp<std::int64_t>(stop, begin, size);
   Shape sizes = self.sizes(), strides = self.strides();
-  sizes[d] = (stop - begin + step - 1) / step;
-  strides[d] = self.strides()[d] * step;
-  return make_view(self, sizes, strides, self.storage_offset() + begin * self.strides()[d]);
+  sizes[d] = stop == begin ? 0 : (stop - begin - 1) / step + 1;  // ceil without overflow for a huge step
+  strides[d] = multiply_or_fail(self.strides()[d], step, "slice");
+  return make_view(self, sizes, strides, offset_of(self, d, begin, "slice"));
 }
 
 Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index) {
@@ -292,7 +319,7 @@ Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index) {
   Shape sizes = self.sizes(), strides = self.strides();
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
-  return make_view(self, sizes, strides, self.storage_offset() + index * self.strides()[d]);
+  return make_view(self, sizes, strides, offset_of(self, d, index, "select"));
 }
 
 Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides,
@@ -309,8 +336,8 @@ Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides,
     // The last element addressed is offset + sum((size - 1) * stride); it must
     // lie inside the storage (counted in elements of self's dtype). Computed
     // with overflow checks, since the sizes come from the user.
-    std::int64_t needed = offset + 1;
-    bool overflow = false;
+    std::int64_t needed = 0;
+    bool overflow = __builtin_add_overflow(offset, 1, &needed);
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       std::int64_t reach = 0;
       overflow = overflow || __builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) ||
@@ -378,13 +405,13 @@ Tensor cat(const TensorList& tensors, std::int64_t dim) {
             d, ". Expected size ", reference->sizes()[k], " but got size ", t.sizes()[k], " in dimension ", k,
             " for tensor number ", i, " in the list (shapes ", shape_text(reference->sizes()), " and ", shape_text(t.sizes()), ")");
     }
-    sizes[d] += t.sizes()[d];
+    sizes[d] = add_or_fail(sizes[d], t.sizes()[d], "cat");
   }
   Tensor out = empty(sizes, dtype);
   std::int64_t start = 0;
   for (const Tensor& t : tensors) {
     if (skipped(t)) continue;
-    copy_into(narrow_view(out, d, start, t.sizes()[d]), t);
+    copy_into(narrow_view(out, d, start, t.sizes()[d], "cat"), t);
     start += t.sizes()[d];
   }
   return out;
@@ -415,10 +442,11 @@ TensorList split(const Tensor& self, std::int64_t split_size, std::int64_t dim) 
   check(split_size != 0 || size == 0, "split: split_size can only be 0 if dimension size is 0, but got dimension size of ",
         size);
   // ceil(size / split_size) pieces, at least one; the last holds the rest.
-  const std::int64_t pieces = split_size == 0 ? 1 : std::max<std::int64_t>((size + split_size - 1) / split_size, 1);
+  const std::int64_t pieces = size == 0 ? 1 : (size - 1) / split_size + 1;
+  check_piece_count(pieces, self, "split");
   IntList lengths(static_cast<std::size_t>(pieces), split_size);
   lengths.back() = size - split_size * (pieces - 1);
-  return split_pieces(self, d, lengths);
+  return split_pieces(self, d, lengths, "split");
 }
 
 TensorList split_with_sizes(const Tensor& self, const IntList& split_sizes, std::int64_t dim) {
@@ -426,14 +454,16 @@ TensorList split_with_sizes(const Tensor& self, const IntList& split_sizes, std:
   check(self.dim() > 0, "split_with_sizes: expects at least a 1-dimensional tensor");
   const std::int64_t d = wrap_dim(dim, self.dim(), "split_with_sizes");
   std::int64_t total = 0;
+  bool overflows = false;  // then the sizes sum to more than any dim holds
   for (std::int64_t s : split_sizes) {
     check(s >= 0, "split_with_sizes: expects split_sizes have only non-negative entries, but got split_sizes=",
           shape_text(split_sizes));
-    total += s;
+    overflows = __builtin_add_overflow(total, s, &total) || overflows;
   }
-  check(total == self.sizes()[d], "split_with_sizes: expects split_sizes to sum exactly to ", self.sizes()[d],
-        " (input tensor's size at dimension ", d, "), but got split_sizes=", shape_text(split_sizes));
-  return split_pieces(self, d, split_sizes);
+  check(!overflows && total == self.sizes()[d], "split_with_sizes: expects split_sizes to sum exactly to ",
+        self.sizes()[d], " (input tensor's size at dimension ", d, "), but got split_sizes=", shape_text(split_sizes));
+  check_piece_count(static_cast<std::int64_t>(split_sizes.size()), self, "split_with_sizes");
+  return split_pieces(self, d, split_sizes, "split_with_sizes");
 }
 
 TensorList chunk(const Tensor& self, std::int64_t chunks, std::int64_t dim) {
@@ -444,9 +474,11 @@ TensorList chunk(const Tensor& self, std::int64_t chunks, std::int64_t dim) {
   const std::int64_t size = self.sizes()[d];
   // Pieces of ceil(size / chunks), so there may be fewer than `chunks`; an
   // empty dim still gives `chunks` empty pieces.
-  const std::int64_t split_size = (size + chunks - 1) / chunks;
-  if (size == 0) return split_pieces(self, d, IntList(static_cast<std::size_t>(chunks), 0));
-  return split(self, split_size, d);
+  if (size == 0) {
+    check_piece_count(chunks, self, "chunk");
+    return split_pieces(self, d, IntList(static_cast<std::size_t>(chunks), 0), "chunk");
+  }
+  return split(self, (size - 1) / chunks + 1, d);
 }
 
 // ---------------------------------------------------------------- repeat ---
@@ -464,16 +496,23 @@ Tensor repeat(const Tensor& self, const IntList& repeats) {
   padded_sizes.insert(padded_sizes.end(), self.sizes().begin(), self.sizes().end());
   padded_strides.insert(padded_strides.end(), self.strides().begin(), self.strides().end());
   Shape sizes(repeats.size());
-  for (std::size_t i = 0; i < repeats.size(); ++i) sizes[i] = padded_sizes[i] * repeats[i];
+  for (std::size_t i = 0; i < repeats.size(); ++i) sizes[i] = multiply_or_fail(padded_sizes[i], repeats[i], "repeat");
   if (repeats.empty()) return self.clone();  // a 0-d tensor repeated over no dims
   Tensor out = empty(sizes, self.dtype());
   if (out.numel() == 0) return out;
-  const Tensor padded = make_view(self, padded_sizes, padded_strides, self.storage_offset());
-  const std::vector<std::size_t> reps(repeats.begin(), repeats.end());
+  // Dim d of out, seen as [repeats[d], size[d]], reads self at stride 0 along
+  // the repeats: a row-major walk of that view over self fills out in order.
+  // (xt::tile read the uninitialized parts of its own result.)
+  Shape tiled_sizes, tiled_strides;
+  for (std::size_t i = 0; i < repeats.size(); ++i) {
+    tiled_sizes.insert(tiled_sizes.end(), {repeats[i], padded_sizes[i]});
+    tiled_strides.insert(tiled_strides.end(), {0, padded_strides[i]});
+  }
   kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const xt::xarray<T> tiled = xt::tile(kernel::adapt<T>(kernel::dense(padded)), reps);  // row-major
-    std::copy(tiled.storage().begin(), tiled.storage().end(), out.data_ptr<T>());
+    const T* src = self.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    kernel::for_each_offset(tiled_sizes, tiled_strides, [&](std::int64_t offset) { *dst++ = src[offset]; });
   });
   return out;
 }
@@ -498,28 +537,34 @@ Tensor constant_pad_nd(const Tensor& self, const IntList& pad, Scalar value) {
     const std::int64_t d = ndim - 1 - k;
     const std::int64_t before = pad[2 * k], after = pad[2 * k + 1];
     const std::int64_t size = self.sizes()[d];
-    const std::int64_t kept = size + std::min<std::int64_t>(before, 0) + std::min<std::int64_t>(after, 0);
-    check(kept >= 0, "constant_pad_nd: the input size ", size, ", plus negative padding ", before, " and ", after,
-          " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input (shape ",
+    // size + min(before, 0) + min(after, 0): an overflow is below INT64_MIN, so negative too.
+    std::int64_t kept = 0;
+    const bool overflows = __builtin_add_overflow(size, std::min<std::int64_t>(before, 0), &kept) ||
+                           __builtin_add_overflow(kept, std::min<std::int64_t>(after, 0), &kept);
+    check(!overflows && kept >= 0, "constant_pad_nd: the input size ", size, ", plus negative padding ", before, " and ",
+          after, " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input (shape ",
           shape_text(self.sizes()), ")");
-    cropped = narrow_view(cropped, d, std::max<std::int64_t>(-before, 0), kept);
+    cropped = narrow_view(cropped, d, std::max<std::int64_t>(-before, 0), kept, "constant_pad_nd");
     widths[d] = {static_cast<std::size_t>(std::max<std::int64_t>(before, 0)),
                  static_cast<std::size_t>(std::max<std::int64_t>(after, 0))};
     any_padding = any_padding || before > 0 || after > 0;
   }
   if (!any_padding) return cropped.clone();
   Shape sizes = cropped.sizes();
-  for (std::int64_t d = 0; d < ndim; ++d) sizes[d] += static_cast<std::int64_t>(widths[d][0] + widths[d][1]);
-  // The fill value is cast to the tensor's dtype (1.7 pads an int64 tensor with 1).
-  Tensor out = full(sizes, value, self.dtype());
-  if (cropped.numel() == 0) return out;  // nothing to place: all padding
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  for (std::int64_t d = 0; d < ndim; ++d) {
+    for (std::size_t width : widths[d])
+      sizes[d] = add_or_fail(sizes[d], static_cast<std::int64_t>(width), "constant_pad_nd");
+  }
+  return kernel::dispatch(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const xt::xarray<T> padded =
-        xt::pad(kernel::adapt<T>(kernel::dense(cropped)), widths, xt::pad_mode::constant, value.to<T>());
+    // The fill value is cast to the tensor's dtype (1.7 pads an int64 tensor with 1).
+    const T fill = kernel::scalar_to<T>(value, "constant_pad_nd", "value");
+    Tensor out = full(sizes, Scalar(fill), self.dtype());
+    if (cropped.numel() == 0) return out;  // nothing to place: all padding
+    const xt::xarray<T> padded = xt::pad(kernel::adapt<T>(kernel::dense(cropped)), widths, xt::pad_mode::constant, fill);
     std::copy(padded.storage().begin(), padded.storage().end(), out.data_ptr<T>());
+    return out;
   });
-  return out;
 }
 
 // ------------------------------------------------------------ tril, triu ---

@@ -28,6 +28,9 @@ TEST_CASE("broadcast_shapes") {
   CHECK_THROWS_WITH_AS(broadcast_shapes({2, 3}, {4, 3}),
                        "broadcast: shapes [2,3] and [4,3] are not broadcastable (size 2 vs 4 at dim 0)", Error);
   CHECK_THROWS_WITH_AS(broadcast_shapes({0}, {2}), doctest::Contains("are not broadcastable"), Error);
+  // A negative size (from a saved field) broadcast against 1 came out as a size.
+  CHECK_THROWS_WITH_AS(broadcast_shapes({-1}, {1}), "broadcast: shapes [-1] and [1] have a negative size", Error);
+  CHECK(testing::torch_run("torch.broadcast_shapes((-1,), (1,))").ok == false);
 }
 
 TEST_CASE("expand") {
@@ -63,6 +66,8 @@ TEST_CASE("expand") {
   CHECK_THROWS_WITH_AS(expand(column, {-1, 3, 1}),
                        "expand: the expanded size -1 is not allowed in a leading dimension ([3,1] to [-1,3,1])", Error);
   CHECK_THROWS_WITH_AS(expand(Tensor(), {2}), "expand: tensor is undefined", Error);
+  CHECK_THROWS_WITH_AS(expand(column, {3, -2}), "expand: the expanded size -2 at dimension 1 is negative ([3,1] to [3,-2])",
+                       Error);
 }
 
 TEST_CASE("broadcast_to") {
@@ -72,6 +77,7 @@ TEST_CASE("broadcast_to") {
   CHECK(grid.strides() == Shape{0, 1});
   CHECK_TENSOR(grid, torch_eval1("torch.broadcast_to(a, (2, 3))", {row}));
   CHECK_THROWS_WITH_AS(broadcast_to(row, {2, 4}), doctest::Contains("must match the existing size (3)"), Error);
+  CHECK_THROWS_WITH_AS(broadcast_to(Tensor(), {}), "broadcast_to: tensor is undefined", Error);
 }
 
 TEST_CASE("contiguous") {
@@ -97,6 +103,7 @@ TEST_CASE("clone") {
   CHECK(copy.at<std::int64_t>({0, 0}) == 1);
   CHECK_TENSOR(clone(zeros({0, 3})), zeros({0, 3}));
   CHECK_TENSOR(clone(tensor(true)), tensor(true));
+  CHECK_THROWS_WITH_AS(clone(Tensor()), "clone: tensor is undefined", Error);
 }
 
 TEST_CASE("to") {

@@ -2,6 +2,9 @@
 // index_put, masked_select, masked_scatter, embedding, one_hot.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdint>
+
 #include "expect.hpp"
 #include "refgrad/ops.hpp"
 #include "torch_oracle.hpp"
@@ -122,6 +125,9 @@ TEST_CASE("gather") {
     const Tensor none = longs({}, {0, 5});
     CHECK_TENSOR(gather(x, 1, none), torch_eval1("torch.gather(a, 1, b)", {x, none}));
     CHECK_TENSOR(gather(x, 1, longs({}, {0})), torch_eval1("torch.gather(a, 1, b)", {x, longs({}, {0})}));
+    // ATen checks an empty index's dtype no more than its shape.
+    const Tensor empty_floats = zeros({0, 5});
+    CHECK_TENSOR(gather(x, 1, empty_floats), torch_eval1("torch.gather(a, 1, b)", {x, empty_floats}));
   }
   SUBCASE("errors") {
     const Tensor x = zeros({2, 3});
@@ -188,6 +194,23 @@ TEST_CASE("scatter") {
     CHECK_TENSOR(scatter(x, 1, none, tensor({{1.0}})),
                  torch_eval1("torch.scatter(a, 1, b, c)", {x, none, tensor({{1.0}})}));
     CHECK_TENSOR(scatter(x, 1, longs({}, {0}), 1.0), x);
+    const Tensor empty_floats = zeros({0});
+    CHECK_TENSOR(scatter(x, 1, empty_floats, 1.0), torch_eval1("torch.scatter(a, 1, b, 1.0)", {x, empty_floats}));
+  }
+  SUBCASE("a value that does not fit the dtype") {
+    // Converted as c10 converts a Scalar: NaN and out-of-range floats raise
+    // instead of an undefined cast, only when something is written.
+    const Tensor ints = zeros({3}, DType::Int64);
+    CHECK_THROWS_WITH_AS(scatter(ints, 0, tensor({0}), NAN),
+                         "scatter: value nan cannot be converted to type int64 without overflow", Error);
+    CHECK_THROWS_WITH_AS(scatter(ints, 0, tensor({0}), 1e30),
+                         "scatter: value 1e+30 cannot be converted to type int64 without overflow", Error);
+    CHECK(testing::torch_run("torch.scatter(a, 0, b, 1e30)", {ints, tensor({0})}).ok == false);
+    CHECK_TENSOR(scatter(ints, 0, longs({}, {0}), NAN), ints);
+    CHECK_TENSOR(scatter(ints, 0, tensor({1}), -0x1p63), torch_eval1("torch.scatter(a, 0, b, -2.**63)", {ints, tensor({1})}));
+    CHECK_THROWS_WITH_AS(scatter(zeros({3}), 0, tensor({0}), 1e39),
+                         "scatter: value 1e+39 cannot be converted to type float32 without overflow", Error);
+    CHECK_TENSOR(scatter(zeros({3}), 0, tensor({0}), NAN), torch_eval1("torch.scatter(a, 0, b, float('nan'))", {zeros({3}), tensor({0})}));
   }
   SUBCASE("errors") {
     const Tensor x = zeros({2, 3});
@@ -292,6 +315,18 @@ TEST_CASE("index_add") {
     CHECK_TENSOR(index_add(rows, 0, tensor(2), tensor({{2.0, 1.0}})),
                  torch_eval1("torch.index_add(a, 0, b, c)", {rows, tensor(2), tensor({{2.0, 1.0}})}));
     CHECK_TENSOR(index_add(a, 1, longs({}, {0}), zeros({2, 0})), a);
+    // With more than one dim and nothing to add, ATen reads neither the indices nor alpha.
+    const Tensor empty_rows = zeros({0, 3});
+    CHECK_TENSOR(index_add(empty_rows, 1, tensor({5}), zeros({0, 1})),
+                 torch_eval1("torch.index_add(a, 1, b, c)", {empty_rows, tensor({5}), zeros({0, 1})}));
+    const Tensor no_cols = zeros({2, 0}, DType::Int64);
+    CHECK_TENSOR(index_add(no_cols, 0, tensor({1}), zeros({1, 0}, DType::Int64), NAN),
+                 torch_eval1("torch.index_add(a, 0, b, c, alpha=float('nan'))", {no_cols, tensor({1}), zeros({1, 0}, DType::Int64)}));
+    // With one dim it reads both.
+    CHECK_THROWS_WITH_AS(index_add(zeros({0}), 0, tensor({5}), zeros({1})),
+                         "index_add: index 5 is out of bounds for dimension 0 with size 0", Error);
+    CHECK_THROWS_WITH_AS(index_add(zeros({2}, DType::Int64), 0, longs({}, {0}), zeros({0}, DType::Int64), NAN),
+                         "index_add: alpha nan cannot be converted to type int64 without overflow", Error);
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({3}), ones({2, 1})),
@@ -312,6 +347,10 @@ TEST_CASE("index_add") {
                          "index_add: the number of indices (1) must equal source.size(1) (2)", Error);
     CHECK_THROWS_WITH_AS(index_add(tensor(1.0), 0, tensor({0}), tensor({2.0})),
                          "index_add: source shape [1] must match self shape [] except at dimension 0", Error);
+    CHECK_THROWS_WITH_AS(index_add(zeros({2, 3}, DType::Int64), 0, tensor({1}), zeros({1, 3}, DType::Int64), INFINITY),
+                         "index_add: alpha inf cannot be converted to type int64 without overflow", Error);
+    CHECK_THROWS_WITH_AS(index_add(a, 0, tensor({1}), ones({1, 3}), 1e300),
+                         "index_add: alpha 1e+300 cannot be converted to type float32 without overflow", Error);
   }
 }
 
@@ -417,6 +456,13 @@ TEST_CASE("index") {
     CHECK_THROWS_WITH_AS(index(x, {tensor(true)}), "index: a 0-d bool mask is not supported as an index", Error);
     CHECK_THROWS_WITH_AS(index(x, {}), "index: at least one index must be provided", Error);
     CHECK_THROWS_WITH_AS(index(x, {std::nullopt}), "index: at least one index must be a tensor (all were full slices)",
+                         Error);
+    // Two small index tensors broadcast to 2^32 index tuples: their offsets
+    // were allocated (32 GiB) before the result was checked against the limit.
+    MemoryLimitScope limit(1ll << 30);
+    CHECK_THROWS_WITH_AS(index(zeros({1, 1}), {zeros({1ll << 16, 1}, DType::Int64), zeros({1, 1ll << 16}, DType::Int64)}),
+                         "index: the index tensors broadcast to shape [65536,65536], more index tuples than fit in the "
+                         "memory limit of 1073741824 bytes",
                          Error);
   }
 }
@@ -538,7 +584,10 @@ TEST_CASE("masked_select") {
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(masked_select(a, tensor({1, 0, 1})), "masked_select: expected a bool mask, got int64", Error);
-    CHECK_THROWS_WITH_AS(masked_select(a, tensor({true, false})), doctest::Contains("not broadcastable"), Error);
+    CHECK_THROWS_WITH_AS(masked_select(a, tensor({true, false})),
+                         "masked_select: self and mask: broadcast: shapes [2,3] and [2] are not broadcastable (size 3 "
+                         "vs 2 at dim 1)",
+                         Error);
   }
 }
 
@@ -583,7 +632,9 @@ TEST_CASE("masked_scatter") {
     CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({true, false, true}), source.to(DType::Float64)),
                          "masked_scatter: expected self and source to have the same dtype, got float32 and float64",
                          Error);
-    CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({true, false}), source), doctest::Contains("not broadcastable"),
+    CHECK_THROWS_WITH_AS(masked_scatter(a, tensor({true, false}), source),
+                         doctest::Contains("masked_scatter: self and mask: broadcast: shapes [2,3] and [2] are not "
+                                           "broadcastable"),
                          Error);
   }
 }
@@ -609,6 +660,9 @@ TEST_CASE("embedding") {
     CHECK_TENSOR(embedding(ints, tensor({1, 1})), torch_eval1("torch.embedding(a, b)", {ints, tensor({1, 1})}));
     const Tensor none = longs({}, {0, 2});
     CHECK_TENSOR(embedding(weight, none), torch_eval1("torch.embedding(a, b)", {weight, none}));
+    // aten::embedding takes any padding_idx (F.embedding is the one that checks it).
+    CHECK_TENSOR(embedding(weight, i, 7), torch_eval1("torch.embedding(a, b, 7)", {weight, i}));
+    CHECK_TENSOR(embedding(weight, i, -5), torch_eval1("torch.embedding(a, b, -5)", {weight, i}));
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(embedding(w, tensor({4})), "embedding: index 4 is out of bounds for dimension 0 with size 4",
@@ -619,12 +673,6 @@ TEST_CASE("embedding") {
     CHECK_THROWS_WITH_AS(embedding(w, tensor({true})), "embedding: expected int64 indices, got bool", Error);
     CHECK_THROWS_WITH_AS(embedding(zeros({3}), tensor({0})), "embedding: weight must be 2-D, got shape [3]", Error);
     CHECK_THROWS_WITH_AS(embedding(zeros({2, 3, 4}), tensor({0})), "embedding: weight must be 2-D, got shape [2,3,4]",
-                         Error);
-    CHECK_THROWS_WITH_AS(embedding(w, tensor({0}), 4),
-                         "embedding: padding_idx 4 must be -1 (none) or within [0, 4) for weight of shape [4,3]",
-                         Error);
-    CHECK_THROWS_WITH_AS(embedding(w, tensor({0}), -2),
-                         "embedding: padding_idx -2 must be -1 (none) or within [0, 4) for weight of shape [4,3]",
                          Error);
   }
 }
@@ -659,6 +707,8 @@ TEST_CASE("one_hot") {
                          Error);
     CHECK_THROWS_WITH_AS(one_hot(tensor({0}), -2), "one_hot: num_classes must be -1 (infer) or non-negative, got -2",
                          Error);
+    // max + 1 overflowed (torch: "Dimension size must be non-negative").
+    CHECK_THROWS_WITH_AS(one_hot(tensor({INT64_MAX})), "one_hot: 9223372036854775807 + 1 overflows int64", Error);
   }
 }
 

@@ -236,6 +236,22 @@ TEST_CASE("repr") {
     check_like_torch(Tensor(big.storage(), {1500}, {2}, 1, DType::Int64));
     check_like_torch(Tensor(big.storage(), {50, 30}, {1, 50}, 0, DType::Int64));
   }
+
+  SUBCASE("many size-1 dims") {
+    check_like_torch(zeros({2, 1, 1, 3, 1}));
+    check_like_torch(reshaped(arange(6.0), {1, 2, 1, 3}));
+    check_like_torch(reshaped(arange(1200), {1, 2, 1, 600, 1}));  // summarized
+    // One level of recursion and one separator string per dim: 200000 dims
+    // overflowed the stack, and the separators alone needed 2 * 10^10 bytes.
+    const std::size_t ndim = 200000;
+    const Tensor deep = zeros(Shape(ndim, 1));
+    CHECK(deep.repr() == "tensor(" + std::string(ndim, '[') + "0." + std::string(ndim, ']') + ")");
+    Shape sizes(ndim, 1);
+    sizes.front() = 2;
+    CHECK(zeros(sizes, DType::Int64).repr() == "tensor([" + std::string(ndim - 1, '[') + "0" + std::string(ndim - 1, ']') +
+                                                   "," + std::string(ndim - 1, '\n') + std::string(8, ' ') +
+                                                   std::string(ndim - 1, '[') + "0" + std::string(ndim - 1, ']') + "])");
+  }
 }
 
 }  // TEST_SUITE

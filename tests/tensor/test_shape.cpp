@@ -3,6 +3,8 @@
 // tril and triu.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,9 @@ using refgrad::testing::torch_eval1;
 namespace {
 
 using I64 = std::vector<std::int64_t>;
+
+constexpr std::int64_t kMax = INT64_MAX;
+constexpr std::int64_t kMin = INT64_MIN;
 
 // 0, 1, 2, ... in a fresh contiguous tensor of the given shape: the same
 // layout torch gives the oracle's input `a`, so strides and offsets compare.
@@ -145,6 +150,17 @@ TEST_CASE("view") {
   CHECK_THROWS_WITH_AS(view(permute(y, {1, 0, 2}), {3, 8}), doctest::Contains("Use .reshape(...) instead."), Error);
   CHECK_THROWS_WITH_AS(view(x, {5}), "view: shape [5] is invalid for input of size 6", Error);
   CHECK_THROWS_WITH_AS(view(x, {-1, 2, -1}), doctest::Contains("view: only one dimension can be inferred"), Error);
+  // The known sizes' product overflows int64 (it was computed unchecked).
+  CHECK_THROWS_WITH_AS(view(x, {1ll << 62, 4}), "view: shape [4611686018427387904,4] is invalid for input of size 6",
+                       Error);
+  CHECK_THROWS_WITH_AS(reshape(x, {-1, 1ll << 62, 4}),
+                       "reshape: shape [-1,4611686018427387904,4] is invalid for input of size 6", Error);
+  // With a 0 among them the product is 0 however large the others (torch: strides (1, 1)).
+  const Tensor none = zeros({0});
+  const Tensor wide = view(none, {1ll << 62, 0});
+  CHECK(wide.sizes() == Shape{1ll << 62, 0});
+  CHECK(wide.strides() == Shape{1, 1});
+  CHECK(wide.storage() == none.storage());
 }
 
 TEST_CASE("squeeze") {
@@ -202,6 +218,10 @@ TEST_CASE("unsqueeze") {
   CHECK_THROWS_WITH_AS(unsqueeze(x, 3), "unsqueeze: dimension out of range (expected to be in range of [-3, 2], but got 3)",
                        Error);
   CHECK_THROWS_WITH_AS(unsqueeze(x, -4), doctest::Contains("but got -4"), Error);
+  // An empty view's strides are never bounded by its storage; size * stride
+  // overflowed (torch wraps it around to 2^63 - 3).
+  CHECK_THROWS_WITH_AS(unsqueeze(as_strided(x, {3, 0}, {kMax, 1}), 0), "unsqueeze: 3 * 9223372036854775807 overflows int64",
+                       Error);
 }
 
 TEST_CASE("permute") {
@@ -273,6 +293,16 @@ TEST_CASE("narrow") {
                        Error);
   CHECK_THROWS_WITH_AS(narrow(x, 1, 1, -1), "narrow: length must be non-negative, got -1", Error);
   CHECK_THROWS_WITH_AS(narrow(x, 2, 0, 1), doctest::Contains("narrow: dimension out of range"), Error);
+  SUBCASE("overflow") {
+    // start + length was computed unchecked.
+    CHECK_THROWS_WITH_AS(narrow(x, 1, 1, kMax),
+                         "narrow: start (1) + length (9223372036854775807) exceeds dimension size (3) of dim 1 (shape "
+                         "[2,3])",
+                         Error);
+    // An empty piece at the end of a size-1 dim of huge stride: its offset overflows (torch: "invalid storage offset").
+    const Tensor v = as_strided(x, {1}, {kMax}, 1);
+    CHECK_THROWS_WITH_AS(narrow(v, 0, 1, 0), "narrow: 1 + 9223372036854775807 overflows int64", Error);
+  }
 }
 
 TEST_CASE("slice") {
@@ -297,6 +327,21 @@ TEST_CASE("slice") {
   CHECK_THROWS_WITH_AS(slice(x, 1, 0, 3, 0), "slice: step must be positive, got 0", Error);
   CHECK_THROWS_WITH_AS(slice(x, 1, 0, 3, -1), "slice: step must be positive, got -1", Error);
   CHECK_THROWS_WITH_AS(slice(x, 2), doctest::Contains("slice: dimension out of range"), Error);
+  SUBCASE("huge steps and bounds") {
+    check_view(slice(x, 1, 0, 5, 1ll << 62), x, "a[:, ::2**62]");
+    check_view(slice(x, 0, kMin, kMax, 1), x, "torch.ops.aten.slice(a, 0, -2**63, 2**63 - 1, 1)");
+    check_view(slice(x, 0, kMax, kMax, 1), x, "torch.ops.aten.slice(a, 0, 2**63 - 1, 2**63 - 1, 1)");
+    // (stop - start + step - 1) / step overflowed. torch overflows too and
+    // refuses; the view is one row of stride 2^63 - 1 (hand-worked).
+    const Tensor v = slice(iota({3}), 0, 0, 3, kMax);
+    CHECK(v.sizes() == Shape{1});
+    CHECK(v.strides() == Shape{kMax});
+    CHECK(v.to_vector<double>() == std::vector<double>{0});
+    // The stride itself overflows, as in torch.
+    CHECK_THROWS_WITH_AS(slice(x, 0, 0, 4, kMax), "slice: 5 * 9223372036854775807 overflows int64", Error);
+    CHECK_THROWS_WITH_AS(slice(as_strided(x, {1}, {kMax}, 1), 0, 1), "slice: 1 + 9223372036854775807 overflows int64",
+                         Error);
+  }
 }
 
 TEST_CASE("select") {
@@ -315,6 +360,9 @@ TEST_CASE("select") {
   CHECK_THROWS_WITH_AS(select(x, 1, 3), "select: index 3 out of range for tensor of size [2,3] at dimension 1", Error);
   CHECK_THROWS_WITH_AS(select(x, 1, -4), "select: index -4 out of range for tensor of size [2,3] at dimension 1", Error);
   CHECK_THROWS_WITH_AS(select(x, 2, 0), doctest::Contains("select: dimension out of range"), Error);
+  // An empty view's strides are never bounded by its storage: the offset overflowed (torch: "invalid storage offset").
+  CHECK_THROWS_WITH_AS(select(as_strided(x, {3, 0}, {kMax, 1}), 0, 2), "select: 2 * 9223372036854775807 overflows int64",
+                       Error);
 }
 
 TEST_CASE("as_strided") {
@@ -341,6 +389,11 @@ TEST_CASE("as_strided") {
                        Error);
   CHECK_THROWS_WITH_AS(as_strided(x, {-2}, {1}), "as_strided: negative size in shape [-2]", Error);
   CHECK_THROWS_WITH_AS(as_strided(x, {2}, {1}, -1), "as_strided: negative storage offset -1", Error);
+  // offset + 1 overflowed.
+  CHECK_THROWS_WITH_AS(as_strided(x, {1}, {1}, kMax),
+                       "as_strided: sizes [1], strides [1] and storage offset 9223372036854775807 are out of bounds for "
+                       "a storage of 6 elements (the extent overflows)",
+                       Error);
 }
 
 TEST_CASE("flip") {
@@ -459,6 +512,16 @@ TEST_CASE("split") {
                        Error);
   CHECK_THROWS_WITH_AS(split(scalar_tensor(1.0), 1), "split: expects at least a 1-dimensional tensor", Error);
   CHECK_THROWS_WITH_AS(split(x, 1, 2), doctest::Contains("split: dimension out of range"), Error);
+  SUBCASE("huge") {
+    check_views(split(x, kMax), x, "a.split(2**63 - 1)");  // size + split_size - 1 overflowed
+    // 2^39 pieces of a broadcast view: the list alone is far over the limit.
+    MemoryLimitScope limit(1ll << 40);
+    const Tensor wide = expand(tensor({true}), {1ll << 39});
+    CHECK_THROWS_WITH_AS(split(wide, 1),
+                         doctest::Contains("split: 549755813888 pieces of a tensor of shape [549755813888] would need "
+                                           "more than the memory limit of 1099511627776 bytes"),
+                         Error);
+  }
 }
 
 TEST_CASE("split_with_sizes") {
@@ -480,6 +543,11 @@ TEST_CASE("split_with_sizes") {
   CHECK_THROWS_WITH_AS(split_with_sizes(scalar_tensor(1.0), {1}), "split_with_sizes: expects at least a 1-dimensional tensor",
                        Error);
   CHECK_THROWS_WITH_AS(split_with_sizes(x, {2}, -3), doctest::Contains("split_with_sizes: dimension out of range"), Error);
+  // The sum overflowed, and wrapped around to the dim's size (torch then returns nonsense pieces).
+  CHECK_THROWS_WITH_AS(split_with_sizes(x, {kMax, kMax, 8}, 1),
+                       "split_with_sizes: expects split_sizes to sum exactly to 6 (input tensor's size at dimension 1), "
+                       "but got split_sizes=[9223372036854775807,9223372036854775807,8]",
+                       Error);
 }
 
 TEST_CASE("chunk") {
@@ -502,6 +570,15 @@ TEST_CASE("chunk") {
   CHECK_THROWS_WITH_AS(chunk(x, -2), "chunk: expects `chunks` to be greater than 0, got: -2", Error);
   CHECK_THROWS_WITH_AS(chunk(scalar_tensor(1.0), 1), "chunk: expects at least a 1-dimensional tensor", Error);
   CHECK_THROWS_WITH_AS(chunk(x, 2, 2), doctest::Contains("chunk: dimension out of range"), Error);
+  SUBCASE("huge") {
+    // size + chunks - 1 overflowed (torch too); ceil(5 / chunks) = 1 row each.
+    check_views(chunk(x, kMax), x, "a.chunk(5)");
+    // An empty dim gives `chunks` pieces: a list of 2^63 - 1 tensors was allocated.
+    CHECK_THROWS_WITH_AS(chunk(e, kMax),
+                         doctest::Contains("chunk: 9223372036854775807 pieces of a tensor of shape [0,3] would need "
+                                           "more than the memory limit"),
+                         Error);
+  }
 }
 
 TEST_CASE("repeat") {
@@ -523,6 +600,9 @@ TEST_CASE("repeat") {
                        "tensor (2, shape [2,2])",
                        Error);
   CHECK_THROWS_WITH_AS(repeat(x, {2, -1}), "repeat: repeats [2,-1] must be non-negative", Error);
+  // size * repeats was computed unchecked.
+  CHECK_THROWS_WITH_AS(repeat(x, {1ll << 62, 4}), "repeat: 2 * 4611686018427387904 overflows int64", Error);
+  CHECK_THROWS_WITH_AS(repeat(zeros({0, 3}), {2, 1ll << 62}), "repeat: 3 * 4611686018427387904 overflows int64", Error);
 }
 
 TEST_CASE("constant_pad_nd") {
@@ -553,6 +633,24 @@ TEST_CASE("constant_pad_nd") {
     CHECK_TENSOR(constant_pad_nd(i, {1, 1}, 1.7), torch_eval1("torch.constant_pad_nd(a, [1, 1], 1.7)", {i}));
     const Tensor b = tensor({true, false});
     CHECK_TENSOR(constant_pad_nd(b, {1, 1}, 2), torch_eval1("torch.constant_pad_nd(a, [1, 1], 2)", {b}));
+    CHECK_TENSOR(constant_pad_nd(b, {1, 1}, NAN), torch_eval1("torch.constant_pad_nd(a, [1, 1], float('nan'))", {b}));
+    // A float that does not fit raises, as c10's checked conversion does (a
+    // plain cast is undefined behaviour); 2^63 passes and gives INT64_MIN.
+    CHECK_TENSOR(constant_pad_nd(i, {1, 1}, 0x1p63), torch_eval1("torch.constant_pad_nd(a, [1, 1], 2.**63)", {i}));
+    CHECK_TENSOR(constant_pad_nd(i, {1, 1}, kMax), torch_eval1("torch.constant_pad_nd(a, [1, 1], 2**63 - 1)", {i}));
+    CHECK_THROWS_WITH_AS(constant_pad_nd(i, {1, 1}, NAN),
+                         "constant_pad_nd: value nan cannot be converted to type int64 without overflow", Error);
+    CHECK_THROWS_WITH_AS(constant_pad_nd(i, {0, 1}, 1e30),
+                         "constant_pad_nd: value 1e+30 cannot be converted to type int64 without overflow", Error);
+    CHECK_THROWS_WITH_AS(constant_pad_nd(i, {0, 1}, -INFINITY),
+                         "constant_pad_nd: value -inf cannot be converted to type int64 without overflow", Error);
+    CHECK(testing::torch_run("torch.constant_pad_nd(a, [0, 1], float('-inf'))", {i}).ok == false);
+    const Tensor f = tensor({1.0f, 2.0f});
+    CHECK_THROWS_WITH_AS(constant_pad_nd(f, {1, 0}, 1e300),
+                         "constant_pad_nd: value 1e+300 cannot be converted to type float32 without overflow", Error);
+    CHECK_TENSOR(constant_pad_nd(f, {1, 0}, INFINITY), torch_eval1("torch.constant_pad_nd(a, [1, 0], float('inf'))", {f}));
+    // Only a pad that adds elements uses the value.
+    CHECK_TENSOR(constant_pad_nd(i, {-1, 0}, NAN), torch_eval1("torch.constant_pad_nd(a, [-1, 0], float('nan'))", {i}));
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(constant_pad_nd(x, {1, 2, 3}), "constant_pad_nd: length of pad must be even but instead it equals 3",
@@ -566,6 +664,13 @@ TEST_CASE("constant_pad_nd") {
                          "output size, which is invalid. Check dimension 1 of your input (shape [2,3])",
                          Error);
     CHECK_THROWS_WITH_AS(constant_pad_nd(x, {0, 0, -4, 1}), doctest::Contains("Check dimension 0 of your input"), Error);
+    // size + before + after overflowed, negative and positive.
+    CHECK_THROWS_WITH_AS(constant_pad_nd(x, {kMin, kMin}),
+                         "constant_pad_nd: the input size 3, plus negative padding -9223372036854775808 and "
+                         "-9223372036854775808 resulted in a negative output size, which is invalid. Check dimension 1 "
+                         "of your input (shape [2,3])",
+                         Error);
+    CHECK_THROWS_WITH_AS(constant_pad_nd(x, {kMax, 1}), "constant_pad_nd: 3 + 9223372036854775807 overflows int64", Error);
   }
 }
 
@@ -601,7 +706,8 @@ TEST_CASE("triu") {
 TEST_CASE("xtensor pad and tile under C++17") {
   // Debian's xtensor 0.24.3 gets pad and tile wrong under C++20; this layer is
   // C++17, and these compare its results with torch on 1-d, 2-d and 3-d inputs
-  // of every dtype.
+  // of every dtype (repeat no longer uses tile, whose bool kernel read
+  // uninitialized bytes).
   Generator generator(7);
   for (DType dtype : {DType::Float32, DType::Float64, DType::Int64, DType::Bool}) {
     for (const Shape& shape : {Shape{5}, Shape{3, 4}, Shape{2, 3, 4}}) {
