@@ -18,6 +18,7 @@
 #include <string>
 #include <type_traits>
 #include <iosfwd>
+#include <limits>
 #include <variant>
 #include <vector>
 
@@ -130,7 +131,15 @@ class Scalar {
   DType natural_dtype() const;
 
   double to_double() const { return float_; }
-  std::int64_t to_int64() const { return kind_ == Kind::Float ? static_cast<std::int64_t>(float_) : int_; }
+  // A float truncates toward zero; one that int64 cannot hold (NaN, inf, 1e30) raises, as c10's
+  // checked conversion does ("cannot be converted to type int64 without overflow"). 2^63 passes
+  // c10's check and gives INT64_MIN, as x86's conversion (and so torch) does.
+  std::int64_t to_int64() const {
+    if (kind_ != Kind::Float) return int_;
+    constexpr double limit = 9223372036854775808.0;  // 2^63
+    check(float_ >= -limit && float_ <= limit, "value ", repr(), " cannot be converted to type int64 without overflow");
+    return float_ == limit ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(float_);
+  }
   bool to_bool() const { return kind_ == Kind::Float ? float_ != 0.0 : int_ != 0; }
   template <class T>
   T to() const {

@@ -362,6 +362,7 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::contiguous() const { return kernel::contiguous_as(*this, dtype_); }
 
 Tensor Tensor::clone() const {
+  check(defined(), "clone: tensor is undefined");
   Tensor out = empty(sizes_, dtype_);
   kernel::dispatch(dtype_, [&](auto tag) {
     using S = typename decltype(tag)::type;
@@ -452,7 +453,7 @@ void fill(const Tensor& t, Scalar value) {
   kernel::dispatch(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* data = t.data_ptr<T>();
-    std::fill(data, data + t.numel(), value.to<T>());
+    std::fill(data, data + t.numel(), kernel::scalar_to<T>(value, "full", "value"));
   });
 }
 

@@ -147,6 +147,20 @@ TEST_CASE("sizes that overflow int64 raise instead of wrapping") {
                        doctest::Contains("spans more than 2^64 elements"), Error);
 }
 
+TEST_CASE("a fill value that the dtype cannot hold raises, as c10's checked conversion does") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // torch.full((2,), nan, dtype=torch.int64): "value cannot be converted to type int64_t without overflow"
+  CHECK_THROWS_WITH_AS(full({2}, nan, DType::Int64), "full: value nan cannot be converted to type int64 without overflow",
+                       Error);
+  CHECK_THROWS_WITH_AS(full({2}, 1e300, DType::Float32),
+                       "full: value 1e+300 cannot be converted to type float32 without overflow", Error);
+  CHECK(std::isinf(full({1}, std::numeric_limits<double>::infinity(), DType::Float32).item<float>()));
+  CHECK(full({1}, 9223372036854775808.0, DType::Int64).item<std::int64_t>() == std::numeric_limits<std::int64_t>::min());
+  CHECK_THROWS_WITH_AS(Scalar(nan).to_int64(), "value nan cannot be converted to type int64 without overflow", Error);
+  CHECK(Scalar(-2.7).to_int64() == -2);
+  CHECK_THROWS_WITH_AS(Tensor().clone(), "clone: tensor is undefined", Error);
+}
+
 TEST_CASE("memory limit: a tensor larger than the limit raises before it is allocated") {
   CHECK(default_memory_limit() > 0);
   CHECK(memory_limit() == default_memory_limit());
