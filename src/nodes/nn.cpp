@@ -39,15 +39,6 @@ Tensor per_channel(const Tensor& v, std::int64_t ndim, std::int64_t channels) {
 
 bool any_true(const Tensor& mask) { return sum(mask).item<std::int64_t>() > 0; }
 
-// ATen's pooling_output_shape (Pool.h): the output length of one pooled dim.
-std::int64_t pooling_output_size(std::int64_t input, std::int64_t kernel, std::int64_t pad, std::int64_t stride,
-                                 std::int64_t dilation, bool ceil_mode) {
-  const std::int64_t numerator = input + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  std::int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= input + pad) --out;  // the last window must start inside the input
-  return out;
-}
-
 // ------------------------------------------------------------- layer norm ---
 
 // NativeLayerNormBackward0 — native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight,
@@ -487,22 +478,24 @@ std::int64_t pooling_output_size(const char* node, std::int64_t input, std::int6
 
 // Checks the pooling parameters and self as ATen's pool2d_shape_check does (self [C, H, W] or [N, C, H, W]
 // with C, H and W non-empty; kernel, stride and dilation positive; 0 <= padding <= kernel / 2; an output
-// of at least 1x1), and that grad has the forward output's shape. `op` is the forward, for the message.
+// of at least 1x1), and that grad has the forward output's shape. `op` is the forward, for the message;
+// average pooling has no dilation (nullopt: 1).
 Pool2dParams check_pool2d(const char* node, const char* op, const Tensor& grad, const Tensor& self,
                           const IntList& kernel_size, const IntList& stride, const IntList& padding,
-                          const IntList& dilation, bool ceil_mode) {
+                          const std::optional<IntList>& dilation, bool ceil_mode) {
   Pool2dParams p;
   p.kernel = pool_param(node, "kernel_size", kernel_size);
   p.stride = pool_param(node, "stride", stride, p.kernel);
   p.padding = pool_param(node, "padding", padding);
-  p.dilation = pool_param(node, "dilation", dilation);
+  p.dilation = dilation ? pool_param(node, "dilation", *dilation) : std::array<std::int64_t, 2>{1, 1};
   check((self.dim() == 3 || self.dim() == 4) && self.size(-3) != 0 && self.size(-2) != 0 && self.size(-1) != 0, node,
         ": self must be [C, H, W] or [N, C, H, W] with non-empty C, H and W, got ", shape_text(self.sizes()));
   check(p.kernel[0] > 0 && p.kernel[1] > 0, node, ": kernel_size must be positive, got kernel_size=",
         shape_text(kernel_size));
   check(p.stride[0] > 0 && p.stride[1] > 0, node, ": stride must be positive, got stride=", shape_text(stride));
-  check(p.dilation[0] > 0 && p.dilation[1] > 0, node, ": dilation must be positive, got dilation=",
-        shape_text(dilation));
+  if (dilation)
+    check(p.dilation[0] > 0 && p.dilation[1] > 0, node, ": dilation must be positive, got dilation=",
+          shape_text(*dilation));
   for (std::size_t d = 0; d < 2; ++d)
     check(p.padding[d] >= 0 && p.padding[d] <= p.kernel[d] / 2, node,
           ": padding must be between 0 and half the kernel size, got padding=", shape_text(padding),
@@ -516,8 +509,7 @@ Pool2dParams check_pool2d(const char* node, const char* op, const Tensor& grad, 
         shape_text(self.sizes()), " would be ", shape_text(expected), ", which is too small");
   check(grad.sizes() == expected, node, ": grad ", shape_text(grad.sizes()), " is not the ", op, " output of self ",
         shape_text(self.sizes()), " with kernel_size ", shape_text(kernel_size), ", stride ", shape_text(stride),
-        ", padding ", shape_text(padding), op == std::string("max_pool2d") ? ", dilation " : "",
-        op == std::string("max_pool2d") ? str(dilation) : "");
+        ", padding ", shape_text(padding), dilation ? ", dilation " + str(*dilation) : "");
   return p;
 }
 
@@ -618,7 +610,7 @@ Grads AvgPool2DBackward0(const Grads& grads, const AvgPool2DBackward0Saved& save
   if (!grads[0] || !need[0]) return Grads(1);
   const Tensor &grad = *grads[0], &self = saved.self;
   const Pool2dParams p = check_pool2d(node, "avg_pool2d", grad, self, saved.kernel_size, saved.stride, saved.padding,
-                                      {1}, saved.ceil_mode);
+                                      std::nullopt, saved.ceil_mode);
   check(!saved.divisor_override || *saved.divisor_override != 0, node, ": divisor_override is 0");
   if (grad.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
   const std::int64_t H = self.size(-2), W = self.size(-1);

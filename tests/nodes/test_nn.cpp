@@ -412,6 +412,10 @@ TEST_CASE("ConvolutionBackward0") {
        {2, 2}, {1, 1}, {1, 1}, true, {1, 1}, 2},
       {"F.conv_transpose1d(x, w, bias, stride=3, dilation=2, output_padding=1)", {2, 2, 4}, {2, 3, 3}, {3}, {0}, {2},
        true, {1}, 1},
+      // output_padding below the dilation but not the stride; padding wider than the kernel
+      {"F.conv_transpose1d(x, w, bias, dilation=3, output_padding=2)", {1, 2, 3}, {2, 2, 3}, {1}, {0}, {3}, true, {2},
+       1},
+      {"F.conv1d(x, w, bias, padding=4)", {1, 2, 3}, {2, 2, 2}, {1}, {4}, {1}, false, {0}, 1},
   };
   for (const Case& c : cases) {
     CAPTURE(c.torch_forward);
