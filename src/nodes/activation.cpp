@@ -6,6 +6,7 @@
 // derivatives.yaml), including their constants and which side of a kink gets
 // which branch: torch's autograd.grad runs them with grad mode off, so the
 // non-"infinitely differentiable" variants are the ones that run.
+#include <algorithm>
 #include <cmath>
 
 #include "define.hpp"
@@ -113,6 +114,13 @@ Tensor hardsigmoid_backward(const Tensor& grad, const Tensor& self) {
 Tensor hardswish_backward(const Tensor& grad, const Tensor& self) {
   const Tensor middle = mul(grad, add(div(self, Scalar(3)), Scalar(0.5)));
   return where(le(self, Scalar(-3)), Scalar(0), where(lt(self, Scalar(3)), middle, grad));
+}
+
+// The softmax dim of a saved `dim` against the result: as ATen's maybe_wrap_dim, a 0-d result takes 0 and -1.
+void check_softmax_dim(const char* node, std::int64_t dim, const Tensor& result) {
+  const std::int64_t range = std::max<std::int64_t>(result.dim(), 1);
+  check(dim >= -range && dim < range, node, ": dim ", dim, " is out of range for result of shape ",
+        shape_text(result.sizes()));
 }
 
 // _softmax_backward_data(grad, output, dim, input_dtype) = output * (grad - sum(grad * output, dim)).
@@ -366,6 +374,7 @@ struct SoftmaxBackward0Saved {
 Grads SoftmaxBackward0(const Grads& grads, const SoftmaxBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("SoftmaxBackward0", *grads[0], saved.result, "result");
+  check_softmax_dim("SoftmaxBackward0", saved.dim, saved.result);
   return Grads{softmax_backward_data(*grads[0], saved.result, saved.dim, saved.self_scalar_type)};
 }
 
@@ -377,6 +386,7 @@ using SafeSoftmaxBackward0Saved = SoftmaxBackward0Saved;
 Grads SafeSoftmaxBackward0(const Grads& grads, const SafeSoftmaxBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("SafeSoftmaxBackward0", *grads[0], saved.result, "result");
+  check_softmax_dim("SafeSoftmaxBackward0", saved.dim, saved.result);
   return Grads{softmax_backward_data(*grads[0], saved.result, saved.dim, saved.self_scalar_type)};
 }
 
@@ -391,6 +401,7 @@ struct LogSoftmaxBackward0Saved {
 Grads LogSoftmaxBackward0(const Grads& grads, const LogSoftmaxBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("LogSoftmaxBackward0", *grads[0], saved.result, "result");
+  check_softmax_dim("LogSoftmaxBackward0", saved.dim, saved.result);
   return Grads{log_softmax_backward_data(*grads[0], saved.result, saved.dim, saved.self_scalar_type)};
 }
 

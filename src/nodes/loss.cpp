@@ -40,15 +40,30 @@ Tensor nll_loss_backward(const std::string& node, const Tensor& grad, const Tens
         shape_text(target_sizes), " for self ", shape_text(self.sizes()), ", got ", dtype_name(target.dtype()), " ",
         shape_text(target.sizes()));
   const std::int64_t classes = self.size(class_dim);
-  const Tensor used = ne(target, ignore_index);
-  const Tensor in_range = logical_and(ge(target, 0), lt(target, classes));
-  check(sum(logical_and(used, logical_not(in_range))).item<std::int64_t>() == 0, node,
-        ": a target is out of bounds [0, ", classes, ")");
-  const Tensor safe_target = where(used, target, Scalar(0));
-  if (reduction == Reduction::None)
+  check(!weight || (weight->dim() == 1 && weight->numel() == classes), node,
+        ": weight should be defined either for all ", classes, " classes or no classes, got weight of shape ",
+        shape_text(weight ? weight->sizes() : Shape{}));
+  check(total_weight.numel() == 1, node, ": total_weight must have a single element, got shape ",
+        shape_text(total_weight.sizes()));
+  // With reduction none and a target with dims, the grad has one value per target; otherwise it is the
+  // one value of the loss ([] or [1], as ATen accepts).
+  const bool per_target = reduction == Reduction::None && target.dim() > 0;
+  if (per_target)
     check(grad.sizes() == target.sizes(), node, ": with reduction none the grad ", shape_text(grad.sizes()),
           " must have the target's shape ", shape_text(target.sizes()));
-  Tensor value = neg(reduction == Reduction::Mean ? div(grad, total_weight) : grad);
+  else
+    check(grad.dim() <= 1 && grad.numel() == 1, node, ": expected a single element grad, got ",
+          shape_text(grad.sizes()));
+  const Tensor used = ne(target, ignore_index);
+  const Tensor in_range = logical_and(ge(target, 0), lt(target, classes));
+  const Tensor outside = logical_and(used, logical_not(in_range));
+  if (sum(outside).item<std::int64_t>() > 0)
+    fail(concat(node, ": target ", masked_select(target, outside).to_vector<std::int64_t>().front(),
+                " is out of bounds [0, ", classes, ")"));
+  if (classes == 0) return zeros_like(self);  // every target was ignored: nothing to scatter
+  const Tensor safe_target = where(used, target, Scalar(0));
+  const Tensor scalar_grad = per_target ? grad : reshape(grad, {});
+  Tensor value = neg(reduction == Reduction::Mean ? div(scalar_grad, reshape(total_weight, {})) : scalar_grad);
   if (weight) value = mul(index(*weight, {safe_target}), value);
   // where, not a multiplication by the mask: ignored positions stay 0 even when
   // total_weight is 0 (everything ignored) and value is not finite.

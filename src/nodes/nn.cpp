@@ -1,7 +1,9 @@
 // Backward nodes: the nn group (normalization, convolution, pooling, upsampling, attention).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "define.hpp"
 #include "functions_manual.hpp"
@@ -28,21 +30,14 @@ IntList all_but_channel(std::int64_t ndim) {
   return dims;
 }
 
-// [1, C, 1, ...]: a per-channel vector shaped to broadcast against an [N, C, ...] tensor.
-Tensor per_channel(const Tensor& v, std::int64_t ndim) {
+// [1, C, 1, ...]: a per-channel vector of C values shaped to broadcast against an [N, C, ...] tensor.
+Tensor per_channel(const Tensor& v, std::int64_t ndim, std::int64_t channels) {
   Shape shape(static_cast<std::size_t>(ndim), 1);
-  shape[1] = -1;
+  shape[1] = channels;
   return reshape(v, shape);
 }
 
-// ATen's pooling_output_shape (Pool.h): the output length of one pooled dim.
-std::int64_t pooling_output_size(std::int64_t input, std::int64_t kernel, std::int64_t pad, std::int64_t stride,
-                                 std::int64_t dilation, bool ceil_mode) {
-  const std::int64_t numerator = input + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  std::int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= input + pad) --out;  // the last window must start inside the input
-  return out;
-}
+bool any_true(const Tensor& mask) { return sum(mask).item<std::int64_t>() > 0; }
 
 // ------------------------------------------------------------- layer norm ---
 
@@ -66,12 +61,21 @@ struct NativeLayerNormBackward0Saved {
 };
 
 Grads NativeLayerNormBackward0(const Grads& grads, const NativeLayerNormBackward0Saved& saved, const Need& need) {
+  const char* node = "NativeLayerNormBackward0";
   if (!grads[0]) return Grads(3);
   const Tensor &grad = *grads[0], &input = saved.input;
-  const auto axis = input.dim() - static_cast<std::int64_t>(saved.normalized_shape.size());
-  check(axis >= 0 && Shape(input.sizes().begin() + axis, input.sizes().end()) == saved.normalized_shape,
-        "NativeLayerNormBackward0: input ", shape_text(input.sizes()), " does not end in normalized_shape ",
-        shape_text(saved.normalized_shape));
+  const IntList& normalized_shape = saved.normalized_shape;
+  // An empty normalized_shape would make the means below reduce over every dim.
+  check(!normalized_shape.empty(), node, ": normalized_shape must have at least one size, got []");
+  const auto axis = input.dim() - static_cast<std::int64_t>(normalized_shape.size());
+  check(axis >= 0 && Shape(input.sizes().begin() + axis, input.sizes().end()) == normalized_shape, node, ": input ",
+        shape_text(input.sizes()), " does not end in normalized_shape ", shape_text(normalized_shape));
+  check(grad.sizes() == input.sizes(), node, ": grad ", shape_text(grad.sizes()), " does not have input's shape ",
+        shape_text(input.sizes()));
+  for (const auto& [affine, name] : {std::pair{&saved.weight, "weight"}, std::pair{&saved.bias, "bias"}})
+    check(!*affine || (*affine)->sizes() == normalized_shape, node, ": ", name, " ",
+          shape_text(*affine ? (*affine)->sizes() : Shape{}), " does not have normalized_shape ",
+          shape_text(normalized_shape));
   Shape stat_shape = input.sizes();
   std::fill(stat_shape.begin() + axis, stat_shape.end(), 1);
   check(saved.result1.numel() == numel_of(stat_shape) && saved.result2.numel() == numel_of(stat_shape),
@@ -117,32 +121,40 @@ struct NativeBatchNormBackward0Saved {
 
 // The per-channel mean and invstd the forward normalized with: the batch's
 // (result1, result2) in training, the running ones in eval.
-std::pair<Tensor, Tensor> batch_norm_statistics(const NativeBatchNormBackward0Saved& saved) {
-  const std::int64_t channels = saved.input.size(1);
+std::pair<Tensor, Tensor> batch_norm_statistics(const char* node, const NativeBatchNormBackward0Saved& saved,
+                                                std::int64_t channels) {
   Tensor mu, invstd;
   if (saved.training) {
     mu = saved.result1, invstd = saved.result2;
   } else {
     check(saved.running_mean && saved.running_var,
-          "NativeBatchNormBackward0: eval mode needs running_mean and running_var, which were not saved");
+          node, ": eval mode needs running_mean and running_var, which were not saved");
     mu = *saved.running_mean, invstd = rsqrt(add(*saved.running_var, Scalar(saved.eps)));
   }
-  check(mu.numel() == channels && invstd.numel() == channels, "NativeBatchNormBackward0: statistics ",
+  check(mu.numel() == channels && invstd.numel() == channels, node, ": statistics ",
         shape_text(mu.sizes()), " and ", shape_text(invstd.sizes()), " do not match the ", channels, " channels of input ",
         shape_text(saved.input.sizes()));
-  return {per_channel(mu, saved.input.dim()), per_channel(invstd, saved.input.dim())};
+  return {per_channel(mu, saved.input.dim(), channels), per_channel(invstd, saved.input.dim(), channels)};
 }
 
-Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward0Saved& saved, const Need& need) {
+// Both batch norm nodes' backward; `node` names the one in errors.
+Grads batch_norm_backward(const char* node, const Grads& grads, const NativeBatchNormBackward0Saved& saved,
+                          const Need& need) {
   if (!grads[0]) return Grads(3);
   const Tensor &grad = *grads[0], &input = saved.input;
-  check(input.dim() >= 2, "NativeBatchNormBackward0: input ", shape_text(input.sizes()), " has no channel dim");
-  const auto [mu, invstd] = batch_norm_statistics(saved);
+  check(input.dim() >= 2, node, ": input ", shape_text(input.sizes()), " has no channel dim");
+  check(grad.sizes() == input.sizes(), node, ": grad ", shape_text(grad.sizes()), " does not have input's shape ",
+        shape_text(input.sizes()));
+  const std::int64_t channels = input.size(1);
+  check(!saved.weight || saved.weight->numel() == channels, node, ": weight ",
+        shape_text(saved.weight ? saved.weight->sizes() : Shape{}), " does not have the ", channels,
+        " channels of input ", shape_text(input.sizes()));
+  const auto [mu, invstd] = batch_norm_statistics(node, saved, channels);
   const IntList reduce = all_but_channel(input.dim());
   const Tensor x_hat = mul(sub(input, mu), invstd);
   Grads out(3);
   if (need[0]) {
-    const Tensor scale = saved.weight ? mul(invstd, per_channel(*saved.weight, input.dim())) : invstd;
+    const Tensor scale = saved.weight ? mul(invstd, per_channel(*saved.weight, input.dim(), channels)) : invstd;
     if (saved.training) {
       const Tensor centered = sub(grad, mean(grad, reduce, true));
       out[0] = mul(scale, sub(centered, mul(x_hat, mean(mul(grad, x_hat), reduce, true))));
@@ -153,6 +165,10 @@ Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward
   if (need[1]) out[1] = sum(mul(grad, x_hat), reduce);
   if (need[2]) out[2] = sum(grad, reduce);
   return out;
+}
+
+Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward0Saved& saved, const Need& need) {
+  return batch_norm_backward("NativeBatchNormBackward0", grads, saved, need);
 }
 
 // BatchNormWithUpdateBackward0 — _batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias,
@@ -177,7 +193,7 @@ Grads BatchNormWithUpdateBackward0(const Grads& grads, const BatchNormWithUpdate
                                    const Need& need) {
   const NativeBatchNormBackward0Saved training{saved.eps,         saved.input,  saved.running_mean, saved.running_var,
                                                /*training=*/true, saved.weight, saved.result1,      saved.result2};
-  return NativeBatchNormBackward0(grads, training, need);
+  return batch_norm_backward("BatchNormWithUpdateBackward0", grads, training, need);
 }
 
 // -------------------------------------------------------------- group norm ---
@@ -190,7 +206,7 @@ Grads BatchNormWithUpdateBackward0(const Grads& grads, const BatchNormWithUpdate
 //        N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())
 // result1 = mean, result2 = rstd, both [N, group]. With the input viewed as [N, group, C/group * HxW]:
 //   input:  rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)), dx_hat = grad * weight[c]
-//   weight: sum(grad * x_hat) over N and HxW;  bias: sum(grad) over N and HxW.
+//   weight: sum(grad * x_hat) over N and HxW (in ATen's order, below);  bias: sum(grad) over N and HxW.
 // Grads of the mean and rstd outputs (grads[1], grads[2]) are not supported yet.
 struct NativeGroupNormBackward0Saved {
   std::int64_t C;
@@ -210,51 +226,40 @@ Grads NativeGroupNormBackward0(const Grads& grads, const NativeGroupNormBackward
   if (!grads[0]) return Grads(3);
   const Tensor &grad = *grads[0], &input = saved.input;
   const std::int64_t N = saved.N, C = saved.C, HxW = saved.HxW, G = saved.group;
-  check(G > 0 && C % G == 0 && input.numel() == N * C * HxW && grad.sizes() == input.sizes() &&
-            saved.result1.numel() == N * G && saved.result2.numel() == N * G,
+  std::int64_t count = 0, statistics = 0;
+  const bool sizes_fit = N >= 0 && C >= 0 && HxW >= 0 && G > 0 && C % G == 0 && !__builtin_mul_overflow(C, HxW, &count) &&
+                         !__builtin_mul_overflow(count, N, &count) && !__builtin_mul_overflow(N, G, &statistics);
+  check(sizes_fit && input.numel() == count && grad.sizes() == input.sizes() && saved.result1.numel() == statistics &&
+            saved.result2.numel() == statistics && (!saved.weight || saved.weight->numel() == C),
         "NativeGroupNormBackward0: input ", shape_text(input.sizes()), ", grad ", shape_text(grad.sizes()), ", mean ",
-        shape_text(saved.result1.sizes()), " and rstd ", shape_text(saved.result2.sizes()), " do not fit N=", N, " C=", C,
-        " HxW=", HxW, " group=", G);
+        shape_text(saved.result1.sizes()), ", rstd ", shape_text(saved.result2.sizes()), " and weight ",
+        shape_text(saved.weight ? saved.weight->sizes() : Shape{}), " do not fit N=", N, " C=", C, " HxW=", HxW,
+        " group=", G);
+  const std::int64_t per_group = C / G * HxW;
   const Tensor mu = reshape(saved.result1, {N, G, 1}), rstd = reshape(saved.result2, {N, G, 1});
-  const Tensor x_hat = reshape(mul(sub(reshape(input, {N, G, -1}), mu), rstd), {N, C, HxW});
   const Tensor g = reshape(grad, {N, C, HxW});
   Grads out(3);
   if (need[0]) {
-    const Tensor dx_hat = reshape(saved.weight ? mul(g, reshape(*saved.weight, {1, C, 1})) : g, {N, G, -1});
-    const Tensor x_hat_g = reshape(x_hat, {N, G, -1});
+    const Tensor dx_hat = reshape(saved.weight ? mul(g, reshape(*saved.weight, {1, C, 1})) : g, {N, G, per_group});
+    const Tensor x_hat_g = mul(sub(reshape(input, {N, G, per_group}), mu), rstd);
     const Tensor centered = sub(dx_hat, mean(dx_hat, {2}, true));
     out[0] = reshape(mul(rstd, sub(centered, mul(x_hat_g, mean(mul(dx_hat, x_hat_g), {2}, true)))), input.sizes());
   }
-  if (need[1]) out[1] = sum(mul(g, x_hat), {0, 2});
-  if (need[2]) out[2] = sum(g, {0, 2});
+  // weight, as ATen's kernel: sum over n of (ds - db * mean) * rstd, with ds = sum(grad * input) and
+  // db = sum(grad) over HxW, which keeps the statistics' NaN when HxW is 0 (sum(grad * x_hat) would be 0).
+  const Tensor db = sum(g, {2});
+  if (need[1]) {
+    const auto per_channel_stat = [&](const Tensor& stat) {
+      return reshape(broadcast_to(stat, {N, G, C / G}), {N, C});
+    };
+    const Tensor ds = sum(mul(g, reshape(input, {N, C, HxW})), {2});
+    out[1] = sum(mul(sub(ds, mul(db, per_channel_stat(mu))), per_channel_stat(rstd)), {0});
+  }
+  if (need[2]) out[2] = sum(db, {0});
   return out;
 }
 
 // ------------------------------------------------------------- convolution ---
-
-// The grad of a convolution's weight, one group at a time: the weight gradient correlates the input
-// with the output grad, which is itself a convolution with batch and channel dims swapped and the
-// roles of stride and dilation exchanged; its extra trailing positions are cut to the kernel size.
-//   non-transposed: grad_weight[co, ci, k] = sum_{n,o} grad[n, co, o] * input[n, ci, o*stride - pad + k*dil]
-//   transposed:     grad_weight[ci, co, k] = sum_{n,i} input[n, ci, i] * grad[n, co, i*stride - pad + k*dil]
-Tensor convolution_weight_grad(const Tensor& grad, const Tensor& input, const Tensor& weight, const IntList& stride,
-                               const IntList& padding, const IntList& dilation, bool transposed,
-                               std::int64_t groups) {
-  const std::int64_t in_per_group = input.size(1) / groups, out_per_group = grad.size(1) / groups;
-  TensorList per_group;
-  for (std::int64_t g = 0; g < groups; ++g) {
-    const Tensor input_g = transpose(narrow(input, 1, g * in_per_group, in_per_group), 0, 1);
-    const Tensor grad_g = transpose(narrow(grad, 1, g * out_per_group, out_per_group), 0, 1);
-    // [C_in/g, C_out/g, K'] when non-transposed, [C_out/g, C_in/g, K'] when transposed.
-    Tensor w = transposed ? convolution(grad_g, input_g, std::nullopt, dilation, padding, stride, false,
-                                        IntList(stride.size(), 0), 1)
-                          : convolution(input_g, grad_g, std::nullopt, dilation, padding, stride, false,
-                                        IntList(stride.size(), 0), 1);
-    for (std::int64_t d = 2; d < weight.dim(); ++d) w = narrow(w, d, 0, weight.size(d));
-    per_group.push_back(transpose(w, 0, 1));
-  }
-  return groups == 1 ? contiguous(per_group[0]) : cat(per_group, 0);
-}
 
 // ConvolutionBackward0 — convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
 //                        SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
@@ -276,12 +281,111 @@ struct ConvolutionBackward0Saved {
   Tensor weight;
 };
 
+// The spatial parameters, one value per spatial dim.
+struct ConvolutionParams {
+  IntList stride, padding, dilation, output_padding;
+};
+
+// ATen's expand_param_if_needed: a list of one value stands for every spatial dim.
+IntList expand_param(const char* name, const IntList& values, std::size_t spatial) {
+  if (values.size() == 1) return IntList(spatial, values[0]);
+  check(values.size() == spatial, "ConvolutionBackward0: expected ", name,
+        " to be a single integer value or a list of ", spatial,
+        " values to match the convolution dimensions, but got ", name, "=", shape_text(values));
+  return values;
+}
+
+// The forward's output length along one spatial dim, as ATen's convolution computes it, with every step
+// overflow-checked (the terms come from saved fields). For a transposed convolution the sum before the
+// padding is taken off is checked too: the backward's own convolutions add the padding back.
+std::int64_t convolution_output_length(std::int64_t input, std::int64_t kernel, const ConvolutionParams& p,
+                                       std::size_t d, bool transposed) {
+  const char* node = "ConvolutionBackward0";
+  const std::int64_t dilated_kernel = add_or_fail(multiply_or_fail(p.dilation[d], kernel - 1, node), 1, node);
+  const std::int64_t both_pads = multiply_or_fail(2, p.padding[d], node);
+  if (!transposed) {
+    const std::int64_t padded = add_or_fail(input, both_pads, node);
+    check(padded >= dilated_kernel, node, ": padded input size ", padded, " is smaller than the dilated kernel size ",
+          dilated_kernel, " (input ", input, ", padding ", p.padding[d], ", kernel ", kernel, ", dilation ",
+          p.dilation[d], ")");
+    return (padded - dilated_kernel) / p.stride[d] + 1;
+  }
+  const std::int64_t spread = add_or_fail(multiply_or_fail(input - 1, p.stride[d], node), dilated_kernel, node);
+  const std::int64_t output = add_or_fail(spread, p.output_padding[d], node) - both_pads;
+  check(output > 0, node, ": the transposed convolution's output size ", output, " is too small (input ", input,
+        ", stride ", p.stride[d], ", padding ", p.padding[d], ", kernel ", kernel, ", dilation ", p.dilation[d],
+        ", output_padding ", p.output_padding[d], ")");
+  return output;
+}
+
+// Checks grad, input, weight and the saved parameters against each other, as ATen's convolution checks
+// its arguments, and grad against the forward's output shape; returns the parameters expanded.
+ConvolutionParams check_convolution(const Tensor& grad, const ConvolutionBackward0Saved& saved) {
+  const char* node = "ConvolutionBackward0";
+  const Tensor &input = saved.input, &weight = saved.weight;
+  check(input.dim() >= 3, node, ": input ", shape_text(input.sizes()), " must be [N, C, L] or [N, C, H, W]");
+  check(input.dim() <= 4, node, ": ", input.dim() - 2, "-d convolution (input ", shape_text(input.sizes()),
+        ") is not supported yet; 1-d and 2-d are");
+  check(weight.dim() == input.dim(), node, ": weight ", shape_text(weight.sizes()), " and input ",
+        shape_text(input.sizes()), " must have the same number of dims");
+  const auto spatial = static_cast<std::size_t>(input.dim() - 2);
+  const ConvolutionParams p{expand_param("stride", saved.stride, spatial),
+                            expand_param("padding", saved.padding, spatial),
+                            expand_param("dilation", saved.dilation, spatial),
+                            expand_param("output_padding", saved.output_padding, spatial)};
+  const auto all = [](const IntList& values, auto predicate) {
+    return std::all_of(values.begin(), values.end(), predicate);
+  };
+  const auto positive = [](std::int64_t v) { return v > 0; };
+  const auto non_negative = [](std::int64_t v) { return v >= 0; };
+  check(all(p.stride, positive), node, ": stride must be positive, got stride=", shape_text(saved.stride));
+  check(all(p.padding, non_negative), node, ": padding must not be negative, got padding=",
+        shape_text(saved.padding));
+  check(all(p.dilation, positive), node, ": dilation must be positive, got dilation=", shape_text(saved.dilation));
+  check(all(p.output_padding, non_negative), node, ": output_padding must not be negative, got output_padding=",
+        shape_text(saved.output_padding));
+  for (std::size_t d = 0; d < spatial; ++d) {
+    check(saved.transposed || p.output_padding[d] == 0, node,
+          ": output_padding is not supported for non-transposed convolutions, got output_padding=",
+          shape_text(saved.output_padding));
+    check(p.output_padding[d] < p.stride[d] || p.output_padding[d] < p.dilation[d], node,
+          ": output_padding must be smaller than either stride or dilation, got output_padding=",
+          shape_text(saved.output_padding), ", stride=", shape_text(saved.stride), ", dilation=",
+          shape_text(saved.dilation));
+  }
+  const std::int64_t groups = saved.groups;
+  check(groups > 0, node, ": groups must be positive, got ", groups);
+  check(weight.size(0) >= groups && weight.size(0) % groups == 0, node, ": weight ", shape_text(weight.sizes()),
+        " does not split into groups=", groups, " along dim 0");
+  const std::int64_t in_channels = saved.transposed ? weight.size(0) : multiply_or_fail(weight.size(1), groups, node);
+  const std::int64_t out_channels = saved.transposed ? multiply_or_fail(weight.size(1), groups, node) : weight.size(0);
+  check(input.size(1) == in_channels, node, ": input ", shape_text(input.sizes()), " has ", input.size(1),
+        " channels, but weight ", shape_text(weight.sizes()), " with groups=", groups,
+        saved.transposed ? " (transposed)" : "", " expects ", in_channels);
+  const Shape kernel(weight.sizes().begin() + 2, weight.sizes().end());
+  check(all(kernel, positive), node, ": weight ", shape_text(weight.sizes()), " has an empty kernel");
+  const bool empty_image = std::any_of(input.sizes().begin() + 2, input.sizes().end(),
+                                       [](std::int64_t s) { return s == 0; });
+  check(!empty_image || input.size(0) == 0 || in_channels == 0, node,
+        ": only zero batch or zero channel inputs are supported, got input ", shape_text(input.sizes()));
+  // Without input channels the forward's output has none either (ATen's "Empty" backend).
+  Shape expected = {input.size(0), in_channels == 0 ? 0 : out_channels};
+  for (std::size_t d = 0; d < spatial; ++d)
+    expected.push_back(convolution_output_length(input.size(2 + d), kernel[d], p, d, saved.transposed));
+  check(grad.sizes() == expected, node, ": grad ", shape_text(grad.sizes()), " is not the output ",
+        shape_text(expected), " of the convolution of input ", shape_text(input.sizes()), " with weight ",
+        shape_text(weight.sizes()), ", stride ", shape_text(saved.stride), ", padding ", shape_text(saved.padding),
+        ", dilation ", shape_text(saved.dilation), ", output_padding ", shape_text(saved.output_padding),
+        ", groups ", groups, saved.transposed ? ", transposed" : "");
+  return p;
+}
+
 // convolution_backward's input grad: the adjoint of the forward convolution.
-Tensor convolution_input_grad(const Tensor& grad, const Tensor& input, const Tensor& weight,
-                              const ConvolutionBackward0Saved& saved) {
+Tensor convolution_input_grad(const Tensor& grad, const ConvolutionBackward0Saved& saved, const ConvolutionParams& p) {
+  const Tensor &input = saved.input, &weight = saved.weight;
   const std::size_t spatial = static_cast<std::size_t>(input.dim()) - 2;
   if (saved.transposed) {
-    Tensor grad_input = convolution(grad, weight, std::nullopt, saved.stride, saved.padding, saved.dilation, false,
+    Tensor grad_input = convolution(grad, weight, std::nullopt, p.stride, p.padding, p.dilation, false,
                                     IntList(spatial, 0), saved.groups);
     for (std::size_t d = 0; d < spatial; ++d) grad_input = narrow(grad_input, 2 + d, 0, input.size(2 + d));
     return grad_input;
@@ -290,49 +394,132 @@ Tensor convolution_input_grad(const Tensor& grad, const Tensor& input, const Ten
   // floor division dropped come back as output_padding.
   IntList output_padding(spatial);
   for (std::size_t d = 0; d < spatial; ++d) {
-    const std::int64_t natural = (grad.size(2 + d) - 1) * saved.stride[d] - 2 * saved.padding[d] +
-                                 saved.dilation[d] * (weight.size(2 + d) - 1) + 1;
+    const std::int64_t natural =
+        (grad.size(2 + d) - 1) * p.stride[d] - 2 * p.padding[d] + p.dilation[d] * (weight.size(2 + d) - 1) + 1;
     output_padding[d] = input.size(2 + d) - natural;
   }
-  return convolution(grad, weight, std::nullopt, saved.stride, saved.padding, saved.dilation, true, output_padding,
+  return convolution(grad, weight, std::nullopt, p.stride, p.padding, p.dilation, true, output_padding,
                      saved.groups);
 }
 
-void check_convolution_shapes(const Tensor& grad, const ConvolutionBackward0Saved& saved) {
+// The grad of a convolution's weight, one group at a time: the weight gradient correlates the input
+// with the output grad, which is itself a convolution with batch and channel dims swapped and the
+// roles of stride and dilation exchanged; its extra trailing positions are cut to the kernel size.
+//   non-transposed: grad_weight[co, ci, k] = sum_{n,o} grad[n, co, o] * input[n, ci, o*stride - pad + k*dil]
+//   transposed:     grad_weight[ci, co, k] = sum_{n,i} input[n, ci, i] * grad[n, co, i*stride - pad + k*dil]
+Tensor convolution_weight_grad(const Tensor& grad, const ConvolutionBackward0Saved& saved,
+                               const ConvolutionParams& p) {
   const Tensor &input = saved.input, &weight = saved.weight;
-  const auto spatial = static_cast<std::size_t>(input.dim()) - 2;
-  check(input.dim() == 3 || input.dim() == 4, "ConvolutionBackward0: ", input.dim() - 2,
-        "-d convolution (input ", shape_text(input.sizes()), ") is not supported yet; 1-d and 2-d are");
-  check(weight.dim() == input.dim() && grad.dim() == input.dim() && saved.stride.size() == spatial &&
-            saved.padding.size() == spatial && saved.dilation.size() == spatial &&
-            saved.output_padding.size() == spatial && saved.groups > 0 && input.size(1) % saved.groups == 0 &&
-            grad.size(1) % saved.groups == 0,
-        "ConvolutionBackward0: grad ", shape_text(grad.sizes()), ", input ", shape_text(input.sizes()), " and weight ",
-        shape_text(weight.sizes()), " do not fit stride ", shape_text(saved.stride), ", padding ", shape_text(saved.padding),
-        ", dilation ", shape_text(saved.dilation), ", groups ", saved.groups);
+  const std::int64_t groups = saved.groups;
+  const std::int64_t in_per_group = input.size(1) / groups, out_per_group = grad.size(1) / groups;
+  const IntList no_padding(p.stride.size(), 0);
+  TensorList per_group;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const Tensor input_g = transpose(narrow(input, 1, g * in_per_group, in_per_group), 0, 1);
+    const Tensor grad_g = transpose(narrow(grad, 1, g * out_per_group, out_per_group), 0, 1);
+    // [C_in/g, C_out/g, K'] when non-transposed, [C_out/g, C_in/g, K'] when transposed.
+    Tensor w = saved.transposed
+                   ? convolution(grad_g, input_g, std::nullopt, p.dilation, p.padding, p.stride, false, no_padding, 1)
+                   : convolution(input_g, grad_g, std::nullopt, p.dilation, p.padding, p.stride, false, no_padding, 1);
+    for (std::int64_t d = 2; d < weight.dim(); ++d) w = narrow(w, d, 0, weight.size(d));
+    per_group.push_back(transpose(w, 0, 1));
+  }
+  return groups == 1 ? contiguous(per_group[0]) : cat(per_group, 0);
 }
 
 Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(3);
   const Tensor& grad = *grads[0];
-  check_convolution_shapes(grad, saved);
+  const ConvolutionParams p = check_convolution(grad, saved);
+  // An empty input, weight or grad leaves nothing to correlate: the input and weight grads are zeros
+  // (and, without input channels, the bias grad too: ATen's "Empty" backend returns zeros of the bias's size).
+  const bool empty = saved.input.numel() == 0 || saved.weight.numel() == 0 || grad.numel() == 0;
   Grads out(3);
-  if (need[0]) out[0] = convolution_input_grad(grad, saved.input, saved.weight, saved);
-  if (need[1])
-    out[1] = convolution_weight_grad(grad, saved.input, saved.weight, saved.stride, saved.padding, saved.dilation,
-                                     saved.transposed, saved.groups);
-  if (need[2]) out[2] = sum(grad, all_but_channel(grad.dim()));
+  if (need[0]) out[0] = empty ? zeros(saved.input.sizes(), grad.dtype()) : convolution_input_grad(grad, saved, p);
+  if (need[1]) out[1] = empty ? zeros(saved.weight.sizes(), grad.dtype()) : convolution_weight_grad(grad, saved, p);
+  if (need[2]) {
+    const std::int64_t out_channels = saved.transposed ? saved.weight.size(1) * saved.groups : saved.weight.size(0);
+    out[2] = grad.size(1) == out_channels ? sum(grad, all_but_channel(grad.dim()))
+                                          : zeros(saved.bias_sym_sizes_opt.value_or(IntList{out_channels}), grad.dtype());
+  }
   return out;
 }
 
 // ----------------------------------------------------------------- pooling ---
 
+// ATen's 2-d pooling parameters, {height, width} each.
+struct Pool2dParams {
+  std::array<std::int64_t, 2> kernel, stride, padding, dilation;
+};
+
+// One int[2] pooling parameter: one value stands for both dims; an empty stride means the kernel size.
+// ATen narrows each to an int (safe_downcast), which keeps the output-size arithmetic far from overflow.
+std::array<std::int64_t, 2> pool_param(const char* node, const char* name, const IntList& values,
+                                       const std::optional<std::array<std::int64_t, 2>>& when_empty = std::nullopt) {
+  check(values.size() == 1 || values.size() == 2 || (values.empty() && when_empty), node, ": ", name, " must be ",
+        when_empty ? "empty, " : "", "a single int or two ints, got ", name, "=", shape_text(values));
+  if (values.empty()) return *when_empty;
+  for (std::int64_t v : values)
+    check(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(), node, ": ", name, "=",
+          shape_text(values), " does not fit in an int");
+  return {values.front(), values.back()};
+}
+
+// ATen's pooling_output_shape (Pool.h): the output length of one pooled dim. The parameters fit in an
+// int, so only `input + 2 * pad` can overflow (an empty self may have any sizes).
+std::int64_t pooling_output_size(const char* node, std::int64_t input, std::int64_t kernel, std::int64_t pad,
+                                 std::int64_t stride, std::int64_t dilation, bool ceil_mode) {
+  const std::int64_t numerator =
+      add_or_fail(add_or_fail(input, 2 * pad, node) - dilation * (kernel - 1) - 1, ceil_mode ? stride - 1 : 0, node);
+  std::int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= input + pad) --out;  // the last window must start inside the input
+  return out;
+}
+
+// Checks the pooling parameters and self as ATen's pool2d_shape_check does (self [C, H, W] or [N, C, H, W]
+// with C, H and W non-empty; kernel, stride and dilation positive; 0 <= padding <= kernel / 2; an output
+// of at least 1x1), and that grad has the forward output's shape. `op` is the forward, for the message;
+// average pooling has no dilation (nullopt: 1).
+Pool2dParams check_pool2d(const char* node, const char* op, const Tensor& grad, const Tensor& self,
+                          const IntList& kernel_size, const IntList& stride, const IntList& padding,
+                          const std::optional<IntList>& dilation, bool ceil_mode) {
+  Pool2dParams p;
+  p.kernel = pool_param(node, "kernel_size", kernel_size);
+  p.stride = pool_param(node, "stride", stride, p.kernel);
+  p.padding = pool_param(node, "padding", padding);
+  p.dilation = dilation ? pool_param(node, "dilation", *dilation) : std::array<std::int64_t, 2>{1, 1};
+  check((self.dim() == 3 || self.dim() == 4) && self.size(-3) != 0 && self.size(-2) != 0 && self.size(-1) != 0, node,
+        ": self must be [C, H, W] or [N, C, H, W] with non-empty C, H and W, got ", shape_text(self.sizes()));
+  check(p.kernel[0] > 0 && p.kernel[1] > 0, node, ": kernel_size must be positive, got kernel_size=",
+        shape_text(kernel_size));
+  check(p.stride[0] > 0 && p.stride[1] > 0, node, ": stride must be positive, got stride=", shape_text(stride));
+  if (dilation)
+    check(p.dilation[0] > 0 && p.dilation[1] > 0, node, ": dilation must be positive, got dilation=",
+          shape_text(*dilation));
+  for (std::size_t d = 0; d < 2; ++d)
+    check(p.padding[d] >= 0 && p.padding[d] <= p.kernel[d] / 2, node,
+          ": padding must be between 0 and half the kernel size, got padding=", shape_text(padding),
+          " and kernel_size=", shape_text(kernel_size));
+  Shape expected = self.sizes();
+  for (std::size_t d = 0; d < 2; ++d)
+    expected[expected.size() - 2 + d] = pooling_output_size(node, self.size(-2 + static_cast<std::int64_t>(d)),
+                                                            p.kernel[d], p.padding[d], p.stride[d], p.dilation[d],
+                                                            ceil_mode);
+  check(expected.end()[-2] >= 1 && expected.end()[-1] >= 1, node, ": the ", op, " output of self ",
+        shape_text(self.sizes()), " would be ", shape_text(expected), ", which is too small");
+  check(grad.sizes() == expected, node, ": grad ", shape_text(grad.sizes()), " is not the ", op, " output of self ",
+        shape_text(self.sizes()), " with kernel_size ", shape_text(kernel_size), ", stride ", shape_text(stride),
+        ", padding ", shape_text(padding), dilation ? ", dilation " + str(*dilation) : "");
+  return p;
+}
+
 // MaxPool2DWithIndicesBackward0 — max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[],
 //                                 int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
 //   self: max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
 // result1 holds the indices: for each output, the flat position (h * W + w) of the chosen maximum in its
-// H*W plane. The indices decide ties; overlapping windows that chose the same element add up. The
-// indices output is not differentiable: torch's node takes one grad.
+// H*W plane. The indices decide ties; overlapping windows that chose the same element add up; an index
+// of -1 drops its grad, as ATen's kernel skips it. The indices output is not differentiable: torch's
+// node takes one grad.
 struct MaxPool2DWithIndicesBackward0Saved {
   bool ceil_mode;
   IntList dilation;
@@ -345,17 +532,24 @@ struct MaxPool2DWithIndicesBackward0Saved {
 
 Grads MaxPool2DWithIndicesBackward0(const Grads& grads, const MaxPool2DWithIndicesBackward0Saved& saved,
                                     const Need& need) {
+  const char* node = "MaxPool2DWithIndicesBackward0";
   if (!grads[0] || !need[0]) return Grads(1);
   const Tensor &grad = *grads[0], &self = saved.self, &indices = saved.result1;
-  check((self.dim() == 3 || self.dim() == 4) && grad.sizes() == indices.sizes() && grad.dim() == self.dim() &&
-            std::equal(self.sizes().begin(), self.sizes().end() - 2, grad.sizes().begin()),
-        "MaxPool2DWithIndicesBackward0: grad ", shape_text(grad.sizes()), " and indices ", shape_text(indices.sizes()),
-        " do not fit self ", shape_text(self.sizes()));
-  check(indices.dtype() == DType::Int64, "MaxPool2DWithIndicesBackward0: indices must be int64, got ",
-        dtype_name(indices.dtype()));
-  const std::int64_t plane = self.size(-2) * self.size(-1);
-  const Tensor flat_grad = reshape(grad, {-1, grad.size(-2) * grad.size(-1)});
-  const Tensor flat_indices = reshape(indices, {-1, grad.size(-2) * grad.size(-1)});
+  check_pool2d(node, "max_pool2d", grad, self, saved.kernel_size, saved.stride, saved.padding, saved.dilation,
+               saved.ceil_mode);
+  check(indices.sizes() == grad.sizes(), node, ": indices ", shape_text(indices.sizes()),
+        " do not have the grad's shape ", shape_text(grad.sizes()));
+  check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
+  if (grad.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
+  const std::int64_t plane = self.size(-2) * self.size(-1);  // fits: self is not empty, as grad is not
+  const Tensor skipped = eq(indices, Scalar(-1));
+  const Tensor outside = logical_and(logical_not(skipped), logical_or(lt(indices, 0), ge(indices, plane)));
+  if (any_true(outside))
+    fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
+                " in result1 is out of range for self's ", self.size(-2), "x", self.size(-1), " plane"));
+  const Shape flat = {-1, grad.size(-2) * grad.size(-1)};
+  const Tensor flat_grad = reshape(where(skipped, Scalar(0), grad), flat);
+  const Tensor flat_indices = reshape(where(skipped, Scalar(0), indices), flat);
   const Tensor zero = zeros({flat_grad.size(0), plane}, grad.dtype());
   return Grads{reshape(scatter_add(zero, 1, flat_indices, flat_grad), self.sizes())};
 }
@@ -363,7 +557,8 @@ Grads MaxPool2DWithIndicesBackward0(const Grads& grads, const MaxPool2DWithIndic
 // A pooling backward with windows that depend on the position (clipped at the borders, ceil_mode,
 // adaptive sizes) is not a composition of L0 primitives short of building a sparse matrix, so the two
 // average-pool backwards below loop over the [planes, H, W] values with this helper: it adds
-// grad[p, oh, ow] / divisor into every input position of the window the function gives.
+// grad[p, oh, ow] / divisor into every input position of the window the function gives. grad is not
+// empty and has self's leading dims.
 struct Window {
   std::int64_t h0, h1, w0, w1;  // [h0, h1) x [w0, w1), inside the input
   double divisor;
@@ -371,8 +566,11 @@ struct Window {
 
 template <class WindowOf>
 Tensor scatter_windows(const Tensor& grad, const Shape& self_sizes, WindowOf window_of) {
+  // The buffers below are std::vectors: bounded by the memory limit as tensors are.
+  check_fits_memory_limit(grad.sizes(), DType::Float64);
+  check_fits_memory_limit(self_sizes, DType::Float64);
   const std::int64_t H = self_sizes.end()[-2], W = self_sizes.end()[-1];
-  const std::int64_t OH = grad.size(-2), OW = grad.size(-1), planes = grad.numel() / std::max<std::int64_t>(OH * OW, 1);
+  const std::int64_t OH = grad.size(-2), OW = grad.size(-1), planes = grad.numel() / (OH * OW);
   const std::vector<double> g = grad.to_vector<double>();
   std::vector<double> grad_input(static_cast<std::size_t>(planes * H * W), 0.0);
   for (std::int64_t oh = 0; oh < OH; ++oh) {
@@ -407,27 +605,16 @@ struct AvgPool2DBackward0Saved {
   IntList stride;
 };
 
-// An int[2] argument as two numbers: one number stands for both dims, none for when_empty.
-IntList int2(const IntList& v, const IntList& when_empty) {
-  if (v.empty()) return when_empty;
-  return v.size() == 1 ? IntList{v[0], v[0]} : v;
-}
-
 Grads AvgPool2DBackward0(const Grads& grads, const AvgPool2DBackward0Saved& saved, const Need& need) {
+  const char* node = "AvgPool2DBackward0";
   if (!grads[0] || !need[0]) return Grads(1);
   const Tensor &grad = *grads[0], &self = saved.self;
-  const IntList kernel = int2(saved.kernel_size, {}), stride = int2(saved.stride, kernel),
-                padding = int2(saved.padding, {0, 0});
-  check((self.dim() == 3 || self.dim() == 4) && grad.dim() == self.dim() && kernel.size() == 2 &&
-            stride.size() == 2 && padding.size() == 2 && stride[0] > 0 && stride[1] > 0 &&
-            std::equal(self.sizes().begin(), self.sizes().end() - 2, grad.sizes().begin()) &&
-            grad.size(-2) == pooling_output_size(self.size(-2), kernel[0], padding[0], stride[0], 1, saved.ceil_mode) &&
-            grad.size(-1) == pooling_output_size(self.size(-1), kernel[1], padding[1], stride[1], 1, saved.ceil_mode),
-        "AvgPool2DBackward0: grad ", shape_text(grad.sizes()), " is not the avg_pool2d output of self ", shape_text(self.sizes()),
-        " with kernel_size ", shape_text(saved.kernel_size), ", stride ", shape_text(saved.stride), ", padding ",
-        shape_text(saved.padding));
-  check(!saved.divisor_override || *saved.divisor_override != 0, "AvgPool2DBackward0: divisor_override is 0");
+  const Pool2dParams p = check_pool2d(node, "avg_pool2d", grad, self, saved.kernel_size, saved.stride, saved.padding,
+                                      std::nullopt, saved.ceil_mode);
+  check(!saved.divisor_override || *saved.divisor_override != 0, node, ": divisor_override is 0");
+  if (grad.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
   const std::int64_t H = self.size(-2), W = self.size(-1);
+  const auto &kernel = p.kernel, &stride = p.stride, &padding = p.padding;
   return Grads{scatter_windows(grad, self.sizes(), [&](std::int64_t oh, std::int64_t ow) {
     std::int64_t h0 = oh * stride[0] - padding[0], w0 = ow * stride[1] - padding[1];
     std::int64_t h1 = std::min(h0 + kernel[0], H + padding[0]), w1 = std::min(w0 + kernel[1], W + padding[1]);
@@ -451,14 +638,18 @@ struct AdaptiveAvgPool2DBackward0Saved {
 
 Grads AdaptiveAvgPool2DBackward0(const Grads& grads, const AdaptiveAvgPool2DBackward0Saved& saved,
                                  const Need& need) {
+  const char* node = "AdaptiveAvgPool2DBackward0";
   if (!grads[0] || !need[0]) return Grads(1);
   const Tensor &grad = *grads[0], &self = saved.self;
   check((self.dim() == 3 || self.dim() == 4) && grad.dim() == self.dim() && grad.size(-2) > 0 &&
             grad.size(-1) > 0 && std::equal(self.sizes().begin(), self.sizes().end() - 2, grad.sizes().begin()),
-        "AdaptiveAvgPool2DBackward0: grad ", shape_text(grad.sizes()), " does not fit self ", shape_text(self.sizes()));
+        node, ": grad ", shape_text(grad.sizes()), " does not fit self ", shape_text(self.sizes()));
+  if (grad.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
   const std::int64_t H = self.size(-2), W = self.size(-1), OH = grad.size(-2), OW = grad.size(-1);
-  auto start = [](std::int64_t o, std::int64_t in, std::int64_t out) { return (o * in) / out; };
-  auto end = [](std::int64_t o, std::int64_t in, std::int64_t out) { return ((o + 1) * in + out - 1) / out; };
+  auto start = [&](std::int64_t o, std::int64_t in, std::int64_t out) { return multiply_or_fail(o, in, node) / out; };
+  auto end = [&](std::int64_t o, std::int64_t in, std::int64_t out) {
+    return add_or_fail(multiply_or_fail(o + 1, in, node), out - 1, node) / out;
+  };
   return Grads{scatter_windows(grad, self.sizes(), [&](std::int64_t oh, std::int64_t ow) {
     const std::int64_t h0 = start(oh, H, OH), h1 = end(oh, H, OH), w0 = start(ow, W, OW), w1 = end(ow, W, OW);
     return Window{h0, h1, w0, w1, static_cast<double>((h1 - h0) * (w1 - w0))};
@@ -467,19 +658,28 @@ Grads AdaptiveAvgPool2DBackward0(const Grads& grads, const AdaptiveAvgPool2DBack
 
 // --------------------------------------------------------------- upsampling ---
 
-// ATen's compute_scales_value (UpSample.h): 1/scale when the forward was given a scale, else in/out.
+// ATen's compute_scales_value (UpSample.h), in T: 1/scale when the forward was given a positive scale,
+// else input/output. A scale whose inverse overflows T would make ATen's index arithmetic undefined
+// (an infinite source index converted to int64); refgrad refuses it.
 template <class T>
-T compute_scales_value(std::optional<double> scale, std::int64_t input_size, std::int64_t output_size) {
-  return scale && *scale > 0 ? static_cast<T>(1.0 / *scale) : static_cast<T>(input_size) / static_cast<T>(output_size);
+T compute_scales_value(const char* node, const char* field, std::optional<double> scale, std::int64_t input_size,
+                       std::int64_t output_size) {
+  if (!scale || !(*scale > 0)) return static_cast<T>(input_size) / static_cast<T>(output_size);
+  const double inverse = 1.0 / *scale;
+  check(inverse <= static_cast<double>(std::numeric_limits<T>::max()), node, ": ", field, " ", *scale,
+        " is too small: its inverse does not fit a ", sizeof(T) == 4 ? "float" : "double");
+  return static_cast<T>(inverse);
 }
 
-// ATen's nearest_idx: the input index output_index reads, computed in float as ATen does.
-std::int64_t nearest_idx(std::int64_t output_index, std::int64_t input_size, std::int64_t output_size,
-                         std::optional<double> scales) {
+// ATen's nearest_idx: the input index output_index reads, computed in float as ATen does. The clamp to
+// the last input index happens before the conversion, which a product beyond int64 could not survive.
+std::int64_t nearest_idx(const char* field, std::int64_t output_index, std::int64_t input_size,
+                         std::int64_t output_size, std::optional<double> scales) {
   if (output_size == input_size) return output_index;
-  if (output_size == 2 * input_size) return output_index >> 1;
-  const float scale = compute_scales_value<float>(scales, input_size, output_size);
-  return std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(output_index) * scale)), input_size - 1);
+  if (output_size / 2 == input_size && output_size % 2 == 0) return output_index >> 1;  // ATen's 2 * input_size
+  const float scale = compute_scales_value<float>("UpsampleNearest2DBackward0", field, scales, input_size, output_size);
+  const float source = std::floor(static_cast<float>(output_index) * scale);
+  return source < static_cast<float>(input_size - 1) ? static_cast<std::int64_t>(source) : input_size - 1;
 }
 
 struct UpsampleNearest2DBackward0Saved {
@@ -489,14 +689,17 @@ struct UpsampleNearest2DBackward0Saved {
   IntList self_sym_sizes;
 };
 
+// ATen's upsample_2d_common_check and the grad's shape: self [N, C, H, W] and output_size [OH, OW], with
+// H, W, OH and OW positive (N and C may be 0), and grad [N, C, OH, OW].
 void check_upsample(const char* node, const Tensor& grad, const IntList& output_size, const IntList& self_sizes) {
-  const auto positive = [](std::int64_t size) { return size > 0; };
-  check(self_sizes.size() == 4 && output_size.size() == 2 &&
-            std::all_of(self_sizes.begin(), self_sizes.end(), positive) &&
-            std::all_of(output_size.begin(), output_size.end(), positive) && grad.dim() == 4 &&
-            grad.size(0) == self_sizes[0] && grad.size(1) == self_sizes[1] && grad.size(2) == output_size[0] &&
-            grad.size(3) == output_size[1],
-        node, ": grad ", shape_text(grad.sizes()), " does not fit output_size ", shape_text(output_size), " and self sizes ",
+  check(self_sizes.size() == 4 && output_size.size() == 2, node, ": self sizes ", shape_text(self_sizes),
+        " and output_size ", shape_text(output_size), " must have 4 and 2 entries");
+  check(self_sizes[0] >= 0 && self_sizes[1] >= 0 && self_sizes[2] > 0 && self_sizes[3] > 0 && output_size[0] > 0 &&
+            output_size[1] > 0,
+        node, ": input and output sizes should be greater than 0, got self sizes ", shape_text(self_sizes),
+        " and output_size ", shape_text(output_size));
+  check(grad.sizes() == Shape{self_sizes[0], self_sizes[1], output_size[0], output_size[1]}, node, ": grad ",
+        shape_text(grad.sizes()), " does not fit output_size ", shape_text(output_size), " and self sizes ",
         shape_text(self_sizes));
 }
 
@@ -507,30 +710,41 @@ void check_upsample(const char* node, const Tensor& grad, const IntList& output_
 // into that input: index_add over the columns, then over the rows.
 Grads UpsampleNearest2DBackward0(const Grads& grads, const UpsampleNearest2DBackward0Saved& saved,
                                  const Need& need) {
+  const char* node = "UpsampleNearest2DBackward0";
   if (!grads[0] || !need[0]) return Grads(1);
   const Tensor& grad = *grads[0];
-  const IntList& in = saved.self_sym_sizes;
-  check_upsample("UpsampleNearest2DBackward0", grad, saved.output_size, in);
+  const IntList &in = saved.self_sym_sizes, &out = saved.output_size;
+  check_upsample(node, grad, out, in);
+  const Tensor zero = zeros(in, grad.dtype());  // first: the sizes must fit in memory
+  if (grad.numel() == 0) return Grads{zero};
+  check_fits_memory_limit({out[0] + out[1]}, DType::Int64);  // rows and cols below
   std::vector<std::int64_t> rows, cols;
-  for (std::int64_t oh = 0; oh < saved.output_size[0]; ++oh)
-    rows.push_back(nearest_idx(oh, in[2], saved.output_size[0], saved.scales_h));
-  for (std::int64_t ow = 0; ow < saved.output_size[1]; ++ow)
-    cols.push_back(nearest_idx(ow, in[3], saved.output_size[1], saved.scales_w));
-  const Tensor by_cols = index_add(zeros({in[0], in[1], saved.output_size[0], in[3]}, grad.dtype()), 3,
-                                   from_vector(cols, {saved.output_size[1]}), grad);
-  return Grads{index_add(zeros(in, grad.dtype()), 2, from_vector(rows, {saved.output_size[0]}), by_cols)};
+  for (std::int64_t oh = 0; oh < out[0]; ++oh) rows.push_back(nearest_idx("scales_h", oh, in[2], out[0], saved.scales_h));
+  for (std::int64_t ow = 0; ow < out[1]; ++ow) cols.push_back(nearest_idx("scales_w", ow, in[3], out[1], saved.scales_w));
+  const Tensor by_cols = index_add(zeros({in[0], in[1], out[0], in[3]}, grad.dtype()), 3, from_vector(cols, {out[1]}),
+                                   grad);
+  return Grads{index_add(zero, 2, from_vector(rows, {out[0]}), by_cols)};
 }
 
 // The [output_size, input_size] matrix of 1-d linear interpolation weights, with ATen's
-// area_pixel_compute_scale and area_pixel_compute_source_index (UpSample.h).
-Tensor linear_interpolation_matrix(std::int64_t input_size, std::int64_t output_size, bool align_corners,
-                                   std::optional<double> scales, DType dtype) {
-  const double scale = align_corners ? (output_size > 1 ? static_cast<double>(input_size - 1) / (output_size - 1) : 0.0)
-                                     : compute_scales_value<double>(scales, input_size, output_size);
+// area_pixel_compute_scale, area_pixel_compute_source_index and compute_source_index_and_lambda
+// (UpSample.h): equal sizes copy, whatever the scale.
+Tensor linear_interpolation_matrix(const char* field, std::int64_t input_size, std::int64_t output_size,
+                                   bool align_corners, std::optional<double> scales, DType dtype) {
+  const char* node = "UpsampleBilinear2DBackward0";
+  check_fits_memory_limit({output_size, input_size}, DType::Float64);  // the std::vector below
+  const double scale =
+      output_size == input_size ? 1.0  // not read
+      : align_corners ? (output_size > 1 ? static_cast<double>(input_size - 1) / static_cast<double>(output_size - 1) : 0.0)
+                      : compute_scales_value<double>(node, field, scales, input_size, output_size);
   std::vector<double> weights(static_cast<std::size_t>(output_size * input_size), 0.0);
   for (std::int64_t o = 0; o < output_size; ++o) {
-    const double source = align_corners ? scale * o : std::max(scale * (o + 0.5) - 0.5, 0.0);
-    const std::int64_t i0 = std::min(static_cast<std::int64_t>(source), input_size - 1);
+    const double source = output_size == input_size ? static_cast<double>(o)
+                          : align_corners           ? scale * static_cast<double>(o)
+                                                    : std::max(scale * (static_cast<double>(o) + 0.5) - 0.5, 0.0);
+    // Clamped to the last input before the conversion: a large scale puts the source beyond int64.
+    const std::int64_t i0 =
+        source < static_cast<double>(input_size - 1) ? static_cast<std::int64_t>(source) : input_size - 1;
     const std::int64_t i1 = i0 + (i0 < input_size - 1 ? 1 : 0);
     const double lambda1 = std::clamp(source - static_cast<double>(i0), 0.0, 1.0);
     weights[static_cast<std::size_t>(o * input_size + i0)] += 1.0 - lambda1;
@@ -558,10 +772,11 @@ Grads UpsampleBilinear2DBackward0(const Grads& grads, const UpsampleBilinear2DBa
   const Tensor& grad = *grads[0];
   const IntList& in = saved.self_sym_sizes;
   check_upsample("UpsampleBilinear2DBackward0", grad, saved.output_size, in);
-  const Tensor a_h =
-      linear_interpolation_matrix(in[2], saved.output_size[0], saved.align_corners, saved.scales_h, grad.dtype());
-  const Tensor a_w =
-      linear_interpolation_matrix(in[3], saved.output_size[1], saved.align_corners, saved.scales_w, grad.dtype());
+  if (grad.numel() == 0) return Grads{zeros(in, grad.dtype())};
+  const Tensor a_h = linear_interpolation_matrix("scales_h", in[2], saved.output_size[0], saved.align_corners,
+                                                 saved.scales_h, grad.dtype());
+  const Tensor a_w = linear_interpolation_matrix("scales_w", in[3], saved.output_size[1], saved.align_corners,
+                                                 saved.scales_w, grad.dtype());
   return Grads{matmul(t(a_h), matmul(grad, a_w))};
 }
 
@@ -590,14 +805,24 @@ struct ScaledDotProductFlashAttentionForCpuBackward0Saved {
   Tensor output;
 };
 
-void check_attention_shapes(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v) {
+void check_attention_shapes(const Tensor& grad, const ScaledDotProductFlashAttentionForCpuBackward0Saved& saved) {
+  const char* node = "ScaledDotProductFlashAttentionForCpuBackward0";
+  const Tensor &q = saved.query, &k = saved.key, &v = saved.value;
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2) &&
             std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
             std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin()) &&
             grad.sizes() == Shape{q.size(0), q.size(1), q.size(2), v.size(3)},
-        "ScaledDotProductFlashAttentionForCpuBackward0: query ", shape_text(q.sizes()), ", key ", shape_text(k.sizes()),
-        ", value ", shape_text(v.sizes()), " and grad ", shape_text(grad.sizes()),
-        " do not fit [B, H, L, E], [B, H, S, E], [B, H, S, Ev], [B, H, L, Ev]");
+        node, ": query ", shape_text(q.sizes()), ", key ", shape_text(k.sizes()), ", value ", shape_text(v.sizes()),
+        " and grad ", shape_text(grad.sizes()), " do not fit [B, H, L, E], [B, H, S, E], [B, H, S, Ev], [B, H, L, Ev]");
+  // The softmax runs over the S key positions (torch's kernel divides by zero without any).
+  check(k.size(2) > 0, node, ": key ", shape_text(k.sizes()), " has no positions");
+  if (!saved.attn_mask) return;
+  const Tensor& mask = *saved.attn_mask;
+  const Shape scores = {q.size(0), q.size(1), q.size(2), k.size(2)};
+  check((mask.dim() == 2 || mask.dim() == 4) && is_expandable_to(mask.sizes(), scores) &&
+            mask.dtype() != DType::Int64,
+        node, ": attn_mask ", dtype_name(mask.dtype()), shape_text(mask.sizes()),
+        " must be a bool or floating mask of 2 or 4 dims that broadcasts to the scores ", shape_text(scores));
 }
 
 // The forward's attention weights, recomputed: softmax(q k^T * scale + mask),
@@ -623,7 +848,7 @@ Grads ScaledDotProductFlashAttentionForCpuBackward0(const Grads& grads,
   check(saved.dropout_p == 0.0, "ScaledDotProductFlashAttentionForCpuBackward0: dropout_p ", saved.dropout_p,
         " is not supported yet (only 0)");
   const Tensor &grad = *grads[0], &q = saved.query, &k = saved.key, &v = saved.value;
-  check_attention_shapes(grad, q, k, v);
+  check_attention_shapes(grad, saved);
   const double scale = saved.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   const Tensor p = attention_probabilities(q, k, scale, saved.attn_mask, saved.is_causal);
   const Tensor dp = matmul(grad, transpose(v, -2, -1));

@@ -100,7 +100,7 @@ TEST_CASE("NllLossBackward0") {
     Saved bad = saved;
     bad["target"] = tensor({2, 0, 3, 2}, DType::Int64);
     CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
-                         "NllLossBackward0: a target is out of bounds [0, 3)", Error);
+                         "NllLossBackward0: target 3 is out of bounds [0, 3)", Error);
     bad["target"] = tensor({2, 0, 1}, DType::Int64);
     CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
                          "NllLossBackward0: expected an int64 target of shape [4] for self [4,3], got int64 [3]",
@@ -116,6 +116,34 @@ TEST_CASE("NllLossBackward0") {
     bad["self"] = random64({2, 3, 2, 2}, 1);
     CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
                          "NllLossBackward0: self must be [C] or [N, C], got [2,3,2,2]", Error);
+    bad = saved;  // targets 0 and 2 would index past it
+    bad["weight"] = tensor({0.5, 2.0}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
+                         "NllLossBackward0: weight should be defined either for all 3 classes or no classes, got "
+                         "weight of shape [2]",
+                         Error);
+    bad = saved;
+    bad["total_weight"] = tensor({3.5, 1.0}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {g}, {true}, bad),
+                         "NllLossBackward0: total_weight must have a single element, got shape [2]", Error);
+    CHECK_THROWS_WITH_AS(call_node("NllLossBackward0", {random64({4}, 1)}, {true}, saved),
+                         "NllLossBackward0: expected a single element grad, got [4]", Error);
+  }
+  SUBCASE("against torch: a grad and total_weight of shape [1]; no classes, every target ignored") {
+    const Tensor x1 = random64({3}, 73);
+    const Tensor expected = torch_eval1(
+        "torch.ops.aten.nll_loss_backward(a, b, torch.tensor(2), None, 1, -100, c)",
+        {tensor({1.5}, DType::Float64), x1, tensor({2.0}, DType::Float64)});
+    const Saved one_element = {{"ignore_index", std::int64_t{-100}}, {"reduction", kMean}, {"self", x1},
+                               {"target", tensor(2, DType::Int64)}, {"weight", None{}},
+                               {"total_weight", tensor({2.0}, DType::Float64)}};
+    CHECK_TENSOR(*call_node("NllLossBackward0", {tensor({1.5}, DType::Float64)}, {true}, one_element)[0], expected);
+    const Tensor no_classes = zeros({2, 0}, DType::Float64), ignored = full({2}, -100, DType::Int64);
+    const Tensor expected_empty = torch_eval1("torch.ops.aten.nll_loss_backward(a, b, c, None, 2, -100, a)",
+                                              {tensor(1.0, DType::Float64), no_classes, ignored});
+    const Saved empty = {{"ignore_index", std::int64_t{-100}}, {"reduction", kSum}, {"self", no_classes},
+                         {"target", ignored}, {"weight", None{}}, {"total_weight", tensor(0.0, DType::Float64)}};
+    CHECK_TENSOR(*call_node("NllLossBackward0", {tensor(1.0, DType::Float64)}, {true}, empty)[0], expected_empty);
   }
 }
 

@@ -1,4 +1,6 @@
 // Node tests of the nn group: normalization, convolution, pooling, upsampling, attention.
+#include <limits>
+
 #include "node_test.hpp"
 
 using namespace refgrad;
@@ -110,6 +112,16 @@ result = (*saved, (x.detach() - x.detach().mean(-1, keepdim=True)).pow(2).mean(-
     bad_mean["result1"] = random64({3}, 1);
     CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", {g}, kAll3, bad_mean),
                          "NativeLayerNormBackward0: mean [3] and rstd [2,1,1] do not fit input [2,3,4]", Error);
+    Saved no_shape = saved;  // would reduce over every dim
+    no_shape["normalized_shape"] = IntList{};
+    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", {g}, kAll3, no_shape),
+                         "NativeLayerNormBackward0: normalized_shape must have at least one size, got []", Error);
+    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", {random64({2, 1, 4}, 1)}, kAll3, saved),
+                         "NativeLayerNormBackward0: grad [2,1,4] does not have input's shape [2,3,4]", Error);
+    Saved bad_weight = saved;
+    bad_weight["weight"] = random64({4}, 1);
+    CHECK_THROWS_WITH_AS(call_node("NativeLayerNormBackward0", {g}, kAll3, bad_weight),
+                         "NativeLayerNormBackward0: weight [4] does not have normalized_shape [3,4]", Error);
   }
 }
 
@@ -277,6 +289,12 @@ result = (*saved, g, *torch.autograd.grad(out, ins, g))
                          "NativeBatchNormBackward0: statistics [3] and [2] do not match the 2 channels of input "
                          "[3,2,2,2]",
                          Error);
+    Saved one_weight = train;  // one value would broadcast over both channels
+    one_weight["weight"] = random64({1}, 1);
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", {g}, kAll3, one_weight),
+                         "NativeBatchNormBackward0: weight [1] does not have the 2 channels of input [3,2,2,2]", Error);
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormBackward0", {random64({1, 2, 2, 2}, 1)}, kAll3, train),
+                         "NativeBatchNormBackward0: grad [1,2,2,2] does not have input's shape [3,2,2,2]", Error);
   }
 }
 
@@ -336,11 +354,36 @@ result = (*saved, g, *torch.autograd.grad(out, ins, g))
       }
     }
   }
+  SUBCASE("against torch: an empty batch; no positions (the weight's grad is NaN, from the NaN statistics)") {
+    for (const Shape& shape : {Shape{0, 4, 3}, Shape{2, 4, 0}}) {
+      CAPTURE(str(shape));
+      const auto r = torch_exec(R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bb = c.requires_grad_()
+out = F.group_norm(x, 2, w, bb)
+fn = out.grad_fn
+g = torch.ones_like(out)
+result = (fn._saved_result1, fn._saved_result2, g, *torch.autograd.grad(out, (x, w, bb), g))
+)", {zeros(shape, DType::Float64), w, b});
+      const Saved empty = {{"C", std::int64_t{4}}, {"HxW", shape[2]}, {"N", shape[0]}, {"eps", eps},
+                           {"group", std::int64_t{2}}, {"input", zeros(shape, DType::Float64)}, {"weight", w},
+                           {"result1", r[0]}, {"result2", r[1]}};
+      const Grads out = call_node("NativeGroupNormBackward0", first_of_3(r[2]), kAll3, empty);
+      for (std::size_t k = 0; k < 3; ++k) CHECK_TENSOR(*out[k], r[3 + k]);
+    }
+  }
   SUBCASE("errors") {
     Saved bad_group = saved;
     bad_group["group"] = std::int64_t{3};
     CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", first_of_3(g), kAll3, bad_group),
                          doctest::Contains("do not fit N=2 C=4 HxW=3 group=3"), Error);
+    Saved huge = saved;  // N * C * HxW overflows int64
+    huge["N"] = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", first_of_3(g), kAll3, huge),
+                         doctest::Contains("do not fit N=4611686018427387904 C=4 HxW=3 group=2"), Error);
+    Saved negative = saved;  // 2 * -4 * -3 is x.numel()
+    negative["C"] = std::int64_t{-4}, negative["HxW"] = std::int64_t{-3}, negative["weight"] = None{};
+    CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", first_of_3(g), kAll3, negative),
+                         doctest::Contains("do not fit N=2 C=-4 HxW=-3 group=2"), Error);
     const Grads with_mean_grad = {g, random64({2, 2}, 1), std::nullopt};
     CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", with_mean_grad, kAll3, saved),
                          "NativeGroupNormBackward0: gradients of the mean and rstd outputs are not supported yet",
@@ -369,6 +412,10 @@ TEST_CASE("ConvolutionBackward0") {
        {2, 2}, {1, 1}, {1, 1}, true, {1, 1}, 2},
       {"F.conv_transpose1d(x, w, bias, stride=3, dilation=2, output_padding=1)", {2, 2, 4}, {2, 3, 3}, {3}, {0}, {2},
        true, {1}, 1},
+      // output_padding below the dilation but not the stride; padding wider than the kernel
+      {"F.conv_transpose1d(x, w, bias, dilation=3, output_padding=2)", {1, 2, 3}, {2, 2, 3}, {1}, {0}, {3}, true, {2},
+       1},
+      {"F.conv1d(x, w, bias, padding=4)", {1, 2, 3}, {2, 2, 2}, {1}, {4}, {1}, false, {0}, 1},
   };
   for (const Case& c : cases) {
     CAPTURE(c.torch_forward);
@@ -432,7 +479,64 @@ result = (fn._saved_input, fn._saved_weight, T(fn._saved_stride), T(fn._saved_pa
     Saved bad_stride = saved;
     bad_stride["stride"] = IntList{1, 1};
     CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {g}, {true, true, true}, bad_stride),
-                         doctest::Contains("do not fit stride [1,1]"), Error);
+                         "ConvolutionBackward0: expected stride to be a single integer value or a list of 1 values "
+                         "to match the convolution dimensions, but got stride=[1,1]",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {random64({1, 3, 5}, 1)}, {true, true, true}, saved),
+                         "ConvolutionBackward0: grad [1,3,5] is not the output [1,3,4] of the convolution of input "
+                         "[1,2,5] with weight [3,2,2], stride [1], padding [0], dilation [1], output_padding [0], "
+                         "groups 1",
+                         Error);
+    Saved huge_dilation = saved;  // dilation * (kernel - 1) + 1 overflows int64
+    huge_dilation["dilation"] = IntList{std::numeric_limits<std::int64_t>::max()};
+    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {g}, {true, true, true}, huge_dilation),
+                         "ConvolutionBackward0: 9223372036854775807 + 1 overflows int64", Error);
+    Saved output_padding = saved;
+    output_padding["output_padding"] = IntList{1};
+    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {g}, {true, true, true}, output_padding),
+                         "ConvolutionBackward0: output_padding is not supported for non-transposed convolutions, got "
+                         "output_padding=[1]",
+                         Error);
+    // Without channels any groups would divide them: the weight's grad would loop over 2^40 groups.
+    Saved many_groups = saved;
+    many_groups["input"] = zeros({1, 0, 3}, DType::Float64), many_groups["weight"] = zeros({2, 0, 1}, DType::Float64);
+    many_groups["groups"] = std::int64_t{1} << 40;
+    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {zeros({1, 0, 3}, DType::Float64)}, {false, true, false},
+                                   many_groups),
+                         "ConvolutionBackward0: weight [2,0,1] does not split into groups=1099511627776 along dim 0",
+                         Error);
+  }
+  SUBCASE("against torch: one value for every spatial dim, and an input without channels") {
+    // aten.convolution takes (and the node saves) a stride, padding or dilation of one value.
+    const auto r = torch_exec(R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bias = c.requires_grad_()
+out = torch.ops.aten.convolution(x, w, bias, [2], [1], [1], False, [0], 2)
+fn = out.grad_fn
+g = torch.ones_like(out)
+T = lambda s: torch.tensor(list(s), dtype=torch.int64)
+result = (T(fn._saved_stride), T(fn._saved_padding), g, *torch.autograd.grad(out, (x, w, bias), g))
+)",
+                              {random64({1, 2, 5, 5}, 57), random64({4, 1, 3, 3}, 58), random64({4}, 59)});
+    CHECK(int_list(r[0]) == IntList{2});
+    const Saved one_value = {{"bias_sym_sizes_opt", IntList{4}}, {"dilation", IntList{1}}, {"groups", std::int64_t{2}},
+                             {"input", random64({1, 2, 5, 5}, 57)}, {"output_padding", IntList{0}},
+                             {"padding", int_list(r[1])}, {"stride", int_list(r[0])}, {"transposed", false},
+                             {"weight", random64({4, 1, 3, 3}, 58)}};
+    const Grads out = call_node("ConvolutionBackward0", {r[2]}, {true, true, true}, one_value);
+    for (std::size_t k = 0; k < 3; ++k) CHECK_TENSOR(*out[k], r[3 + k]);
+    // ATen's "Empty" backend: no output channels, zeros for every grad, the bias's of its own size.
+    const auto e = torch_exec(R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bias = c.requires_grad_()
+out = F.conv1d(x, w, bias)
+g = torch.ones_like(out)
+result = (g, *torch.autograd.grad(out, (x, w, bias), g))
+)", {zeros({1, 0, 3}, DType::Float64), zeros({2, 0, 1}, DType::Float64), random64({2}, 60)});
+    CHECK(e[0].sizes() == Shape{1, 0, 3});
+    Saved no_channels = saved;
+    no_channels["input"] = zeros({1, 0, 3}, DType::Float64), no_channels["weight"] = zeros({2, 0, 1}, DType::Float64);
+    no_channels["bias_sym_sizes_opt"] = IntList{2};
+    const Grads empty = call_node("ConvolutionBackward0", {e[0]}, {true, true, true}, no_channels);
+    for (std::size_t k = 0; k < 3; ++k) CHECK_TENSOR(*empty[k], e[1 + k]);
   }
 }
 
@@ -485,9 +589,22 @@ result = (fn._saved_self, fn._saved_result1, T(fn._saved_kernel_size), T(fn._sav
     Saved bad_indices = saved;
     bad_indices["result1"] = zeros({2, 2, 3, 3}, DType::Int64);
     CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, bad_indices),
-                         "MaxPool2DWithIndicesBackward0: grad [2,2,2,2] and indices [2,2,3,3] do not fit self "
-                         "[2,2,4,4]",
+                         "MaxPool2DWithIndicesBackward0: indices [2,2,3,3] do not have the grad's shape [2,2,2,2]",
                          Error);
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {random64({2, 2, 3, 3}, 1)}, {true}, saved),
+                         "MaxPool2DWithIndicesBackward0: grad [2,2,3,3] is not the max_pool2d output of self "
+                         "[2,2,4,4] with kernel_size [2,2], stride [2,2], padding [0,0], dilation [1,1]",
+                         Error);
+    Saved three_sizes = saved;
+    three_sizes["kernel_size"] = IntList{2, 2, 2};
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, three_sizes),
+                         "MaxPool2DWithIndicesBackward0: kernel_size must be a single int or two ints, got "
+                         "kernel_size=[2,2,2]",
+                         Error);
+    Saved huge_kernel = saved;  // ATen narrows the parameters to int
+    huge_kernel["kernel_size"] = IntList{std::int64_t{1} << 40};
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, huge_kernel),
+                         "MaxPool2DWithIndicesBackward0: kernel_size=[1099511627776] does not fit in an int", Error);
     Saved float_indices = saved;
     float_indices["result1"] = g;
     CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, float_indices),
@@ -495,7 +612,16 @@ result = (fn._saved_self, fn._saved_result1, T(fn._saved_kernel_size), T(fn._sav
     Saved outside = saved;
     outside["result1"] = full({2, 2, 2, 2}, 16, DType::Int64);  // a 4x4 plane has positions 0..15
     CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackward0", {g}, {true}, outside),
-                         doctest::Contains("index 16 is out of bounds"), Error);
+                         "MaxPool2DWithIndicesBackward0: index 16 in result1 is out of range for self's 4x4 plane",
+                         Error);
+  }
+  SUBCASE("an index of -1 drops its grad, as ATen's kernel skips it") {
+    const Saved skip = {{"ceil_mode", false},        {"dilation", IntList{1}}, {"kernel_size", IntList{2}},
+                        {"padding", IntList{0}},      {"self", random64({1, 1, 2, 4}, 62)},
+                        {"stride", IntList{}},        {"result1", tensor({{{{-1, 6}}}}, DType::Int64)}};
+    const Tensor grad_self =
+        *call_node("MaxPool2DWithIndicesBackward0", {tensor({{{{3.0, 5.0}}}}, DType::Float64)}, {true}, skip)[0];
+    CHECK_TENSOR(grad_self, tensor({{{{0.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 5.0, 0.0}}}}, DType::Float64));
   }
 }
 
@@ -568,6 +694,17 @@ result = (fn._saved_self, T(fn._saved_kernel_size), T(fn._saved_stride), T(fn._s
     zero_divisor["divisor_override"] = std::int64_t{0};
     CHECK_THROWS_WITH_AS(call_node("AvgPool2DBackward0", {g}, {true}, zero_divisor),
                          "AvgPool2DBackward0: divisor_override is 0", Error);
+    Saved negative_padding = saved;
+    negative_padding["padding"] = IntList{-1};
+    CHECK_THROWS_WITH_AS(call_node("AvgPool2DBackward0", {g}, {true}, negative_padding),
+                         "AvgPool2DBackward0: padding must be between 0 and half the kernel size, got padding=[-1] "
+                         "and kernel_size=[2,2]",
+                         Error);
+    Saved tall = saved;  // an empty self may have any height: H + 2 * padding overflows int64
+    tall["self"] = empty({0, 1, std::numeric_limits<std::int64_t>::max() - 1, 1}, DType::Float64);
+    tall["padding"] = IntList{1};
+    CHECK_THROWS_WITH_AS(call_node("AvgPool2DBackward0", {empty({0, 1, 1, 3}, DType::Float64)}, {true}, tall),
+                         "AvgPool2DBackward0: 9223372036854775806 + 2 overflows int64", Error);
   }
 }
 
@@ -599,6 +736,12 @@ result = (fn._saved_self, g, *torch.autograd.grad(out, (x,), g))
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(call_node("AdaptiveAvgPool2DBackward0", {random64({3, 3, 2}, 1)}, {true}, Saved{{"self", x}}),
                          "AdaptiveAvgPool2DBackward0: grad [3,3,2] does not fit self [2,3,7,5]", Error);
+  }
+  SUBCASE("an empty batch: zeros, without visiting the grad's (any) output positions") {
+    const Tensor grad = empty({0, 1, std::numeric_limits<std::int64_t>::max() - 1, 1}, DType::Float64);
+    const Tensor grad_self =
+        *call_node("AdaptiveAvgPool2DBackward0", {grad}, {true}, Saved{{"self", zeros({0, 1, 7, 5}, DType::Float64)}})[0];
+    CHECK(grad_self.sizes() == Shape{0, 1, 7, 5});
   }
 }
 
@@ -649,6 +792,19 @@ result = (T(fn._saved_output_size), T(fn._saved_self_sym_sizes), sh is None, sh 
                          "UpsampleNearest2DBackward0: grad [2,2,8,5] does not fit output_size [8,6] and self sizes "
                          "[2,2,4,3]",
                          Error);
+    Saved tiny_scale = saved;  // 1 / scales_h is infinite in float: ATen's index would be undefined
+    tiny_scale["output_size"] = IntList{5, 6}, tiny_scale["scales_h"] = 1e-300;
+    CHECK_THROWS_WITH_AS(call_node("UpsampleNearest2DBackward0", {random64({2, 2, 5, 6}, 1)}, {true}, tiny_scale),
+                         "UpsampleNearest2DBackward0: scales_h 1e-300 is too small: its inverse does not fit a float",
+                         Error);
+  }
+  SUBCASE("against torch: an empty batch") {
+    Saved empty_batch = saved;
+    empty_batch["self_sym_sizes"] = IntList{0, 2, 4, 3};
+    const Tensor grad = zeros({0, 2, 8, 6}, DType::Float64);
+    const Tensor expected =
+        torch_eval1("torch.ops.aten.upsample_nearest2d_backward(a, [8, 6], [0, 2, 4, 3])", {grad});
+    CHECK_TENSOR(*call_node("UpsampleNearest2DBackward0", {grad}, {true}, empty_batch)[0], expected);
   }
 }
 
@@ -699,6 +855,25 @@ result = (T(fn._saved_output_size), T(fn._saved_self_sym_sizes), sh is None, sh 
                          "UpsampleBilinear2DBackward0: grad [2,8,6] does not fit output_size [8,6] and self sizes "
                          "[2,2,4,3]",
                          Error);
+    Saved tiny_scale = saved;  // 1 / scales_h is infinite: the source index would be written out of bounds
+    tiny_scale["scales_h"] = 5e-324;
+    CHECK_THROWS_WITH_AS(call_node("UpsampleBilinear2DBackward0", {random64({2, 2, 8, 6}, 1)}, {true}, tiny_scale),
+                         "UpsampleBilinear2DBackward0: scales_h 4.94066e-324 is too small: its inverse does not fit a "
+                         "double",
+                         Error);
+  }
+  SUBCASE("against torch: equal sizes copy whatever the scale; a large scale clamps to the last row") {
+    const Tensor grad = arange(Scalar(6), DType::Float64);
+    for (const auto& [sizes, scale] : {std::pair{IntList{1, 1, 3, 2}, 0.5}, std::pair{IntList{1, 1, 2, 2}, 1e-5}}) {
+      CAPTURE(scale);
+      const Saved scaled = {{"align_corners", false}, {"output_size", IntList{3, 2}}, {"scales_h", scale},
+                            {"scales_w", 0.5}, {"self_sym_sizes", sizes}};
+      const Tensor g = reshape(grad, {1, 1, 3, 2});
+      const Tensor expected = torch_eval1(
+          "torch.ops.aten.upsample_bilinear2d_backward(a, [3, 2], b.tolist(), False, c.item(), 0.5)",
+          {g, from_vector(sizes, {4}), tensor(scale, DType::Float64)});
+      CHECK_TENSOR(*call_node("UpsampleBilinear2DBackward0", {g}, {true}, scaled)[0], expected);
+    }
   }
 }
 
@@ -774,6 +949,17 @@ result = (m is None, torch.zeros(0) if m is None else m, s is None, s or 0.0, fn
                          doctest::Contains("query [2,2,3,4], key [2,2,5,3], value [2,2,5,4] and grad [2,2,3,4] "
                                            "do not fit"),
                          Error);
+    Saved big_mask = saved;  // it would broadcast the scores to 5 dims
+    big_mask["attn_mask"] = zeros({3, 2, 2, 3, 5}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node(kNode, {g}, {true, true, true}, big_mask),
+                         "ScaledDotProductFlashAttentionForCpuBackward0: attn_mask float64[3,2,2,3,5] must be a bool "
+                         "or floating mask of 2 or 4 dims that broadcasts to the scores [2,2,3,5]",
+                         Error);
+    Saved no_keys = saved;  // torch's kernel divides by zero
+    no_keys["key"] = random64({2, 2, 0, 4}, 1), no_keys["value"] = random64({2, 2, 0, 4}, 1);
+    no_keys["attn_mask"] = None{};
+    CHECK_THROWS_WITH_AS(call_node(kNode, {g}, {true, true, true}, no_keys),
+                         "ScaledDotProductFlashAttentionForCpuBackward0: key [2,2,0,4] has no positions", Error);
   }
 }
 
