@@ -14,12 +14,27 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <type_traits>
 
 #include "kernel.hpp"
 
 namespace refgrad {
 
 namespace {
+
+// target + value and a * b in the tensor's dtype; int64 wraps around, as ATen's kernels do (signed
+// overflow is undefined behaviour in C++).
+template <class T>
+T accumulated(T target, T value) {
+  if constexpr (std::is_same_v<T, std::int64_t>) return kernel::wrapping_add(target, value);
+  else return static_cast<T>(target + value);
+}
+
+template <class T>
+T multiplied(T a, T b) {
+  if constexpr (std::is_same_v<T, std::int64_t>) return kernel::wrapping_mul(a, b);
+  else return static_cast<T>(a * b);
+}
 
 // Visits every element of `sizes` in row-major order and calls f(offsets),
 // where offsets[k] is the element's offset in a view with strides[k] (each of
@@ -155,7 +170,7 @@ Tensor scatter_impl(const Tensor& self, std::int64_t dim, const Tensor& index, c
                         [&](const auto& o) {
                           T& target = dst[o[1] + idx[o[0]] * stride];
                           const T v = source ? source[o[2]] : constant;
-                          if (mode == ScatterMode::Add) target = static_cast<T>(target + v);
+                          if (mode == ScatterMode::Add) target = accumulated(target, v);
                           else target = v;
                         });
   });
@@ -447,7 +462,7 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
                                           only_dim(source1.sizes().size(), d, 1)},
                         [&](const auto& o) {
                           T& target = dst[o[1] + idx[o[2]] * stride];
-                          target = static_cast<T>(target + a * src[o[0]]);
+                          target = accumulated(target, multiplied(a, src[o[0]]));
                         });
   });
   return out;
@@ -491,7 +506,7 @@ Tensor index_put(const Tensor& self, const std::vector<OptionalTensor>& indices,
     for_each_offsets<3>(plan.result_sizes, {expanded.strides(), plan.slice_strides, plan.table_strides},
                         [&](const auto& o) {
                           T& target = dst[o[1] + plan.table[o[2]]];
-                          target = accumulate ? static_cast<T>(target + src[o[0]]) : src[o[0]];
+                          target = accumulate ? accumulated(target, src[o[0]]) : src[o[0]];
                         });
   });
   return out;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "expect.hpp"
 #include "refgrad/ops.hpp"
@@ -237,6 +238,21 @@ TEST_CASE("scatter") {
     CHECK_THROWS_WITH_AS(scatter(x, -3, tensor({{0}}), src),
                          "scatter: dimension out of range (expected to be in range of [-2, 1], but got -3)", Error);
   }
+}
+
+TEST_CASE("int64 accumulation wraps around as torch's does") {
+  // INT64_MIN + -1: signed overflow, undefined in C++; torch's kernels wrap to INT64_MAX.
+  const Tensor low = full({1}, std::numeric_limits<std::int64_t>::min(), DType::Int64);
+  const Tensor minus_one = full({1}, -1, DType::Int64);
+  const Tensor index = tensor({0}, DType::Int64);
+  const Tensor expected = torch_eval1("a.index_add(0, b, c)", {low, index, minus_one});
+  CHECK(expected.item<std::int64_t>() == std::numeric_limits<std::int64_t>::max());
+  CHECK(equal(index_add(low, 0, index, minus_one), expected));
+  CHECK(equal(scatter_add(minus_one, 0, index, low), torch_eval1("a.scatter_add(0, b, c)", {minus_one, index, low})));
+  CHECK(equal(index_put(low, {index}, minus_one, true), torch_eval1("a.index_put((b,), c, True)", {low, index, minus_one})));
+  // alpha * source wraps too: 2 * 2^62 = 2^63 wraps to INT64_MIN
+  const Tensor big = full({1}, std::int64_t{1} << 62, DType::Int64), zero = zeros({1}, DType::Int64);
+  CHECK(equal(index_add(zero, 0, index, big, 2), torch_eval1("a.index_add(0, b, c, alpha=2)", {zero, index, big})));
 }
 
 TEST_CASE("scatter_add") {
