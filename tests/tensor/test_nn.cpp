@@ -738,8 +738,8 @@ TEST_CASE("upsample_nearest2d") {
     // 1 / 1e-300 overflows float32: ATen would convert an infinite source index to int64.
     CHECK_THROWS_WITH_AS(upsample_nearest2d(small, {3, 3}, 1e-300, 1.0),
                          "upsample_nearest2d: scales_h=1e-300 is too small: 1/scales_h overflows float32", Error);
-    // 1 / 1e-38 fits, and dst * 1e38 is past the last source index (2e38
-    // overflows int64): every dst but 0 reads the last row and column.
+    // 1 / 1e-38 fits, but dst * 1e38 is past the last source index and
+    // beyond int64: every dst but 0 reads the last row and column.
     CHECK_TENSOR(upsample_nearest2d(small, {3, 3}, 1e-38, 1e-38),
                  tensor({{{{1.0, 2.0, 2.0}, {3.0, 4.0, 4.0}, {3.0, 4.0, 4.0}}}}));
     // An empty batch allows any output size: no table of 2^40 source indices for it.
