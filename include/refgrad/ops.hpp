@@ -195,7 +195,9 @@ Tensor dot(const Tensor& self, const Tensor& other);
 // --------------------------------------------------------------------- nn ---
 // Layouts are ATen's: input [N, C, (H,) W], weight [C_out, C_in/groups, kH, kW]
 // (transposed: [C_in, C_out/groups, kH, kW]). Unbatched inputs are accepted
-// where ATen accepts them.
+// where ATen accepts them. An undefined bias is no bias; a bias of another
+// dtype is converted to the input's. Pooling parameters must fit in int, as
+// in ATen; an upsampling scale whose reciprocal overflows raises.
 
 Tensor convolution(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, const IntList& stride,
                    const IntList& padding, const IntList& dilation, bool transposed,

@@ -84,7 +84,9 @@ T negate(T a) {
 
 // A Scalar argument of an op (alpha, a clamp bound, a where or fill value),
 // converted like c10's checked_convert: it must fit the dtype it is used in.
-// +-inf and NaN fit floating dtypes; any value fits bool.
+// +-inf and NaN fit floating dtypes; any value fits bool. c10 compares with
+// INT64_MAX rounded to double, so 2^63 passes for int64 and converts as x86
+// does, to INT64_MIN.
 template <class T>
 T checked_scalar(const Scalar& value, const char* op) {
   if constexpr (is_bool_v<T>) {
@@ -93,10 +95,13 @@ T checked_scalar(const Scalar& value, const char* op) {
     if (value.is_floating_point()) {
       const double v = value.to_double();
       bool fits = true;
-      if constexpr (is_int64_v<T>) fits = v >= -0x1p63 && v < 0x1p63;  // false for NaN
+      if constexpr (is_int64_v<T>) fits = v >= -0x1p63 && v <= 0x1p63;  // false for NaN
       else fits = !std::isfinite(v) || std::abs(v) <= std::numeric_limits<T>::max();
       check(fits, op, ": value ", value.repr(), " cannot be converted to type ", dtype_name(dtype_of<T>()),
             " without overflow");
+      if constexpr (is_int64_v<T>) {
+        if (v == 0x1p63) return std::numeric_limits<std::int64_t>::min();
+      }
       return static_cast<T>(v);
     }
     return static_cast<T>(value.to_int64());  // from the integer itself, not through double

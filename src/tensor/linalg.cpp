@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -66,6 +68,25 @@ template <class T>
 T multiply(T x, T y) {
   if constexpr (std::is_same_v<T, std::int64_t>) return wrapping_mul(x, y);
   else return static_cast<T>(x * y);
+}
+
+// addmm's beta and alpha in the result dtype, as c10's checked_convert: a
+// float truncates to int64 when it is in range (NaN and inf are not; 2^63
+// passes c10's check and becomes INT64_MIN, as on x86), and must not
+// overflow float32 (inf and NaN may).
+template <class T>
+T checked_scalar(const Scalar& value, const char* name) {
+  if (!value.is_floating_point()) return value.to<T>();  // bool and int Scalars always fit
+  const double v = value.to_double();
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    check(v >= -0x1p63 && v <= 0x1p63, "addmm: ", name, "=", value.repr(),
+          " cannot be converted to type int64 without overflow");
+    return v == 0x1p63 ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(v);
+  } else {
+    check(!std::isfinite(v) || std::abs(v) <= std::numeric_limits<T>::max(), "addmm: ", name, "=", value.repr(),
+          " cannot be converted to type ", dtype_name(dtype_of<T>()), " without overflow");
+    return static_cast<T>(v);
+  }
 }
 
 // ------------------------------------------------------------ matrix views ---
@@ -267,12 +288,16 @@ Tensor dot(const Tensor& self, const Tensor& other) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       use_one_blas_thread();
-      // BLAS wants positive increments; a broadcast vector (stride 0) is copied.
-      const Tensor x = self.stride(0) > 0 ? self : self.contiguous();
-      const Tensor y = other.stride(0) > 0 ? other : other.contiguous();
+      // BLAS wants positive int increments; a broadcast vector (stride 0) is
+      // copied. The stride of a one-element vector never matters.
+      const auto increment = [](const Tensor& v) { return v.numel() == 1 ? std::int64_t{1} : v.stride(0); };
+      const auto blas_ready = [&](const Tensor& v) {
+        return increment(v) > 0 && increment(v) <= INT_MAX ? v : v.contiguous();
+      };
+      const Tensor x = blas_ready(self), y = blas_ready(other);
       *out.data_ptr<T>() = n == 0 ? T(0)
-                                  : blas_dot(blas_int(n, "dot"), x.data_ptr<T>(), blas_int(x.stride(0), "dot"),
-                                             y.data_ptr<T>(), blas_int(y.stride(0), "dot"));
+                                  : blas_dot(blas_int(n, "dot"), x.data_ptr<T>(), blas_int(increment(x), "dot"),
+                                             y.data_ptr<T>(), blas_int(increment(y), "dot"));
     } else if constexpr (std::is_same_v<T, std::int64_t>) {
       const T* x = self.data_ptr<T>();
       const T* y = other.data_ptr<T>();
@@ -341,8 +366,9 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
         T* dst = c;
         kernel::for_each_offset(expanded.sizes(), expanded.strides(), [&](int64_t offset) { *dst++ = src[offset]; });
       }
-      gemm<T>(matrix_at<T>(mat1, 0), matrix_at<T>(mat2, 0), alpha.to<T>(), use_self ? beta.to<T>() : T(0), c,
-              out_sizes[1], "addmm");
+      const T alpha_value = checked_scalar<T>(alpha, "alpha");
+      const T beta_value = use_self ? checked_scalar<T>(beta, "beta") : T(0);
+      gemm<T>(matrix_at<T>(mat1, 0), matrix_at<T>(mat2, 0), alpha_value, beta_value, c, out_sizes[1], "addmm");
     }
   });
   return out;

@@ -79,10 +79,14 @@ std::int64_t height_part(const IntList& values, std::int64_t value_if_1d) {
   return values.size() == 2 ? values[0] : value_if_1d;
 }
 
-// A view of `t` with a size-1 dim inserted at `dim` (no copy).
+// A view of `t` with a size-1 dim inserted at `dim` (no copy). Its stride
+// never addresses anything; size * stride of the next dim keeps a contiguous
+// view contiguous, and 1 does where that product overflows (an empty view may
+// have any strides).
 Tensor with_unit_dim(const Tensor& t, std::size_t dim) {
   Shape sizes = t.sizes(), strides = t.strides();
-  const std::int64_t stride = dim < sizes.size() ? sizes[dim] * strides[dim] : 1;
+  std::int64_t stride = 1;
+  if (dim < sizes.size() && __builtin_mul_overflow(sizes[dim], strides[dim], &stride)) stride = 1;
   sizes.insert(sizes.begin() + dim, 1);
   strides.insert(strides.begin() + dim, stride);
   return Tensor(t.storage(), sizes, strides, t.storage_offset(), t.dtype());
@@ -98,7 +102,7 @@ Tensor without_unit_dim(const Tensor& t, std::size_t dim) {
 
 template <class T>
 void convolution_kernel(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, Tensor& output,
-                        bool transposed, std::int64_t groups, Window2d window) {
+                        bool transposed, std::int64_t groups, Window2d window, const Tensor& column_buffer) {
   const std::int64_t batch = input.size(0);
   const std::int64_t in_channels = input.size(1), out_channels = output.size(1);
   const std::int64_t group_in = in_channels / groups, group_out = out_channels / groups;
@@ -107,8 +111,7 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
   const T* in = input.data_ptr<T>();
   const T* w = weight.data_ptr<T>();
   T* out = output.data_ptr<T>();
-  // One image's columns: [channels * kernel_h * kernel_w, positions].
-  std::vector<T> columns(static_cast<std::size_t>(window.channels * patch * window.cols_h * window.cols_w));
+  T* columns = column_buffer.data_ptr<T>();
 
   for (std::int64_t n = 0; n < batch; ++n)
     for (std::int64_t g = 0; g < groups; ++g) {
@@ -117,16 +120,14 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
       if (!transposed) {
         // out_g [group_out, positions] = weight_g [group_out, group_in*patch] @ columns.
         const T* weight_g = w + g * group_out * group_in * patch;
-        im2col(window, in_g, columns.data());
-        kernel::gemm_contiguous(false, false, group_out, out_plane, group_in * patch, weight_g, columns.data(),
-                                out_g);
+        im2col(window, in_g, columns);
+        kernel::gemm_contiguous(false, false, group_out, out_plane, group_in * patch, weight_g, columns, out_g);
       } else {
         // The adjoint: columns = weight_g^T @ in_g, with weight_g [group_in, group_out*patch],
         // then col2im scatters the columns into the (larger) output image.
         const T* weight_g = w + g * group_in * group_out * patch;
-        kernel::gemm_contiguous(true, false, group_out * patch, in_plane, group_in, weight_g, in_g,
-                                columns.data());
-        col2im(window, columns.data(), out_g);
+        kernel::gemm_contiguous(true, false, group_out * patch, in_plane, group_in, weight_g, in_g, columns);
+        col2im(window, columns, out_g);
       }
     }
 
@@ -141,10 +142,12 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
 }
 
 // aten::convolution for 1-d and 2-d; `op` names the public entry point in errors.
-Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weight, const OptionalTensor& bias,
+Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weight, const OptionalTensor& bias_arg,
                         const IntList& stride_arg, const IntList& padding_arg, const IntList& dilation_arg,
                         bool transposed, const IntList& output_padding_arg, std::int64_t groups) {
   check(input.defined() && weight.defined(), op, ": input and weight must be defined");
+  // An undefined bias is no bias, as an undefined optional Tensor in ATen.
+  const OptionalTensor bias = bias_arg && bias_arg->defined() ? bias_arg : std::nullopt;
   check(weight.dim() >= 3, op, ": weight should have at least three dimensions, got weight of shape ",
         shape_text(weight.sizes()));
   check(weight.dim() <= 4, op, ": only 1-d and 2-d convolutions are implemented, got weight of shape ",
@@ -170,10 +173,9 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   check(input.dim() == weight.dim(), op, ": expected ", weight.dim(), "-dimensional input for ", weight.dim(),
         "-dimensional weight ", shape_text(weight.sizes()), ", but got ", input.dim(), "-dimensional input of size ",
         shape_text(input.sizes()), " instead");
+  // The bias may have another dtype: ATen converts it to the input's.
   check(weight.dtype() == input.dtype(), op, ": input (", dtype_name(input.dtype()), ") and weight (",
         dtype_name(weight.dtype()), ") must have the same dtype");
-  check(!bias || bias->dtype() == input.dtype(), op, ": input (", dtype_name(input.dtype()), ") and bias (",
-        bias ? dtype_name(bias->dtype()) : "", ") must have the same dtype");
   check(input.dtype() != DType::Bool, op, ": not implemented for bool tensors (float32, float64 and int64 are)");
 
   check(weight.size(0) >= groups, op, ": given groups=", groups, ", expected weight to be at least ", groups,
@@ -181,12 +183,14 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   check(weight.size(0) % groups == 0, op, ": given groups=", groups, ", expected weight to be divisible by ",
         groups, " at dimension 0, but got weight of size ", shape_text(weight.sizes()), " instead");
   const std::int64_t in_channels = input.size(1);
-  const std::int64_t expected_in = transposed ? weight.size(0) : weight.size(1) * groups;
+  // Sizes and params from a program may be anything: the products below are
+  // checked for int64 overflow.
+  const std::int64_t expected_in = transposed ? weight.size(0) : multiply_or_fail(weight.size(1), groups, op);
   const std::string given = transposed ? std::string("transposed=1") : concat("groups=", groups);
   check(in_channels == expected_in, op, ": given ", given, ", weight of size ", shape_text(weight.sizes()),
         ", expected input", shape_text(input.sizes()), " to have ", expected_in, " channels, but got ", in_channels,
         " channels instead");
-  const std::int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  const std::int64_t out_channels = transposed ? multiply_or_fail(weight.size(1), groups, op) : weight.size(0);
   check(!bias || (bias->dim() == 1 && bias->size(0) == out_channels), op, ": given ",
         transposed ? "transposed=1, " : "", "weight of size ", shape_text(weight.sizes()),
         ", expected bias to be 1-dimensional with ", out_channels, " elements, but got bias of size ",
@@ -200,8 +204,8 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   if (!transposed) {
     IntList padded(k), dilated_kernel(k);
     for (std::size_t d = 0; d < k; ++d) {
-      padded[d] = in_size[d] + 2 * padding[d];
-      dilated_kernel[d] = dilation[d] * (kernel[d] - 1) + 1;
+      padded[d] = add_or_fail(in_size[d], multiply_or_fail(2, padding[d], op), op);
+      dilated_kernel[d] = add_or_fail(multiply_or_fail(dilation[d], kernel[d] - 1, op), 1, op);
       out_size[d] = (padded[d] - dilated_kernel[d]) / stride[d] + 1;
     }
     for (std::size_t d = 0; d < k; ++d)
@@ -212,8 +216,11 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
       check(output_padding[d] < stride[d] || output_padding[d] < dilation[d], op,
             ": output padding must be smaller than either stride or dilation, but got output_padding=",
             shape_text(output_padding), ", stride=", shape_text(stride), ", dilation=", shape_text(dilation));
-      out_size[d] =
-          (in_size[d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel[d] - 1) + output_padding[d] + 1;
+      // (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+      const std::int64_t spread = multiply_or_fail(in_size[d] - 1, stride[d], op);
+      const std::int64_t dilated = multiply_or_fail(dilation[d], kernel[d] - 1, op);
+      out_size[d] = add_or_fail(add_or_fail(spread, -multiply_or_fail(2, padding[d], op), op),
+                                add_or_fail(dilated, add_or_fail(output_padding[d], 1, op), op), op);
     }
     for (std::size_t d = 0; d < k; ++d)
       check(out_size[d] > 0, op, ": given input size per channel ", shape_text(in_size),
@@ -253,10 +260,18 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
                         padding.back(),
                         height_part(dilation, 1),
                         dilation.back()};
+  // One image's im2col columns, [channels * kernel_h * kernel_w, positions]:
+  // often larger than input and output, so it is a checked Tensor too.
+  Tensor columns;
+  try {
+    columns = empty({window.channels, window.kernel_h, window.kernel_w, window.cols_h, window.cols_w}, input.dtype());
+  } catch (const Error& error) {
+    throw Error(concat(op, ": the im2col buffer: ", error.what()));
+  }
   kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>)
-      convolution_kernel<T>(input4, weight4, bias1, output4, transposed, groups, window);
+      convolution_kernel<T>(input4, weight4, bias1, output4, transposed, groups, window, columns);
   });
   return output;
 }
@@ -287,6 +302,14 @@ struct Pool2dParams {
   std::int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
 };
 
+// ATen's pooling kernels take their parameters as int and raise for larger
+// values; refgrad does too, which also keeps the window arithmetic in int64.
+void check_fits_int(const char* op, const char* name, const IntList& values) {
+  for (std::int64_t v : values)
+    check(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(), op, ": ", name, "=",
+          shape_text(values), " does not fit in int, as ATen's pooling kernels need");
+}
+
 // kernel_size, stride (empty: the kernel), padding and dilation, each one
 // value or two (H, W), as max_pool2d and avg_pool2d take them.
 Pool2dParams pool_params(const char* op, const IntList& kernel_size, const IntList& stride, const IntList& padding,
@@ -299,6 +322,10 @@ Pool2dParams pool_params(const char* op, const IntList& kernel_size, const IntLi
         ": padding must either be a single int, or a tuple of two ints, got ", shape_text(padding));
   check(dilation.size() == 1 || dilation.size() == 2, op,
         ": dilation must be either a single int, or a tuple of two ints, got ", shape_text(dilation));
+  check_fits_int(op, "kernel_size", kernel_size);
+  check_fits_int(op, "stride", stride);
+  check_fits_int(op, "padding", padding);
+  check_fits_int(op, "dilation", dilation);
   const IntList& s = stride.empty() ? kernel_size : stride;
   return {kernel_size.front(), kernel_size.back(), s.front(),        s.back(),
           padding.front(),     padding.back(),     dilation.front(), dilation.back()};
@@ -307,16 +334,26 @@ Pool2dParams pool_params(const char* op, const IntList& kernel_size, const IntLi
 // ATen's pooling_output_shape, with its checks on one spatial dim.
 std::int64_t pooling_output_size(const char* op, std::int64_t input_size, std::int64_t kernel, std::int64_t pad,
                                  std::int64_t stride, std::int64_t dilation, bool ceil_mode) {
+  // The parameters fit in int (pool_params), so only sums with the input size
+  // (huge next to an empty batch dim) can overflow int64.
+  const std::int64_t effective_kernel = (kernel - 1) * dilation + 1;
   check(stride != 0, op, ": stride should not be zero");
   check(pad >= 0, op, ": pad must be non-negative, but got pad: ", pad);
-  check(pad <= ((kernel - 1) * dilation + 1) / 2, op,
-        ": pad should be at most half of effective kernel size, but got pad=", pad, ", kernel_size=", kernel,
-        " and dilation=", dilation);
-  std::int64_t size =
-      floor_div(input_size + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
+  check(pad <= effective_kernel / 2, op, ": pad should be at most half of effective kernel size, but got pad=", pad,
+        ", kernel_size=", kernel, " and dilation=", dilation);
+  // pool2d_shape_check rejects these next, as in ATen; the size is not used.
+  if (kernel <= 0 || stride <= 0 || dilation <= 0) return 0;
+  const std::int64_t span = add_or_fail(input_size, 2 * pad - effective_kernel, op);
+  std::int64_t size = add_or_fail(floor_div(add_or_fail(span, ceil_mode ? stride - 1 : 0, op), stride), 1, op);
   // In ceil mode the last window must still start inside the image or its left padding.
-  if (ceil_mode && (size - 1) * stride >= input_size + pad) --size;
+  if (ceil_mode && (size - 1) * stride - pad >= input_size) --size;
   return size;
+}
+
+// The first tap of a window starting at `start` (maybe in the padding) that
+// lies at or after 0: start + ceil(-start / dilation) * dilation.
+std::int64_t first_tap_inside(std::int64_t start, std::int64_t dilation) {
+  return start >= 0 ? start : start + (-start + dilation - 1) / dilation * dilation;
 }
 
 // ATen's pool2d_shape_check, after the output size is known.
@@ -364,16 +401,36 @@ std::int64_t planes_of(const Tensor& self) { return numel_of(Shape(self.sizes().
 
 // ----------------------------------------------------------- upsampling ---
 
-// The source index scale ATen uses (area_pixel_compute_scale): with
-// align_corners the corner pixels of input and output line up; otherwise a
-// given positive scale factor wins over the size ratio.
+// ATen's compute_scales_value: a given positive scale factor wins over the
+// size ratio. A scale so small that 1 / scale overflows T would make ATen
+// convert an infinite source index to int64 (undefined behaviour): refused.
 template <class T>
-T upsample_scale(std::int64_t input_size, std::int64_t output_size, bool align_corners,
-                 std::optional<double> scale) {
+T source_scale(const char* op, const char* name, std::int64_t input_size, std::int64_t output_size,
+               std::optional<double> scale) {
+  if (!(scale && *scale > 0)) return static_cast<T>(input_size) / static_cast<T>(output_size);
+  const double ratio = 1.0 / *scale;
+  check(ratio <= std::numeric_limits<T>::max(), op, ": ", name, "=", *scale, " is too small: 1/", name,
+        " overflows ", dtype_name(dtype_of<T>()));
+  return static_cast<T>(ratio);
+}
+
+// The source index scale ATen uses (area_pixel_compute_scale): with
+// align_corners the corner pixels of input and output line up.
+template <class T>
+T upsample_scale(const char* op, const char* name, std::int64_t input_size, std::int64_t output_size,
+                 bool align_corners, std::optional<double> scale) {
   if (align_corners)
     return output_size > 1 ? static_cast<T>(input_size - 1) / static_cast<T>(output_size - 1) : T(0);
-  if (scale && *scale > 0) return static_cast<T>(1.0 / *scale);
-  return static_cast<T>(input_size) / static_cast<T>(output_size);
+  return source_scale<T>(op, name, input_size, output_size, scale);
+}
+
+// min(floor(real), input_size - 1) as ATen's nearest_idx and
+// guard_index_and_lambda compute it (floorf), for real >= 0; a real beyond
+// the last index (even inf) gives the last index without converting it.
+template <class T>
+std::int64_t last_index_at_most(T real, std::int64_t input_size) {
+  if (!(real < static_cast<T>(input_size - 1))) return input_size - 1;
+  return std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(real))), input_size - 1);
 }
 
 void check_upsample(const char* op, const Tensor& self, const IntList& output_size) {
@@ -465,8 +522,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntL
             std::int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
             const std::int64_t h1 = std::min(h0 + (p.kernel_h - 1) * p.dilation_h + 1, in_h);
             const std::int64_t w1 = std::min(w0 + (p.kernel_w - 1) * p.dilation_w + 1, in_w);
-            while (h0 < 0) h0 += p.dilation_h;
-            while (w0 < 0) w0 += p.dilation_w;
+            h0 = first_tap_inside(h0, p.dilation_h);
+            w0 = first_tap_inside(w0, p.dilation_w);
             std::int64_t best_index = h0 * in_w + w0;
             T best = lowest;
             for (std::int64_t h = h0; h < h1; h += p.dilation_h)
@@ -489,6 +546,25 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntL
   });
   return {output, indices};
 }
+
+namespace {
+
+// int64 sums wrap around, as in ATen.
+template <class T>
+T wrapping_plus(T a, T b) {
+  if constexpr (std::is_same_v<T, std::int64_t>) return kernel::wrapping_add(a, b);
+  else return a + b;
+}
+
+// int64 divides like C++ (truncation), as ATen does; INT64_MIN / -1, a
+// hardware trap in C++, wraps to INT64_MIN as in torch.
+template <class T>
+T truncating_divide(T sum, std::int64_t divisor) {
+  if constexpr (std::is_same_v<T, std::int64_t>) return divisor == -1 ? kernel::wrapping_neg(sum) : sum / divisor;
+  else return sum / static_cast<T>(divisor);
+}
+
+}  // namespace
 
 Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   bool ceil_mode, bool count_include_pad, std::optional<std::int64_t> divisor_override) {
@@ -527,11 +603,10 @@ Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList&
             // window overlapping the image.
             T sum = 0;
             for (std::int64_t h = h0; h < h1; ++h)
-              for (std::int64_t w = w0; w < w1; ++w) sum += image[h * in_w + w];
+              for (std::int64_t w = w0; w < w1; ++w) sum = wrapping_plus(sum, image[h * in_w + w]);
             const std::int64_t divisor =
                 divisor_override ? *divisor_override : count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-            // int64 divides like C++ (truncation), as ATen does.
-            out[(plane * out_h + oh) * out_w + ow] = sum / static_cast<T>(divisor);
+            out[(plane * out_h + oh) * out_w + ow] = truncating_divide(sum, divisor);
           }
       }
     }
@@ -553,10 +628,15 @@ Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {
   check(self.is_floating_point(), op, ": not implemented for ", dtype_name(self.dtype()),
         " tensors (float32 and float64 are)");
   const std::int64_t out_h = output_size[0], out_w = output_size[1];
+  // The cell bounds below multiply an output index by an input size.
+  std::int64_t product = 0;
+  check(!__builtin_mul_overflow(out_h, in_h, &product) && !__builtin_mul_overflow(out_w, in_w, &product), op,
+        ": output_size ", shape_text(output_size), " times the input size ", shape_text(self.sizes()),
+        " overflows int64");
   Tensor output = empty(pooled_shape(self, out_h, out_w), self.dtype());
   const std::int64_t planes = planes_of(self);
-  // Output cell o of n covers input [floor(o*in/n), ceil((o+1)*in/n)),
-  // written without overflow-prone products as ATen's start/end_index.
+  // Output cell o of n covers input [floor(o*in/n), ceil((o+1)*in/n)), as
+  // ATen's start/end_index.
   const auto start_index = [](std::int64_t o, std::int64_t out, std::int64_t in) {
     return (o / out) * in + ((o % out) * in) / out;
   };
@@ -593,14 +673,16 @@ Tensor upsample_nearest2d(const Tensor& self, const IntList& output_size, std::o
   check_upsample(op, self, output_size);
   const std::int64_t in_h = self.size(2), in_w = self.size(3), out_h = output_size[0], out_w = output_size[1];
   Tensor output = empty({self.size(0), self.size(1), out_h, out_w}, self.dtype());
+  // An empty batch may come with any output size: no index table for it.
+  if (output.numel() == 0) return output;
   const std::int64_t planes = self.size(0) * self.size(1);
   kernel::dispatch_floating(self.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     // ATen's nearest_idx: a copy for the same size, dst/2 for twice the size,
     // else floor(dst * scale) clamped, computed in float32 for every dtype.
-    const auto source_indices = [](std::int64_t in, std::int64_t out, std::optional<double> scale) {
-      const float ratio = scale && *scale > 0 ? static_cast<float>(1.0 / *scale)
-                                              : static_cast<float>(in) / static_cast<float>(out);
+    const auto source_indices = [op](const char* name, std::int64_t in, std::int64_t out,
+                                     std::optional<double> scale) {
+      const float ratio = source_scale<float>(op, name, in, out, scale);
       std::vector<std::int64_t> index(static_cast<std::size_t>(out));
       for (std::int64_t o = 0; o < out; ++o) {
         if (out == in)
@@ -608,12 +690,12 @@ Tensor upsample_nearest2d(const Tensor& self, const IntList& output_size, std::o
         else if (out == 2 * in)
           index[o] = o / 2;
         else
-          index[o] = std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(o) * ratio)), in - 1);
+          index[o] = last_index_at_most(static_cast<float>(o) * ratio, in);
       }
       return index;
     };
-    const std::vector<std::int64_t> rows = source_indices(in_h, out_h, scales_h);
-    const std::vector<std::int64_t> cols = source_indices(in_w, out_w, scales_w);
+    const std::vector<std::int64_t> rows = source_indices("scales_h", in_h, out_h, scales_h);
+    const std::vector<std::int64_t> cols = source_indices("scales_w", in_w, out_w, scales_w);
     const Tensor input = kernel::contiguous_as(self, self.dtype());
     const T* in = input.data_ptr<T>();
     T* out = output.data_ptr<T>();
@@ -631,6 +713,8 @@ Tensor upsample_bilinear2d(const Tensor& self, const IntList& output_size, bool 
   check_upsample(op, self, output_size);
   const std::int64_t in_h = self.size(2), in_w = self.size(3), out_h = output_size[0], out_w = output_size[1];
   Tensor output = empty({self.size(0), self.size(1), out_h, out_w}, self.dtype());
+  // An empty batch may come with any output size: no index table for it.
+  if (output.numel() == 0) return output;
   const std::int64_t planes = self.size(0) * self.size(1);
   kernel::dispatch_floating(self.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -640,9 +724,10 @@ Tensor upsample_bilinear2d(const Tensor& self, const IntList& output_size, bool 
       std::int64_t i0, i1;
       T l0, l1;
     };
-    const auto taps_of = [align_corners](std::int64_t in, std::int64_t out, std::optional<double> scale) {
+    const auto taps_of = [op, align_corners](const char* name, std::int64_t in, std::int64_t out,
+                                             std::optional<double> scale) {
       std::vector<Taps> taps(static_cast<std::size_t>(out));
-      const T ratio = upsample_scale<T>(in, out, align_corners, scale);
+      const T ratio = upsample_scale<T>(op, name, in, out, align_corners, scale);
       for (std::int64_t o = 0; o < out; ++o) {
         if (in == out) {  // same size: a copy, whatever the scale
           taps[o] = {o, o, T(1), T(0)};
@@ -652,14 +737,14 @@ Tensor upsample_bilinear2d(const Tensor& self, const IntList& output_size, bool 
         // (dst + 0.5)*ratio - 0.5, clamped at 0 on the left.
         const T real = align_corners ? ratio * static_cast<T>(o)
                                      : std::max(ratio * (static_cast<T>(o) + T(0.5)) - T(0.5), T(0));
-        const std::int64_t i0 = std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(real))), in - 1);
+        const std::int64_t i0 = last_index_at_most(real, in);
         const T l1 = std::min(std::max(real - static_cast<T>(i0), T(0)), T(1));
         taps[o] = {i0, i0 < in - 1 ? i0 + 1 : i0, T(1) - l1, l1};
       }
       return taps;
     };
-    const std::vector<Taps> rows = taps_of(in_h, out_h, scales_h);
-    const std::vector<Taps> cols = taps_of(in_w, out_w, scales_w);
+    const std::vector<Taps> rows = taps_of("scales_h", in_h, out_h, scales_h);
+    const std::vector<Taps> cols = taps_of("scales_w", in_w, out_w, scales_w);
     const Tensor input = kernel::contiguous_as(self, self.dtype());
     const T* in = input.data_ptr<T>();
     T* out = output.data_ptr<T>();

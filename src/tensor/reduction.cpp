@@ -63,7 +63,11 @@ Shape reduced_sizes(const Shape& sizes, const std::vector<bool>& mask, bool keep
   return out;
 }
 
+// The number of elements each output element reduces over. An empty tensor
+// has empty rows or none at all, and its reduced sizes alone may overflow
+// int64 (e.g. [2^40, 2^40, 0] reduced over dims 0 and 1), so it gives 0.
 std::int64_t reduced_numel(const Shape& sizes, const std::vector<bool>& mask) {
+  if (numel_of(sizes) == 0) return 0;
   std::int64_t n = 1;
   for (std::size_t d = 0; d < sizes.size(); ++d)
     if (mask[d]) n *= sizes[d];
@@ -221,8 +225,9 @@ Rows<T> rows_of(const Tensor& self, const std::vector<bool>& mask) {
   Rows<T> rows;
   rows.length = reduced_numel(self.sizes(), mask);
   rows.count = numel_of(reduced_sizes(self.sizes(), mask, false));
+  if (self.numel() == 0) return rows;  // nothing to copy (the moved sizes' strides may not even fit int64)
   rows.buffer = kernel::contiguous_as(move_masked_dims_last(self, mask), dtype_of<T>());
-  if (rows.buffer.numel() > 0) rows.data = rows.buffer.template data_ptr<T>();
+  rows.data = rows.buffer.template data_ptr<T>();
   return rows;
 }
 
@@ -332,7 +337,7 @@ Tensor vector_norm(const Tensor& self, double ord, const IntList& dim, bool keep
     } else if (ord == 2) {
       for (std::int64_t j = 0; j < rows.length; ++j) acc += row[j] * row[j];
       acc = std::sqrt(acc);
-    } else {
+    } else if (rows.length > 0) {  // an empty row's norm is 0, even for ord = NaN, as in ATen
       for (std::int64_t j = 0; j < rows.length; ++j) acc += std::pow(std::abs(row[j]), ord);
       acc = std::pow(acc, 1.0 / ord);
     }

@@ -637,6 +637,9 @@ TEST_CASE("masked_fill") {
   CHECK_THROWS_WITH_AS(masked_fill(tensor({1.0}), tensor({true}), tensor({2.0})),
                        "masked_fill: only supports a 0-dimensional value tensor, but got tensor with 1 dimension(s)",
                        Error);
+  // c10 lets 2^63 through to int64 (INT64_MAX rounds up to it as a double), as INT64_MIN.
+  CHECK_TENSOR(masked_fill(tensor({1, 2}), tensor({true, false}), 0x1p63),
+               torch_eval1("torch.masked_fill(a, b, 2.0**63)", {tensor({1, 2}), tensor({true, false})}));
   CHECK_THROWS_WITH_AS(masked_fill(tensor({1}), tensor({true}), kInf),
                        "masked_fill: value inf cannot be converted to type int64 without overflow", Error);
   CHECK_THROWS_WITH_AS(masked_fill(tensor({1}), tensor({true}), tensor(kNaN)),

@@ -298,6 +298,21 @@ TEST_CASE("addmm") {
                  torch_eval1("torch.addmm(a, b, c, beta=0.5, alpha=1.5)", {self, mat1, mat2}));
   }
 
+  SUBCASE("beta and alpha must fit the dtype, as in torch") {
+    const Tensor ints = ones({2, 2}, DType::Int64);
+    CHECK_THROWS_WITH_AS(addmm(ints, ints, ints, NAN), "addmm: beta=nan cannot be converted to type int64 without overflow",
+                         Error);
+    CHECK_THROWS_WITH_AS(addmm(ints, ints, ints, 1, 1e30),
+                         "addmm: alpha=1e+30 cannot be converted to type int64 without overflow", Error);
+    // 2^63 passes c10's check and converts to INT64_MIN.
+    CHECK_TENSOR(addmm(ints, ints, ints, 0x1p63), torch_eval1("torch.addmm(a, a, a, beta=2.0**63)", {ints}));
+    const Tensor floats = ones({2, 2});
+    CHECK_THROWS_WITH_AS(addmm(floats, floats, floats, 1, 1e300),
+                         "addmm: alpha=1e+300 cannot be converted to type float32 without overflow", Error);
+    CHECK_TENSOR(addmm(floats, floats, floats, NAN, INFINITY),
+                 torch_eval1("torch.addmm(a, a, a, beta=math.nan, alpha=math.inf)", {floats}));
+  }
+
   SUBCASE("k = 0: only beta * self") {
     CHECK_TENSOR(addmm(ones({2, 4}), ones({2, 0}), ones({0, 4}), 2), full({2, 4}, 2.0));
   }
@@ -371,6 +386,12 @@ TEST_CASE("dot") {
       const Tensor first_repeated(y.storage(), {25}, {0}, 0, dtype);  // stride 0
       check_against_torch(dot(every_other, first_repeated), "torch.dot(a[::2], b[0].expand(25))", {x, y});
     }
+  }
+
+  SUBCASE("a one-element vector's stride does not matter") {
+    const Tensor three = tensor({3.0});
+    const Tensor far(three.storage(), {1}, {std::int64_t{1} << 40}, 0, DType::Float32);
+    CHECK_TENSOR(dot(far, far), tensor(9.0f));
   }
 
   SUBCASE("errors") {

@@ -177,6 +177,17 @@ TEST_CASE("convolution") {
                              {no_channels, weight0, bias}));
   }
 
+  SUBCASE("bias: undefined is none, another dtype is converted to the input's, as in ATen") {
+    const Tensor input = randn({1, 2, 4, 4}, generator, DType::Float64);
+    const Tensor weight = randn({3, 2, 2, 2}, generator, DType::Float64);
+    CHECK_TENSOR(convolution(input, weight, Tensor(), {1}, {0}, {1}, false, {0}, 1),
+                 torch_eval1("torch.ops.aten.convolution(a, b, None, [1], [0], [1], False, [0], 1)", {input, weight}));
+    const Tensor bias = randn({3}, generator, DType::Float32);
+    CHECK_TENSOR(convolution(input, weight, bias, {1}, {0}, {1}, false, {0}, 1),
+                 torch_eval1("torch.ops.aten.convolution(a, b, c, [1], [0], [1], False, [0], 1)",
+                             {input, weight, bias}));
+  }
+
   SUBCASE("errors") {
     const Tensor input = ones({1, 2, 3, 3});
     const Tensor weight = ones({1, 2, 2, 2});
@@ -218,8 +229,6 @@ TEST_CASE("convolution") {
                          Error);
     CHECK_THROWS_WITH_AS(conv(input, ones({1, 2, 2, 2}, DType::Float64), std::nullopt, {1}, {0}, {1}, false, {0}, 1),
                          "convolution: input (float32) and weight (float64) must have the same dtype", Error);
-    CHECK_THROWS_WITH_AS(conv(input, weight, ones({1}, DType::Float64), {1}, {0}, {1}, false, {0}, 1),
-                         "convolution: input (float32) and bias (float64) must have the same dtype", Error);
     CHECK_THROWS_WITH_AS(conv(input.to(DType::Bool), weight.to(DType::Bool), std::nullopt, {1}, {0}, {1}, false, {0}, 1),
                          "convolution: not implemented for bool tensors (float32, float64 and int64 are)", Error);
     CHECK_THROWS_WITH_AS(conv(ones({1, 4, 3, 3}), ones({1, 2, 2, 2}), std::nullopt, {1}, {0}, {1}, false, {0}, 2),
@@ -269,6 +278,26 @@ TEST_CASE("convolution") {
                          Error);
     CHECK_THROWS_WITH_AS(conv(Tensor(), weight, std::nullopt, {1}, {0}, {1}, false, {0}, 1),
                          "convolution: input and weight must be defined", Error);
+    // Geometry whose arithmetic overflows int64 raises instead of wrapping around.
+    const std::int64_t huge = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(conv(input, weight, std::nullopt, {1}, {huge}, {1}, false, {0}, 1),
+                         "convolution: 2 * 4611686018427387904 overflows int64", Error);
+    CHECK_THROWS_WITH_AS(conv(input, ones({1, 2, 3, 3}), std::nullopt, {1}, {0}, {huge}, false, {0}, 1),
+                         "convolution: 4611686018427387904 * 2 overflows int64", Error);
+    CHECK_THROWS_WITH_AS(conv(input, ones({2, 1, 2, 2}), std::nullopt, {huge}, {0}, {1}, true, {0}, 1),
+                         "convolution: 2 * 4611686018427387904 overflows int64", Error);
+    CHECK_THROWS_WITH_AS(conv(input, empty({2, huge, 0, 1}), std::nullopt, {1}, {0}, {1}, false, {0}, 2),
+                         "convolution: 4611686018427387904 * 2 overflows int64", Error);
+    // The im2col buffer, 1000x1000 taps at 1001x1001 positions, is far larger
+    // than input and output: it raises before it is allocated.
+    {
+      const MemoryLimitScope limit(std::size_t{1} << 30);
+      CHECK_THROWS_WITH_AS(conv(zeros({1, 1, 2000, 2000}), zeros({1, 1, 1000, 1000}), std::nullopt, {1}, {0}, {1},
+                                false, {0}, 1),
+                           doctest::Contains("convolution: the im2col buffer: a float32 tensor of shape "
+                                             "[1,1000,1000,1001,1001] would need"),
+                           Error);
+    }
     // torch rejects the same calls.
     CHECK(torch_rejects("torch.ops.aten.convolution(a, b, None, [1], [0], [1], True, [1, 1], 1)",
                         {input, ones({2, 1, 2, 2})}, "output padding must be smaller than either stride or dilation"));
@@ -292,6 +321,11 @@ TEST_CASE("conv1d") {
                        "conv1d: expected 2-d (unbatched) or 3-d (batched) input, but got input of size [3]", Error);
   CHECK_THROWS_WITH_AS(conv1d(ones({2, 3, 3}), ones({1, 2, 2, 2})),
                        doctest::Contains("conv1d: expected 4-dimensional input for 4-dimensional weight"), Error);
+  // An empty view may have any strides: 3 * 2^62 overflows, and the batch dim
+  // put in front of it must not compute that product.
+  const Tensor empty_view(ones({1}).storage(), {3, 0}, {std::int64_t{1} << 62, 1}, 0, DType::Float32);
+  CHECK_THROWS_WITH_AS(conv1d(empty_view, ones({1, 3, 1})),
+                       doctest::Contains("Kernel size can't be greater than actual input size"), Error);
 }
 
 TEST_CASE("conv2d") {
@@ -484,6 +518,24 @@ TEST_CASE("max_pool2d_with_indices") {
         "max_pool2d_with_indices: given input size [1,2,3,3], the calculated output size [0,0] is too small", Error);
     CHECK(torch_rejects("torch.ops.aten.max_pool2d_with_indices(a, [4])", {input}, "Output size is too small"));
   }
+
+  SUBCASE("parameters beyond int; windows reaching far into the padding") {
+    // ATen's pooling kernels take int parameters and raise beyond them.
+    const Tensor pixel = ones({1, 1, 1, 1});
+    CHECK_THROWS_WITH_AS(max_pool2d_with_indices(pixel, {std::int64_t{1} << 40}, {1}, {std::int64_t{1} << 39}),
+                         "max_pool2d_with_indices: kernel_size=[1099511627776] does not fit in int, as ATen's "
+                         "pooling kernels need",
+                         Error);
+    CHECK(torch_rejects("torch.ops.aten.max_pool2d_with_indices(a, [2**40], [1], [2**39])", {pixel},
+                        "value cannot be converted to type int without overflow"));
+    // Each window starts up to 2^30 - 1 rows above the image and covers all
+    // of it: its first tap inside the image is found without a walk through
+    // the padding.
+    const Tensor column = reshape(arange(1000, DType::Float64), {1, 1, 1000, 1});
+    const auto [values, indices] = max_pool2d_with_indices(column, {2147483647, 1}, {1}, {1073741823, 0});
+    CHECK_TENSOR(values, full({1, 1, 1000, 1}, 999.0, DType::Float64));
+    CHECK_TENSOR(indices, full({1, 1, 1000, 1}, 999));
+  }
 }
 
 TEST_CASE("avg_pool2d") {
@@ -530,6 +582,17 @@ TEST_CASE("avg_pool2d") {
                               c.divisor_override),
                    torch_eval1(expression, {input}), rtol_of(dtype), atol_of(dtype));
     }
+  }
+
+  SUBCASE("int64 sums wrap around, INT64_MIN / -1 too; parameters beyond int") {
+    const Tensor big = full({1, 1, 2, 2}, std::int64_t{1} << 62);
+    CHECK_TENSOR(avg_pool2d(big, {2}), torch_eval1("torch.ops.aten.avg_pool2d(a, [2])", {big}));  // 4 * 2^62 wraps to 0
+    // torch dies of SIGFPE here; refgrad wraps, as torch's floor division does.
+    const Tensor lowest = full({1, 1, 1, 1}, std::numeric_limits<std::int64_t>::min());
+    CHECK_TENSOR(avg_pool2d(lowest, {1}, {1}, {0}, false, true, -1), lowest);
+    CHECK_THROWS_WITH_AS(avg_pool2d(ones({1, 1, 1, 1}), {std::int64_t{1} << 40}, {1}, {std::int64_t{1} << 39}),
+                         "avg_pool2d: kernel_size=[1099511627776] does not fit in int, as ATen's pooling kernels need",
+                         Error);
   }
 
   SUBCASE("F.avg_pool2d: non-contiguous and int64 inputs") {
@@ -607,6 +670,15 @@ TEST_CASE("adaptive_avg_pool2d") {
                        Error);
   CHECK_THROWS_WITH_AS(adaptive_avg_pool2d(ones({1, 2, 3, 3}, DType::Int64), {2, 2}),
                        "adaptive_avg_pool2d: not implemented for int64 tensors (float32 and float64 are)", Error);
+  // Cell bounds o * in / out would overflow int64: a 2^32-row view of one
+  // pixel (no memory), pooled to 2^32 rows. It raises before allocating.
+  const MemoryLimitScope limit(std::size_t{1} << 40);
+  const Tensor pixel = ones({1, 1, 1, 1});
+  const Tensor rows(pixel.storage(), {1, 1, std::int64_t{1} << 32, 1}, {1, 1, 0, 1}, 0, DType::Float32);
+  CHECK_THROWS_WITH_AS(adaptive_avg_pool2d(rows, {std::int64_t{1} << 32, 1}),
+                       "adaptive_avg_pool2d: output_size [4294967296,1] times the input size [1,1,4294967296,1] "
+                       "overflows int64",
+                       Error);
 }
 
 TEST_CASE("upsample_nearest2d") {
@@ -661,6 +733,19 @@ TEST_CASE("upsample_nearest2d") {
                        "upsample_nearest2d: expected a non-empty 4-d input, but got input of size [1,0,3,3]", Error);
   CHECK_THROWS_WITH_AS(upsample_nearest2d(ones({1, 1, 3, 3}, DType::Int64), {2, 5}),
                        "upsample_nearest2d: not implemented for int64 tensors (float32 and float64 are)", Error);
+
+  SUBCASE("scales far below 1, sizes far above") {
+    // 1 / 1e-300 overflows float32: ATen would convert an infinite source index to int64.
+    CHECK_THROWS_WITH_AS(upsample_nearest2d(small, {3, 3}, 1e-300, 1.0),
+                         "upsample_nearest2d: scales_h=1e-300 is too small: 1/scales_h overflows float32", Error);
+    // 1 / 1e-38 fits, but dst * 1e38 is past the last source index and
+    // beyond int64: every dst but 0 reads the last row and column.
+    CHECK_TENSOR(upsample_nearest2d(small, {3, 3}, 1e-38, 1e-38),
+                 tensor({{{{1.0, 2.0, 2.0}, {3.0, 4.0, 4.0}, {3.0, 4.0, 4.0}}}}));
+    // An empty batch allows any output size: no table of 2^40 source indices for it.
+    CHECK(upsample_nearest2d(empty({0, 1, 2, 2}), {std::int64_t{1} << 40, 1}).sizes() ==
+          Shape{0, 1, std::int64_t{1} << 40, 1});
+  }
 }
 
 TEST_CASE("upsample_bilinear2d") {
@@ -718,6 +803,16 @@ TEST_CASE("upsample_bilinear2d") {
                        "upsample_bilinear2d: expected a non-empty 4-d input, but got input of size [1,0,3,3]", Error);
   CHECK_THROWS_WITH_AS(upsample_bilinear2d(ones({1, 1, 3, 3}, DType::Bool), {2, 5}, false),
                        "upsample_bilinear2d: not implemented for bool tensors (float32 and float64 are)", Error);
+
+  SUBCASE("scales far below 1, sizes far above") {
+    CHECK_THROWS_WITH_AS(upsample_bilinear2d(small.to(DType::Float32), {3, 3}, false, 1e-300, 1.0),
+                         "upsample_bilinear2d: scales_h=1e-300 is too small: 1/scales_h overflows float32", Error);
+    // In float64 1 / 1e-300 fits, but the source index (dst + 0.5) * 1e300 is
+    // far past the last one: every output reads the last input pixel.
+    CHECK_TENSOR(upsample_bilinear2d(small, {3, 3}, false, 1e-300, 1e-300), full({1, 1, 3, 3}, 4.0, DType::Float64));
+    CHECK(upsample_bilinear2d(empty({0, 1, 2, 2}), {std::int64_t{1} << 40, 1}, false).sizes() ==
+          Shape{0, 1, std::int64_t{1} << 40, 1});
+  }
 }
 
 }  // TEST_SUITE

@@ -562,6 +562,11 @@ TEST_CASE("var") {
     CHECK_TENSOR(var(e, {1}, 1, true), torch_eval1(quiet("torch.var(a, [1], keepdim=True)"), {e}));
     const Tensor with_nan = tensor({{1.0, kNaN}, {1.0, 2.0}});
     CHECK_TENSOR(var(with_nan, {1}), torch_eval1("torch.var(a, [1])", {with_nan}));
+    // An empty tensor whose reduced sizes alone overflow int64 (torch cannot
+    // even make it): no row, nothing to compute.
+    const Tensor huge_empty = empty({std::int64_t{1} << 40, std::int64_t{1} << 40, 0}, DType::Float64);
+    CHECK(var(huge_empty, {0, 1}).sizes() == Shape{0});
+    CHECK(logsumexp(huge_empty, {0, 1}).sizes() == Shape{0});
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(var(tensor({1, 2})), "var: std and var only support floating point dtypes, got int64", Error);
@@ -611,6 +616,7 @@ TEST_CASE("linalg_vector_norm") {
     CHECK_TENSOR(linalg_vector_norm(e, 2, {0}), torch_eval1("torch.linalg.vector_norm(a, 2, [0])", {e}));
     CHECK_TENSOR(linalg_vector_norm(e, 0, {0}), torch_eval1("torch.linalg.vector_norm(a, 0, [0])", {e}));
     CHECK_TENSOR(linalg_vector_norm(e, kInf, {1}), torch_eval1("torch.linalg.vector_norm(a, math.inf, [1])", {e}));
+    CHECK_TENSOR(linalg_vector_norm(e, kNaN, {0}), torch_eval1("torch.linalg.vector_norm(a, math.nan, [0])", {e}));
     const Tensor with_nan = tensor({{1.0, kNaN}, {1.0, 2.0}});
     for (double ord : {2.0, kInf, 0.0}) {
       CAPTURE(ord);
