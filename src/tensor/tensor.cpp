@@ -261,10 +261,12 @@ std::int64_t Tensor::stride(std::int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  // An empty tensor is contiguous whatever its strides; for the others the product below stays under
+  // numel, which fits int64.
+  if (numel() == 0) return true;
   std::int64_t expected = 1;
   for (std::size_t i = sizes_.size(); i-- > 0;) {
     if (sizes_[i] == 1) continue;  // any stride is fine for a size-1 dim
-    if (sizes_[i] == 0) return true;
     if (strides_[i] != expected) return false;
     expected *= sizes_[i];
   }

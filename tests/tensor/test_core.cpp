@@ -159,6 +159,15 @@ TEST_CASE("a fill value that the dtype cannot hold raises, as c10's checked conv
   CHECK_THROWS_WITH_AS(Scalar(nan).to_int64(), "value nan cannot be converted to type int64 without overflow", Error);
   CHECK(Scalar(-2.7).to_int64() == -2);
   CHECK_THROWS_WITH_AS(Tensor().clone(), "clone: tensor is undefined", Error);
+  CHECK_THROWS_WITH_AS(tensor({std::numeric_limits<double>::quiet_NaN()}, DType::Int64),
+                       "value nan cannot be converted to type int64 without overflow", Error);
+}
+
+TEST_CASE("an empty view with huge strides is contiguous, without overflowing") {
+  const std::int64_t big = std::int64_t{1} << 40;
+  const Tensor empty_view(zeros({1}).storage(), {0, big, big}, {0, big, 1}, 0, DType::Float32);
+  CHECK(empty_view.is_contiguous());  // torch: torch.empty(0, 2**40, 2**40, device="meta").is_contiguous()
+  CHECK(empty_view.contiguous().numel() == 0);
 }
 
 TEST_CASE("memory limit: a tensor larger than the limit raises before it is allocated") {
