@@ -111,18 +111,16 @@ inline void check_same_shape(const char* node, const Tensor& grad, const Tensor&
 }
 
 // A saved size list (self_sym_sizes, ...) describes a real tensor: no size is
-// negative and int64 can count its elements. Nodes that make zeros of it or
+// negative, and the product of its sizes, taken in order as ATen's numel takes
+// it, does not overflow int64. Nodes that make zeros of it, reshape to it or
 // index it check it first, so that the error names the field.
 inline void check_sizes(const char* node, const char* field, const IntList& sizes) {
-  bool has_zero = false;
+  std::int64_t numel = 1;
   for (std::int64_t size : sizes) {
     check(size >= 0, node, ": ", field, " ", shape_text(sizes), " has a negative size");
-    has_zero = has_zero || size == 0;
-  }
-  std::int64_t numel = 1;
-  for (std::int64_t size : sizes)
-    check(has_zero || !__builtin_mul_overflow(numel, size, &numel), node, ": ", field, " ", shape_text(sizes),
+    check(!__builtin_mul_overflow(numel, size, &numel), node, ": ", field, " ", shape_text(sizes),
           " has more elements than int64 can count");
+  }
 }
 
 // wrap_dim for a saved dim (`dim_field`) that indexes a saved size list

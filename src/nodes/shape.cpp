@@ -85,13 +85,13 @@ Tensor scatter_into_zeros(const Tensor& grad, const IntList& input_sizes, int64_
   expected[dim] = index.numel();
   check(grad.sizes() == expected, node, ": grad has shape ", shape_text(grad.sizes()), ", expected ", shape_text(expected),
         " for an input of shape ", shape_text(input_sizes));
-  check_sizes(node, "self_sym_sizes", input_sizes);
   return index_add(zeros(input_sizes, grad.dtype()), dim, index, grad);
 }
 
 // select_backward(grad, input_sizes, dim, index)
 Tensor select_backward(const Tensor& grad, const IntList& input_sizes, int64_t dim, int64_t index) {
   check(!input_sizes.empty(), "SelectBackward0: self_sym_sizes is [], and select() cannot be applied to a 0-dim tensor");
+  check_sizes("SelectBackward0", "self_sym_sizes", input_sizes);
   dim = wrap_saved_dim("SelectBackward0", "dim", dim, "self_sym_sizes", input_sizes);
   const int64_t size = input_sizes[dim];
   check(index >= -size && index < size, "SelectBackward0: index ", index, " is out of range for dim ", dim,
@@ -108,8 +108,8 @@ Tensor slice_backward_wrapper(const Tensor& grad, const IntList& input_sizes, in
   check(!input_sizes.empty(), "SliceBackward0: self_sym_sizes is [], and slice() cannot be applied to a 0-dim tensor");
   dim = wrap_saved_dim("SliceBackward0", "dim", dim, "self_sym_sizes", input_sizes);
   check(step > 0, "SliceBackward0: step must be positive, got ", step);
+  check_sizes("SliceBackward0", "self_sym_sizes", input_sizes);
   const int64_t size = input_sizes[dim];
-  check(size >= 0, "SliceBackward0: self_sym_sizes ", shape_text(input_sizes), " has a negative size");
   int64_t start_val = start.value_or(0);
   int64_t end_val = end.value_or(std::numeric_limits<int64_t>::max());
   if (start_val < 0) start_val += size;
@@ -206,6 +206,8 @@ Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList
 Tensor constant_pad_nd_backward(const Tensor& grad, const IntList& pad) {
   check(pad.size() % 2 == 0 && ndim_of(pad) / 2 <= grad.dim(), "ConstantPadNdBackward0: pad ", shape_text(pad),
         " is not (before, after) pairs for the dims of a grad of shape ", shape_text(grad.sizes()));
+  check(std::find(pad.begin(), pad.end(), std::numeric_limits<int64_t>::min()) == pad.end(),
+        "ConstantPadNdBackward0: pad ", shape_text(pad), " has an entry that cannot be negated in int64");
   // Pairs run from the last dim backwards; each dim of the grad is its input's padded.
   for (std::size_t k = 0; k < pad.size() / 2; ++k) {
     const int64_t size = grad.sizes()[grad.sizes().size() - 1 - k];
@@ -369,6 +371,8 @@ struct ReshapeToSelfSaved {
 
 Grads ReshapeToSelf(const Grads& grads, const ReshapeToSelfSaved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
+  // Three nodes share this formula: call_node and the interpreter put the node's name in front.
+  check_sizes("reshape", "self_sym_sizes", saved.self_sym_sizes);
   return Grads{reshape(*grads[0], saved.self_sym_sizes)};
 }
 

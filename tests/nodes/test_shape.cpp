@@ -67,6 +67,13 @@ result = (ints(out.grad_fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,
   }
   SUBCASE("errors") {
     CHECK_THROWS_AS(call_node("ViewBackward0", {random64({5}, 1)}, {true}, saved), Error);
+    // ATen's numel overflows on these sizes before it reaches the 0
+    const std::int64_t big = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(call_node("ViewBackward0", {zeros({0, 3}, DType::Float64)}, {true},
+                                   Saved{{"self_sym_sizes", IntList{big, big, 0}}}),
+                         "ViewBackward0: reshape: self_sym_sizes [4611686018427387904,4611686018427387904,0] has more "
+                         "elements than int64 can count",
+                         Error);
   }
 }
 
@@ -429,6 +436,10 @@ result = (*saved[0], *saved[1], *torch.autograd.grad(outs[0], (x,), b), *torch.a
     CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {random64({2, 5}, 1)}, {true}, saved),
                          "SelectBackward0: grad has shape [2,1,5], expected [2,1,4] for an input of shape [2,3,4]",
                          Error);
+    Saved min_size = saved;
+    min_size["self_sym_sizes"] = IntList{2, std::numeric_limits<std::int64_t>::min(), 4};
+    CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {g}, {true}, min_size),
+                         "SelectBackward0: self_sym_sizes [2,-9223372036854775808,4] has a negative size", Error);
     // torch: "select() cannot be applied to a 0-dim tensor."
     CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {scalar_tensor(1.0, DType::Float64)}, {true},
                                    Saved{{"dim", std::int64_t{0}}, {"index", std::int64_t{0}}, {"self_sym_sizes", IntList{}}}),
@@ -865,8 +876,10 @@ result = (ints(fn._saved_pad), *torch.autograd.grad(out, (x,), b))
     CHECK_THROWS_AS(call_node("ConstantPadNdBackward0", {random64({2}, 1)}, {true}, saved), Error);
     // -INT64_MIN does not exist; a pad of INT64_MAX crops more than the grad has
     CHECK_THROWS_WITH_AS(call_node("ConstantPadNdBackward0", {g}, {true},
-                                   Saved{{"pad", IntList{std::numeric_limits<std::int64_t>::min(), 0}}}),
-                         "ConstantPadNdBackward0: pad [-9223372036854775808,0] does not fit a grad of shape [5,2]", Error);
+                                   Saved{{"pad", IntList{std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::min()}}}),
+                         "ConstantPadNdBackward0: pad [4611686018427387904,-9223372036854775808] has an entry that "
+                         "cannot be negated in int64",
+                         Error);
     CHECK_THROWS_WITH_AS(call_node("ConstantPadNdBackward0", {g}, {true}, Saved{{"pad", IntList{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max()}}}),
                          "ConstantPadNdBackward0: pad [9223372036854775807,9223372036854775807] does not fit a grad of "
                          "shape [5,2]",
