@@ -52,6 +52,7 @@ void check_geometry(const TensorGeometry& geometry, const char* which) {
           shape_text(geometry.sizes), " and strides ", shape_text(geometry.strides), ": negative entries");
   check(geometry.storage_offset >= 0, "CopySlices: ", which, " has a negative storage offset ",
         geometry.storage_offset);
+  nodes::check_sizes("CopySlices", which, geometry.sizes);
 }
 
 // torch.can_cast: what an in-place op may write into a tensor of dtype `to`

@@ -186,6 +186,17 @@ Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList
   check_sizes("RepeatBackward0", "self_sym_sizes", input_shape);
   if (std::find(repeats.begin(), repeats.end(), 0) != repeats.end()) return zeros(input_shape, grad.dtype());
   const int64_t num_unsqueezed = ndim_of(repeats) - ndim_of(input_shape);
+  // repeat's output: the leading repeats, then each input size times its repeat.
+  bool fits = true;
+  for (int64_t d = 0; d < grad.dim(); ++d) {
+    int64_t size = repeats[d];
+    if (d >= num_unsqueezed) fits = fits && !__builtin_mul_overflow(size, input_shape[d - num_unsqueezed], &size);
+    fits = fits && size == grad.size(d);
+  }
+  check(fits, "RepeatBackward0: grad of shape ", shape_text(grad.sizes()), " is not input shape ",
+        shape_text(input_shape), " repeated ", shape_text(repeats));
+  // Nothing to sum; and the split shape below need not be countable then ([1, 2, INT64_MAX, 0]).
+  if (grad.numel() == 0) return zeros(input_shape, grad.dtype());
   Shape grad_size;
   IntList sum_dims;
   for (int64_t i = 0; i < num_unsqueezed; ++i) {
@@ -197,8 +208,6 @@ Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList
     sum_dims.push_back(ndim_of(grad_size) - 1);
     grad_size.push_back(input_shape[dim]);
   }
-  check(numel_of(grad_size) == grad.numel(), "RepeatBackward0: grad of shape ", shape_text(grad.sizes()),
-        " is not input shape ", shape_text(input_shape), " repeated ", shape_text(repeats));
   return sum(reshape(grad, grad_size), sum_dims);
 }
 
@@ -432,16 +441,21 @@ Grads UnsqueezeBackward0(const Grads& grads, const UnsqueezeBackward0Saved& save
   return Grads{squeeze(*grads[0], saved.dim)};
 }
 
+constexpr char kSqueezeBackward0[] = "SqueezeBackward0", kSqueezeBackward1[] = "SqueezeBackward1",
+               kSqueezeBackward3[] = "SqueezeBackward3", kSqueezeBackward4[] = "SqueezeBackward4";
+
 // SqueezeBackward0 — squeeze(Tensor(a) self)
 //   self: unsqueeze_to(grad, self.sym_sizes())
 struct SqueezeBackward0Saved {
   IntList self_sym_sizes;
 };
 
+// (SqueezeBackward3, squeeze_, shares it: `Node` is the name its errors give.)
+template <const char* Node>
 Grads SqueezeBackward0(const Grads& grads, const SqueezeBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   const std::vector<bool> every_dim(saved.self_sym_sizes.size(), true);
-  return Grads{unsqueeze_to(*grads[0], every_dim, saved.self_sym_sizes, "SqueezeBackward0")};
+  return Grads{unsqueeze_to(*grads[0], every_dim, saved.self_sym_sizes, Node)};
 }
 
 // SqueezeBackward1 — squeeze.dim(Tensor(a) self, int dim)
@@ -451,10 +465,11 @@ struct SqueezeBackward1Saved {
   IntList self_sym_sizes;
 };
 
+// (SqueezeBackward4, squeeze_.dim, shares it.)
+template <const char* Node>
 Grads SqueezeBackward1(const Grads& grads, const SqueezeBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  const char* node = "SqueezeBackward1";
-  return Grads{unsqueeze_to(*grads[0], squeezable_dims({saved.dim}, saved.self_sym_sizes, node), saved.self_sym_sizes, node)};
+  return Grads{unsqueeze_to(*grads[0], squeezable_dims({saved.dim}, saved.self_sym_sizes, Node), saved.self_sym_sizes, Node)};
 }
 
 // SqueezeBackward2 — squeeze.dims(Tensor(a) self, int[] dim)
@@ -731,18 +746,18 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(define_node<UnsqueezeBackward0Saved, UnsqueezeBackward0>(
       {"UnsqueezeBackward0", "unsqueeze", {"self"}, 1, {}, "self: grad.squeeze(dim)"},
       {saved<&UnsqueezeBackward0Saved::dim>("dim", FieldKind::Int)}));
-  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0>(
+  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0<kSqueezeBackward0>>(
       {"SqueezeBackward0", "squeeze", {"self"}, 1, {}, "self: unsqueeze_to(grad, self.sym_sizes())"},
       {saved<&SqueezeBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
-  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1>(
+  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1<kSqueezeBackward1>>(
       {"SqueezeBackward1", "squeeze.dim", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
       {saved<&SqueezeBackward1Saved::dim>("dim", FieldKind::Int),
        saved<&SqueezeBackward1Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
   // squeeze_ and squeeze_.dim (in place) have the formulas of squeeze and squeeze.dim.
-  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0>(
+  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0<kSqueezeBackward3>>(
       {"SqueezeBackward3", "squeeze_", {"self"}, 1, {}, "self: unsqueeze_to(grad, self.sym_sizes())"},
       {saved<&SqueezeBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
-  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1>(
+  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1<kSqueezeBackward4>>(
       {"SqueezeBackward4", "squeeze_.dim", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
       {saved<&SqueezeBackward1Saved::dim>("dim", FieldKind::Int),
        saved<&SqueezeBackward1Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));

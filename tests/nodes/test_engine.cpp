@@ -410,6 +410,11 @@ result = torch.autograd.grad(x, l, b, allow_unused=True)[0] is None
                          "CopySlices: the view (sizes [2,3], strides [9223372036854775807,1], storage offset 3) "
                          "addresses more storage than int64 can count",
                          Error);
+    const std::int64_t big = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(copy_slices({g}, base, TensorGeometry{{big, big, 0}, {1, 1, 1}, 3}, mul_node, saved, {true, true}),
+                         "CopySlices: the view [4611686018427387904,4611686018427387904,0] has more elements than int64 "
+                         "can count",
+                         Error);
     // the wrapped node must take one grad (an in-place op has one output)
     NodeDef two_grads;
     two_grads.schema = {"TwoBackward", "", {"self"}, 2, {}, ""};

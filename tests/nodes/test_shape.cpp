@@ -359,6 +359,10 @@ result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.gr
     CHECK(int_of(r[0]) == -1);
     CHECK_TENSOR(one_grad("SqueezeBackward4", {{"dim", int_of(r[0])}, {"self_sym_sizes", int_list(r[1])}}, g), r[2]);
   }
+  SUBCASE("errors name this node, not SqueezeBackward1 whose formula it shares") {
+    CHECK_THROWS_WITH_AS(call_node("SqueezeBackward4", {random64({2}, 1)}, {true}, saved),
+                         "SqueezeBackward4: grad of shape [2] is not the squeezed input of shape [3,1]", Error);
+  }
 }
 
 TEST_CASE("SqueezeBackward2") {
@@ -850,6 +854,14 @@ result = (ints(fn._saved_repeats), ints(fn._saved_self_sym_sizes), *torch.autogr
     CHECK_THROWS_WITH_AS(call_node("RepeatBackward0", {random64({2, 2}, 1)}, {true},
                                    Saved{{"repeats", IntList{-1, -2}}, {"self_sym_sizes", IntList{-2, -1}}}),
                          "RepeatBackward0: repeats [-1,-2] has a negative entry", Error);
+  }
+  SUBCASE("INT64_MAX copies of an empty dim") {
+    // torch: x = torch.zeros(2, 0); x.repeat(1, 2**63 - 1) has shape [2, 0], and x.grad is zeros(2, 0)
+    const Tensor grad = one_grad("RepeatBackward0",
+                                 {{"repeats", IntList{1, std::numeric_limits<std::int64_t>::max()}},
+                                  {"self_sym_sizes", IntList{2, 0}}},
+                                 zeros({2, 0}, DType::Float64));
+    CHECK(grad.sizes() == Shape{2, 0});
   }
 }
 
