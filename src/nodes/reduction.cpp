@@ -43,8 +43,11 @@ std::int64_t _safe_size(const IntList& sizes, const IntList& dims) {
   if (sizes.empty()) return 1;
   std::int64_t size = 1;
   const auto ndim = static_cast<std::int64_t>(sizes.size());
-  for (const std::int64_t dim : dims)
-    size = multiply_or_fail(size, sizes[static_cast<std::size_t>(wrap_dim(dim, ndim, "_safe_size"))], "_safe_size");
+  for (const std::int64_t dim : dims) {
+    const std::int64_t d = wrap_dim(dim, ndim, "_safe_size");
+    check(!__builtin_mul_overflow(size, sizes[static_cast<std::size_t>(d)], &size), "_safe_size: dims ",
+          shape_text(dims), " of sizes ", shape_text(sizes), " have more elements than int64 can count");
+  }
   return size;
 }
 

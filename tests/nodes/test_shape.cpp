@@ -892,7 +892,8 @@ result = (ints(fn._saved_pad), *torch.autograd.grad(out, (x,), b))
                          "ConstantPadNdBackward0: pad [4611686018427387904,-9223372036854775808] has an entry that "
                          "cannot be negated in int64",
                          Error);
-    CHECK_THROWS_WITH_AS(call_node("ConstantPadNdBackward0", {g}, {true}, Saved{{"pad", IntList{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max()}}}),
+    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    CHECK_THROWS_WITH_AS(call_node("ConstantPadNdBackward0", {g}, {true}, Saved{{"pad", IntList{max, max}}}),
                          "ConstantPadNdBackward0: pad [9223372036854775807,9223372036854775807] does not fit a grad of "
                          "shape [5,2]",
                          Error);
