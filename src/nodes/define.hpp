@@ -88,6 +88,7 @@ NodeDef define_node(NodeSchema schema, std::vector<Field<Saved>> fields) {
     return typed;
   };
   def.apply = [](const Grads& grads, const void* saved, const Need& need) {
+    check(saved != nullptr, "the node's saved fields are not bound (apply takes what bind returned)");
     return Function(grads, *static_cast<const Saved*>(saved), need);
   };
   return def;
