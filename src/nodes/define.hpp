@@ -3,6 +3,7 @@
 // registry. Private to src/nodes.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -87,6 +88,7 @@ NodeDef define_node(NodeSchema schema, std::vector<Field<Saved>> fields) {
     return typed;
   };
   def.apply = [](const Grads& grads, const void* saved, const Need& need) {
+    check(saved != nullptr, "the node's saved fields are not bound (apply takes what bind returned)");
     return Function(grads, *static_cast<const Saved*>(saved), need);
   };
   return def;
@@ -107,6 +109,31 @@ inline const Tensor& needed(const std::optional<Tensor>& tensor, const char* nod
 inline void check_same_shape(const char* node, const Tensor& grad, const Tensor& saved, const char* field) {
   check(grad.sizes() == saved.sizes(), node, ": grad has shape ", shape_text(grad.sizes()), " but ", field,
         " has shape ", shape_text(saved.sizes()));
+}
+
+// A saved size list (self_sym_sizes, ...) describes a real tensor: no size is
+// negative, and the product of its sizes, taken in order as ATen's numel takes
+// it, does not overflow int64. Nodes that make zeros of it, reshape to it or
+// index it check it first, so that the error names the field.
+inline void check_sizes(const char* node, const char* field, const IntList& sizes) {
+  std::int64_t numel = 1;
+  for (std::int64_t size : sizes) {
+    check(size >= 0, node, ": ", field, " ", shape_text(sizes), " has a negative size");
+    check(!__builtin_mul_overflow(numel, size, &numel), node, ": ", field, " ", shape_text(sizes),
+          " has more elements than int64 can count");
+  }
+}
+
+// wrap_dim for a saved dim (`dim_field`) that indexes a saved size list
+// (`sizes_field`); the error names both. As ATen's maybe_wrap_dim, an empty
+// list (a 0-d tensor) accepts dims 0 and -1, so a caller that then indexes
+// `sizes` must handle the 0-d case.
+inline std::int64_t wrap_saved_dim(const char* node, const char* dim_field, std::int64_t dim, const char* sizes_field,
+                                   const IntList& sizes) {
+  const std::int64_t range = std::max<std::int64_t>(static_cast<std::int64_t>(sizes.size()), 1);
+  check(dim >= -range && dim < range, node, ": ", dim_field, " ", dim, " is out of range for ", sizes_field, " ",
+        shape_text(sizes), " (expected a dim in [", -range, ", ", range - 1, "])");
+  return dim < 0 ? dim + range : dim;
 }
 
 // The node groups, each adding its nodes to the registry (registry.cpp calls them).

@@ -23,12 +23,16 @@ std::string torch_shape(const Shape& shape) {
 
 // The storage positions (relative to `offset`) a geometry addresses, in
 // row-major order of its elements, as a flat int64 tensor.
-Tensor storage_positions(const Shape& sizes, const Shape& strides, std::int64_t offset) {
-  std::int64_t extent = offset + 1;  // _min_storage_size
+Tensor storage_positions(const Shape& sizes, const Shape& strides, std::int64_t offset, const char* which) {
+  std::int64_t extent = 0, span = 0;  // _min_storage_size
+  bool overflow = __builtin_add_overflow(offset, 1, &extent);
   for (std::size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 0) return zeros({0}, DType::Int64);
-    extent += (sizes[d] - 1) * strides[d];
+    overflow = overflow || __builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
+               __builtin_add_overflow(extent, span, &extent);
   }
+  check(!overflow, "CopySlices: ", which, " (sizes ", shape_text(sizes), ", strides ", shape_text(strides),
+        ", storage offset ", offset, ") addresses more storage than int64 can count");
   return reshape(as_strided(arange(Scalar(extent), DType::Int64), sizes, strides, offset), {-1});
 }
 
@@ -46,6 +50,16 @@ void check_geometry(const TensorGeometry& geometry, const char* which) {
   for (std::size_t d = 0; d < geometry.sizes.size(); ++d)
     check(geometry.sizes[d] >= 0 && geometry.strides[d] >= 0, "CopySlices: ", which, " has sizes ",
           shape_text(geometry.sizes), " and strides ", shape_text(geometry.strides), ": negative entries");
+  check(geometry.storage_offset >= 0, "CopySlices: ", which, " has a negative storage offset ",
+        geometry.storage_offset);
+  nodes::check_sizes("CopySlices", which, geometry.sizes);
+}
+
+// torch.can_cast: what an in-place op may write into a tensor of dtype `to`
+// (no floating value into an integral tensor, nothing but bool into bool).
+bool can_cast(DType from, DType to) {
+  if (is_floating_point(from) && !is_floating_point(to)) return false;
+  return from == DType::Bool || to != DType::Bool;
 }
 
 }  // namespace
@@ -91,6 +105,11 @@ Tensor accumulate_grad(const std::optional<Tensor>& old_grad, const Tensor& new_
   if (!old_grad || !old_grad->defined()) return contiguous(new_grad);
   check(is_expandable_to(new_grad.sizes(), old_grad->sizes()), "AccumulateGrad: the new gradient of shape ",
         shape_text(new_grad.sizes()), " does not broadcast to the existing .grad of shape ", shape_text(old_grad->sizes()));
+  // `.grad += new_grad` is in place: its result type must fit the old grad's dtype.
+  const DType result = result_type(*old_grad, new_grad);
+  check(can_cast(result, old_grad->dtype()), "AccumulateGrad: the new gradient of dtype ", dtype_name(new_grad.dtype()),
+        " cannot be added in place to the existing .grad of dtype ", dtype_name(old_grad->dtype()), " (result type ",
+        dtype_name(result), " can't be cast to ", dtype_name(old_grad->dtype()), ")");
   return to(add(*old_grad, new_grad), old_grad->dtype());
 }
 
@@ -102,6 +121,11 @@ Grads copy_slices(const Grads& grads, const TensorGeometry& base, const TensorGe
   check(grads.size() == 1, "CopySlices: expected 1 incoming grad, got ", grads.size());
   check(need.size() == num_outputs, "CopySlices: the need mask has ", need.size(), " entries, ", fn.schema.name,
         " has ", num_outputs, " inputs");
+  // fn is the node of an in-place op: one output, and no Tensor[] input.
+  check(fn.schema.num_grads == 1 && fn.schema.list_length_field.empty(), "CopySlices: ", fn.schema.name,
+        " cannot be the node of an in-place op on a view (it takes ",
+        fn.schema.num_grads == kVariadic ? std::string("a variable number of") : std::to_string(fn.schema.num_grads),
+        " incoming grads", fn.schema.list_length_field.empty() ? "" : " and a Tensor[] input", ")");
   if (!grads[0]) return Grads(num_outputs);
   const Tensor& grad = *grads[0];
   check_geometry(base, "the base");
@@ -114,8 +138,8 @@ Grads copy_slices(const Grads& grads, const TensorGeometry& base, const TensorGe
 
   // `result` lives in a flat storage covering both geometries; base_at and
   // view_at are the storage positions of base's and the view's elements.
-  const Tensor base_at = storage_positions(base.sizes, base.strides, 0);
-  const Tensor view_at = storage_positions(view.sizes, view.strides, view_offset);
+  const Tensor base_at = storage_positions(base.sizes, base.strides, 0, "the base");
+  const Tensor view_at = storage_positions(view.sizes, view.strides, view_offset, "the view");
   check(!overlaps_itself(base_at), "CopySlices: the base's geometry (sizes ", shape_text(base.sizes), ", strides ",
         shape_text(base.strides), ") has elements sharing a memory location");
   check(!overlaps_itself(view_at), "CopySlices: the view's geometry (sizes ", shape_text(view.sizes), ", strides ",

@@ -38,8 +38,8 @@ Tensor masked_select_backward(const Tensor& grad, const Tensor& input, const Ten
 // order, padded with zeros up to source's numel (source may have had more
 // elements than the mask used) and viewed as source's shape.
 Tensor masked_scatter_backward(const Tensor& grad, const Tensor& mask, const IntList& sizes) {
-  std::int64_t numel = 1;
-  for (std::int64_t size : sizes) numel *= size;
+  check_sizes("MaskedScatterBackward0", "source_sym_sizes", sizes);
+  const std::int64_t numel = numel_of(sizes);
   Tensor mask_selected = masked_select(grad, mask);
   const std::int64_t diff_nelem = numel - mask_selected.numel();
   check(diff_nelem >= 0, "MaskedScatterBackward0: the mask selects ", mask_selected.numel(),
@@ -83,6 +83,7 @@ struct IndexBackward0Saved {
 Grads IndexBackward0(const Grads& grads, const IndexBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   const Tensor& grad = *grads[0];
+  check_sizes("IndexBackward0", "self_sym_sizes", saved.self_sym_sizes);
   const Tensor zeros_like_self = zeros(saved.self_sym_sizes, saved.self_options.dtype.value_or(grad.dtype()));
   return Grads{index_backward(zeros_like_self, saved.indices, grad)};
 }
@@ -97,6 +98,7 @@ struct IndexSelectBackward0Saved {
 
 Grads IndexSelectBackward0(const Grads& grads, const IndexSelectBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
+  check_sizes("IndexSelectBackward0", "self_sym_sizes", saved.self_sym_sizes);
   return Grads{index_select_backward(*grads[0], saved.self_sym_sizes, saved.dim, saved.index)};
 }
 
@@ -209,9 +211,12 @@ Grads IndexPutBackward0(const Grads& grads, const IndexPutBackward0Saved& saved,
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
   Grads out(2);
-  if (need[0]) {
-    out[0] = saved.accumulate ? grad
-                              : index_put(grad, saved.indices, zeros(saved.values_info.sizes, saved.values_info.options.dtype.value_or(grad.dtype())), false);
+  if (need[0] && saved.accumulate) {
+    out[0] = grad;
+  } else if (need[0]) {
+    check_sizes("IndexPutBackward0", "values_info", saved.values_info.sizes);
+    const DType values_dtype = saved.values_info.options.dtype.value_or(grad.dtype());
+    out[0] = index_put(grad, saved.indices, zeros(saved.values_info.sizes, values_dtype), false);
   }
   if (need[1]) out[1] = index(grad, saved.indices);
   return out;
@@ -261,6 +266,8 @@ struct EmbeddingBackward0Saved {
 Grads EmbeddingBackward0(const Grads& grads, const EmbeddingBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check(!saved.sparse, "EmbeddingBackward0: sparse=True (a sparse COO gradient) is not supported yet");
+  check(saved.weight_sym_argsize_0 >= 0, "EmbeddingBackward0: weight_sym_argsize_0 ", saved.weight_sym_argsize_0,
+        " is not a number of embeddings");
   return Grads{embedding_dense_backward(*grads[0], saved.indices, saved.weight_sym_argsize_0, saved.padding_idx,
                                         saved.scale_grad_by_freq)};
 }

@@ -43,7 +43,11 @@ std::int64_t _safe_size(const IntList& sizes, const IntList& dims) {
   if (sizes.empty()) return 1;
   std::int64_t size = 1;
   const auto ndim = static_cast<std::int64_t>(sizes.size());
-  for (const std::int64_t dim : dims) size *= sizes[static_cast<std::size_t>(wrap_dim(dim, ndim, "_safe_size"))];
+  for (const std::int64_t dim : dims) {
+    const std::int64_t d = wrap_dim(dim, ndim, "_safe_size");
+    check(!__builtin_mul_overflow(size, sizes[static_cast<std::size_t>(d)], &size), "_safe_size: dims ",
+          shape_text(dims), " of sizes ", shape_text(sizes), " have more elements than int64 can count");
+  }
   return size;
 }
 
@@ -100,6 +104,7 @@ Tensor evenly_distribute_backward(const Tensor& grad, const Tensor& input, const
 // element of each slice, named by `indices`; the others get 0.
 Tensor value_selecting_reduction_backward(const Tensor& grad, std::int64_t dim, const Tensor& indices,
                                           const IntList& sizes, bool keepdim) {
+  check_sizes("value_selecting_reduction_backward", "self_sym_sizes", sizes);
   const Tensor grad_in = zeros(sizes, grad.dtype());
   if (!keepdim && !sizes.empty()) return scatter(grad_in, dim, unsqueeze(indices, dim), unsqueeze(grad, dim));
   return scatter(grad_in, dim, indices, grad);

@@ -25,9 +25,12 @@ bool any_grad_defined(const Grads& grads) {
   return std::any_of(grads.begin(), grads.end(), [](const auto& g) { return g.has_value(); });
 }
 
-// An int64 index tensor [first, first + step, ...] of `count` entries.
+// An int64 index tensor [first, first + step, ...] of `count` entries, whose
+// last entry, first + step * (count - 1), is an index of a real dim (so
+// nothing overflows on the way there).
 Tensor strided_indices(int64_t first, int64_t step, int64_t count) {
-  return arange(Scalar(first), Scalar(first + step * count), Scalar(step), DType::Int64);
+  if (count == 0) return zeros({0}, DType::Int64);
+  return arange(Scalar(first), Scalar(first + step * (count - 1) + 1), Scalar(step), DType::Int64);
 }
 
 // ------------------------------------------------- FunctionsManual helpers ---
@@ -35,35 +38,42 @@ Tensor strided_indices(int64_t first, int64_t step, int64_t count) {
 // permute_backwards: grad permuted by the inverse of the forward's dims.
 Tensor permute_backwards(const Tensor& grad, const IntList& fwd_dims) {
   const int64_t ndims = ndim_of(fwd_dims);
-  IntList dims(fwd_dims.size());
-  for (int64_t i = 0; i < ndims; ++i) dims[wrap_dim(fwd_dims[i], ndims, "PermuteBackward0")] = i;
+  IntList dims(fwd_dims.size(), -1);
+  for (int64_t i = 0; i < ndims; ++i) {
+    const int64_t dim = wrap_dim(fwd_dims[i], ndims, "PermuteBackward0");
+    check(dims[dim] == -1, "PermuteBackward0: dims ", shape_text(fwd_dims), " name dim ", dim,
+          " twice (permute() allows no duplicate dims)");
+    dims[dim] = i;
+  }
   return permute(grad, dims);
 }
 
-// The squeeze nodes' grads must come back to the input's shape.
-Tensor checked_to_input_shape(const Tensor& grad_input, const Tensor& grad, const IntList& self_sym_sizes,
-                              const char* node) {
-  check(grad_input.sizes() == self_sym_sizes, node, ": grad of shape ", shape_text(grad.sizes()),
-        " is not the squeezed input of shape ", shape_text(self_sym_sizes));
-  return grad_input;
+// The dims of `sizes` a squeeze may have removed, as at::dim_list_to_bitset
+// marks them: `dims` wrapped, each at most once (a 0-d input accepts 0 and -1).
+std::vector<bool> squeezable_dims(const IntList& dims, const IntList& sizes, const char* node) {
+  std::vector<bool> squeezable(std::max<std::size_t>(sizes.size(), 1), false);
+  for (int64_t dim : dims) {
+    const auto d = static_cast<std::size_t>(wrap_saved_dim(node, "dim", dim, "self_sym_sizes", sizes));
+    check(!squeezable[d], node, ": dim ", shape_text(dims), " names dim ", d, " more than once");
+    squeezable[d] = true;
+  }
+  squeezable.resize(sizes.size());
+  return squeezable;
 }
 
-// unsqueeze_to(grad, sizes): puts back every size-1 dim of `sizes` (squeeze()).
-Tensor unsqueeze_to(const Tensor& grad, const IntList& sizes) {
+// unsqueeze_to(grad, sizes) and unsqueeze_to(grad, dims, sizes): puts back the
+// size-1 dims of `sizes` that the squeeze removed (every size-1 dim for
+// squeeze(), those among `dims` for squeeze.dim and squeeze.dims). The grad
+// must be the squeezed input.
+Tensor unsqueeze_to(const Tensor& grad, const std::vector<bool>& squeezable, const IntList& sizes, const char* node) {
+  Shape squeezed;
+  for (std::size_t d = 0; d < sizes.size(); ++d)
+    if (!(squeezable[d] && sizes[d] == 1)) squeezed.push_back(sizes[d]);
+  check(grad.sizes() == squeezed, node, ": grad of shape ", shape_text(grad.sizes()),
+        " is not the squeezed input of shape ", shape_text(sizes));
   Tensor result = grad;
   for (int64_t dim = 0; dim < ndim_of(sizes); ++dim)
-    if (sizes[dim] == 1) result = unsqueeze(result, dim);
-  return result;
-}
-
-// unsqueeze_to(grad, dims, sizes): puts back the dims among `dims` that had
-// size 1 (squeeze.dim and squeeze.dims left the others in place).
-Tensor unsqueeze_to(const Tensor& grad, const IntList& dims, const IntList& sizes) {
-  std::vector<bool> squeezed(sizes.size(), false);
-  for (int64_t dim : dims) squeezed[wrap_dim(dim, ndim_of(sizes), "squeeze backward")] = true;
-  Tensor result = grad;
-  for (int64_t dim = 0; dim < ndim_of(sizes); ++dim)
-    if (squeezed[dim] && sizes[dim] == 1) result = unsqueeze(result, dim);
+    if (squeezable[dim] && sizes[dim] == 1) result = unsqueeze(result, dim);
   return result;
 }
 
@@ -80,7 +90,9 @@ Tensor scatter_into_zeros(const Tensor& grad, const IntList& input_sizes, int64_
 
 // select_backward(grad, input_sizes, dim, index)
 Tensor select_backward(const Tensor& grad, const IntList& input_sizes, int64_t dim, int64_t index) {
-  dim = wrap_dim(dim, ndim_of(input_sizes), "SelectBackward0");
+  check(!input_sizes.empty(), "SelectBackward0: self_sym_sizes is [], and select() cannot be applied to a 0-dim tensor");
+  check_sizes("SelectBackward0", "self_sym_sizes", input_sizes);
+  dim = wrap_saved_dim("SelectBackward0", "dim", dim, "self_sym_sizes", input_sizes);
   const int64_t size = input_sizes[dim];
   check(index >= -size && index < size, "SelectBackward0: index ", index, " is out of range for dim ", dim,
         " of size ", size, " (input shape ", shape_text(input_sizes), ")");
@@ -93,8 +105,10 @@ Tensor select_backward(const Tensor& grad, const IntList& input_sizes, int64_t d
 // end are clamped to the dim as the forward slice clamped them.
 Tensor slice_backward_wrapper(const Tensor& grad, const IntList& input_sizes, int64_t dim,
                               std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
-  dim = wrap_dim(dim, ndim_of(input_sizes), "SliceBackward0");
+  check(!input_sizes.empty(), "SliceBackward0: self_sym_sizes is [], and slice() cannot be applied to a 0-dim tensor");
+  dim = wrap_saved_dim("SliceBackward0", "dim", dim, "self_sym_sizes", input_sizes);
   check(step > 0, "SliceBackward0: step must be positive, got ", step);
+  check_sizes("SliceBackward0", "self_sym_sizes", input_sizes);
   const int64_t size = input_sizes[dim];
   int64_t start_val = start.value_or(0);
   int64_t end_val = end.value_or(std::numeric_limits<int64_t>::max());
@@ -102,17 +116,28 @@ Tensor slice_backward_wrapper(const Tensor& grad, const IntList& input_sizes, in
   if (end_val < 0) end_val += size;
   start_val = std::clamp<int64_t>(start_val, 0, size);
   end_val = std::clamp<int64_t>(end_val, start_val, size);
-  const int64_t count = (end_val - start_val + step - 1) / step;
+  const int64_t count = end_val == start_val ? 0 : (end_val - start_val - 1) / step + 1;
   return scatter_into_zeros(grad, input_sizes, dim, strided_indices(start_val, step, count), "SliceBackward0");
 }
 
 // split_with_sizes_backward(grads, split_sizes, dim, sizes, options): an
 // undefined grad becomes zeros of its piece's shape, then the pieces are cat.
+// `split_field` names the saved field the split sizes come from.
 Tensor split_with_sizes_backward(const Grads& grads, const IntList& split_sizes, int64_t dim, const IntList& sizes,
-                                 const TensorOptions& options, const char* node) {
-  dim = wrap_dim(dim, ndim_of(sizes), node);
+                                 const TensorOptions& options, const char* node, const char* split_field) {
+  check(!sizes.empty(), node, ": self_sym_sizes is [], and split expects at least a 1-dimensional tensor");
+  dim = wrap_saved_dim(node, "dim", dim, "self_sym_sizes", sizes);
+  check_sizes(node, "self_sym_sizes", sizes);
   check(grads.size() == split_sizes.size(), node, ": ", grads.size(), " incoming grads for ", split_sizes.size(),
         " pieces (input shape ", shape_text(sizes), ")");
+  int64_t total = 0;
+  for (int64_t split_size : split_sizes) {
+    check(split_size >= 0 && split_size <= sizes[dim] - total, node, ": ", split_field, " ", shape_text(split_sizes),
+          " do not split dim ", dim, " of self_sym_sizes ", shape_text(sizes));
+    total += split_size;
+  }
+  check(total == sizes[dim], node, ": ", split_field, " ", shape_text(split_sizes), " do not split dim ", dim,
+        " of self_sym_sizes ", shape_text(sizes));
   TensorList pieces;
   for (std::size_t j = 0; j < grads.size(); ++j) {
     if (grads[j]) {
@@ -132,11 +157,21 @@ Tensor split_with_sizes_backward(const Grads& grads, const IntList& split_sizes,
 // split_backward: the pieces have split_size along dim, the last one the rest.
 Tensor split_backward(const Grads& grads, int64_t split_size, int64_t dim, const IntList& sizes,
                       const TensorOptions& options) {
-  dim = wrap_dim(dim, ndim_of(sizes), "SplitBackward0");
+  const char* node = "SplitBackward0";
+  check(!sizes.empty(), node, ": self_sym_sizes is [], and split expects at least a 1-dimensional tensor");
+  dim = wrap_saved_dim(node, "dim", dim, "self_sym_sizes", sizes);
+  check_sizes(node, "self_sym_sizes", sizes);
   const auto num_splits = static_cast<int64_t>(grads.size());
   IntList split_sizes(grads.size(), split_size);
-  if (num_splits > 0) split_sizes.back() = sizes[dim] - split_size * (num_splits - 1);
-  return split_with_sizes_backward(grads, split_sizes, dim, sizes, options, "SplitBackward0");
+  if (num_splits > 0) {
+    int64_t before_last = 0;  // the pieces before the last, split_size each
+    check(split_size >= 0 && !__builtin_mul_overflow(split_size, num_splits - 1, &before_last) &&
+              before_last <= sizes[dim],
+          node, ": ", num_splits, " pieces of split_size ", split_size, " do not fit dim ", dim,
+          " of self_sym_sizes ", shape_text(sizes));
+    split_sizes.back() = sizes[dim] - before_last;
+  }
+  return split_with_sizes_backward(grads, split_sizes, dim, sizes, options, node, "split sizes");
 }
 
 // repeat_backward(grad, repeats, input_shape): sums the copies. The leading
@@ -146,8 +181,22 @@ Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList
   check(repeats.size() >= input_shape.size() && grad.dim() == ndim_of(repeats), "RepeatBackward0: repeats ",
         shape_text(repeats), " do not fit an input of shape ", shape_text(input_shape), " and a grad of shape ",
         shape_text(grad.sizes()));
+  check(std::all_of(repeats.begin(), repeats.end(), [](int64_t r) { return r >= 0; }), "RepeatBackward0: repeats ",
+        shape_text(repeats), " has a negative entry");
+  check_sizes("RepeatBackward0", "self_sym_sizes", input_shape);
   if (std::find(repeats.begin(), repeats.end(), 0) != repeats.end()) return zeros(input_shape, grad.dtype());
   const int64_t num_unsqueezed = ndim_of(repeats) - ndim_of(input_shape);
+  // repeat's output: the leading repeats, then each input size times its repeat.
+  bool fits = true;
+  for (int64_t d = 0; d < grad.dim(); ++d) {
+    int64_t size = repeats[d];
+    if (d >= num_unsqueezed) fits = fits && !__builtin_mul_overflow(size, input_shape[d - num_unsqueezed], &size);
+    fits = fits && size == grad.size(d);
+  }
+  check(fits, "RepeatBackward0: grad of shape ", shape_text(grad.sizes()), " is not input shape ",
+        shape_text(input_shape), " repeated ", shape_text(repeats));
+  // Nothing to sum; and the split shape below need not be countable then ([1, 2, INT64_MAX, 0]).
+  if (grad.numel() == 0) return zeros(input_shape, grad.dtype());
   Shape grad_size;
   IntList sum_dims;
   for (int64_t i = 0; i < num_unsqueezed; ++i) {
@@ -159,13 +208,23 @@ Tensor repeat_backward(const Tensor& grad, const IntList& repeats, const IntList
     sum_dims.push_back(ndim_of(grad_size) - 1);
     grad_size.push_back(input_shape[dim]);
   }
-  check(numel_of(grad_size) == grad.numel(), "RepeatBackward0: grad of shape ", shape_text(grad.sizes()),
-        " is not input shape ", shape_text(input_shape), " repeated ", shape_text(repeats));
   return sum(reshape(grad, grad_size), sum_dims);
 }
 
 // constant_pad_nd_backward(grad, pad): padding by the negated pads crops.
 Tensor constant_pad_nd_backward(const Tensor& grad, const IntList& pad) {
+  check(pad.size() % 2 == 0 && ndim_of(pad) / 2 <= grad.dim(), "ConstantPadNdBackward0: pad ", shape_text(pad),
+        " is not (before, after) pairs for the dims of a grad of shape ", shape_text(grad.sizes()));
+  check(std::find(pad.begin(), pad.end(), std::numeric_limits<int64_t>::min()) == pad.end(),
+        "ConstantPadNdBackward0: pad ", shape_text(pad), " has an entry that cannot be negated in int64");
+  // Pairs run from the last dim backwards; each dim of the grad is its input's padded.
+  for (std::size_t k = 0; k < pad.size() / 2; ++k) {
+    const int64_t size = grad.sizes()[grad.sizes().size() - 1 - k];
+    int64_t input_size = 0;
+    check(!__builtin_sub_overflow(size, pad[2 * k], &input_size) &&
+              !__builtin_sub_overflow(input_size, pad[2 * k + 1], &input_size) && input_size >= 0,
+          "ConstantPadNdBackward0: pad ", shape_text(pad), " does not fit a grad of shape ", shape_text(grad.sizes()));
+  }
   IntList negated_pad(pad.size());
   std::transform(pad.begin(), pad.end(), negated_pad.begin(), [](int64_t p) { return -p; });
   return constant_pad_nd(grad, negated_pad, 0);
@@ -178,11 +237,22 @@ Tensor constant_pad_nd_backward(const Tensor& grad, const IntList& pad) {
 // last dim is moved next to dim and merged with it, and one index_add adds
 // everything.
 Tensor unfold_backward(const Tensor& grad, const IntList& input_sizes, int64_t dim, int64_t size, int64_t step) {
+  const char* node = "UnfoldBackward0";
   const int64_t ndim = ndim_of(input_sizes);
-  dim = wrap_dim(dim, std::max<int64_t>(ndim, 1), "UnfoldBackward0");
-  check(grad.dim() == ndim + 1 && grad.size(-1) == size, "UnfoldBackward0: grad of shape ", shape_text(grad.sizes()),
-        " does not fit windows of size ", size, " over an input of shape ", shape_text(input_sizes));
-  if (ndim == 0) return reshape(grad, {});  // a 0-d input unfolds to its one element
+  dim = wrap_saved_dim(node, "dimension", dim, "self_sym_sizes", input_sizes);
+  check_sizes(node, "self_sym_sizes", input_sizes);
+  check(step > 0, node, ": step is ", step, " but must be > 0");
+  const int64_t dim_size = ndim == 0 ? 1 : input_sizes[dim];  // a 0-d input unfolds as one element
+  check(size >= 0 && size <= dim_size, node, ": size ", size, " does not fit dim ", dim, " of self_sym_sizes ",
+        shape_text(input_sizes));
+  // The forward's output: the input's dims, dim holding the windows, and a last dim of `size`.
+  Shape unfolded = input_sizes;
+  if (ndim > 0) unfolded[dim] = (dim_size - size) / step + 1;
+  unfolded.push_back(size);
+  check(grad.sizes() == unfolded, node, ": grad of shape ", shape_text(grad.sizes()), " does not fit windows of size ",
+        size, " over an input of shape ", shape_text(input_sizes));
+  if (grad.numel() == 0) return zeros(input_sizes, grad.dtype());
+  if (ndim == 0) return reshape(grad, {});
   const int64_t windows = grad.size(dim);
   IntList order;
   for (int64_t d = 0; d < ndim; ++d) {
@@ -199,8 +269,19 @@ Tensor unfold_backward(const Tensor& grad, const IntList& input_sizes, int64_t d
   return scatter_into_zeros(flat_grad, input_sizes, dim, index, "UnfoldBackward0");
 }
 
-// _maybe_overlapping_memory: whether a strided geometry may address one
-// element twice (false means it certainly does not).
+// A geometry AsStridedBackward0 works with: one stride per size, no negative
+// size, stride or offset (ATen's as_strided refuses negative strides; a
+// tensor's geometry has none).
+void check_geometry(const IntList& sizes, const IntList& strides, int64_t storage_offset, const char* what) {
+  const auto negative = [](int64_t v) { return v < 0; };
+  check(sizes.size() == strides.size() && std::none_of(sizes.begin(), sizes.end(), negative) &&
+            std::none_of(strides.begin(), strides.end(), negative) && storage_offset >= 0,
+        "AsStridedBackward0: ", what, " (sizes ", shape_text(sizes), ", strides ", shape_text(strides),
+        ", storage offset ", storage_offset, ") is not a geometry of non-negative sizes, strides and offset");
+}
+
+// _maybe_overlapping_memory: whether a strided geometry (sizes > 1) may
+// address one element twice (false means it certainly does not).
 bool maybe_overlapping_memory(const IntList& sizes, const IntList& strides) {
   std::vector<std::size_t> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
@@ -208,18 +289,23 @@ bool maybe_overlapping_memory(const IntList& sizes, const IntList& strides) {
   int64_t max_index_in_slice = 0;
   for (std::size_t i : order) {
     if (strides[i] <= max_index_in_slice) return true;
-    max_index_in_slice += strides[i] * (sizes[i] - 1);
+    max_index_in_slice = add_or_fail(max_index_in_slice, multiply_or_fail(strides[i], sizes[i] - 1, "AsStridedBackward0"),
+                                     "AsStridedBackward0");
   }
   return false;
 }
 
-// _min_storage_size: the storage a geometry needs.
-int64_t min_storage_size(const IntList& sizes, const IntList& strides, int64_t storage_offset) {
-  int64_t storage_size = storage_offset + 1;
+// _min_storage_size: the storage a geometry (`what`, for the error) needs.
+int64_t min_storage_size(const IntList& sizes, const IntList& strides, int64_t storage_offset, const char* what) {
+  int64_t storage_size = 0, extent = 0;
+  bool overflow = __builtin_add_overflow(storage_offset, 1, &storage_size);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 0) return storage_offset;
-    storage_size += (sizes[i] - 1) * strides[i];
+    overflow = overflow || __builtin_mul_overflow(sizes[i] - 1, strides[i], &extent) ||
+               __builtin_add_overflow(storage_size, extent, &storage_size);
   }
+  check(!overflow, "AsStridedBackward0: ", what, " (sizes ", shape_text(sizes), ", strides ", shape_text(strides),
+        ", storage offset ", storage_offset, ") addresses more storage than int64 can count");
   return storage_size;
 }
 
@@ -234,6 +320,9 @@ Tensor as_strided_backward(Tensor grad, const TensorGeometry& input_geometry, co
   check(ndim_of(sizes) == grad.dim() && sizes.size() == strides.size() && grad.sizes() == sizes,
         "AsStridedBackward0: grad of shape ", shape_text(grad.sizes()), " does not fit the view's size ", shape_text(sizes),
         " and stride ", shape_text(strides));
+  check_geometry(input_geometry.sizes, input_geometry.strides, input_geometry.storage_offset, "self_geometry");
+  check_sizes("AsStridedBackward0", "self_geometry", input_geometry.sizes);
+  check_geometry(sizes, strides, storage_offset_.value_or(0), "the view (size, stride, storage_offset)");
   const int64_t storage_offset = storage_offset_.value_or(input_geometry.storage_offset);
   const Shape& input_sizes = input_geometry.sizes;
   // The output's geometry without size-1 dims, with its expanded (stride 0) dims summed away.
@@ -260,8 +349,8 @@ Tensor as_strided_backward(Tensor grad, const TensorGeometry& input_geometry, co
   const int64_t shared_offset = std::min(input_geometry.storage_offset, storage_offset);
   const int64_t inp_effective_offset = input_geometry.storage_offset - shared_offset;
   const int64_t out_effective_offset = storage_offset - shared_offset;
-  const int64_t base_size = std::max(min_storage_size(inp_sizes, inp_strides, inp_effective_offset),
-                                     min_storage_size(out_sizes, out_strides, out_effective_offset));
+  const int64_t base_size = std::max(min_storage_size(inp_sizes, inp_strides, inp_effective_offset, "self_geometry"),
+                                     min_storage_size(out_sizes, out_strides, out_effective_offset, "the view"));
   const Tensor flatten_full_indices = arange(Scalar(base_size), DType::Int64);
   const Tensor out_indices =
       reshape(as_strided(flatten_full_indices, out_sizes, out_strides, out_effective_offset), {-1});
@@ -291,6 +380,8 @@ struct ReshapeToSelfSaved {
 
 Grads ReshapeToSelf(const Grads& grads, const ReshapeToSelfSaved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
+  // Three nodes share this formula: call_node and the interpreter put the node's name in front.
+  check_sizes("reshape", "self_sym_sizes", saved.self_sym_sizes);
   return Grads{reshape(*grads[0], saved.self_sym_sizes)};
 }
 
@@ -350,16 +441,21 @@ Grads UnsqueezeBackward0(const Grads& grads, const UnsqueezeBackward0Saved& save
   return Grads{squeeze(*grads[0], saved.dim)};
 }
 
+constexpr char kSqueezeBackward0[] = "SqueezeBackward0", kSqueezeBackward1[] = "SqueezeBackward1",
+               kSqueezeBackward3[] = "SqueezeBackward3", kSqueezeBackward4[] = "SqueezeBackward4";
+
 // SqueezeBackward0 — squeeze(Tensor(a) self)
 //   self: unsqueeze_to(grad, self.sym_sizes())
 struct SqueezeBackward0Saved {
   IntList self_sym_sizes;
 };
 
+// (SqueezeBackward3, squeeze_, shares it: `Node` is the name its errors give.)
+template <const char* Node>
 Grads SqueezeBackward0(const Grads& grads, const SqueezeBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  return Grads{checked_to_input_shape(unsqueeze_to(*grads[0], saved.self_sym_sizes), *grads[0],
-                                      saved.self_sym_sizes, "SqueezeBackward0")};
+  const std::vector<bool> every_dim(saved.self_sym_sizes.size(), true);
+  return Grads{unsqueeze_to(*grads[0], every_dim, saved.self_sym_sizes, Node)};
 }
 
 // SqueezeBackward1 — squeeze.dim(Tensor(a) self, int dim)
@@ -369,10 +465,11 @@ struct SqueezeBackward1Saved {
   IntList self_sym_sizes;
 };
 
+// (SqueezeBackward4, squeeze_.dim, shares it.)
+template <const char* Node>
 Grads SqueezeBackward1(const Grads& grads, const SqueezeBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  return Grads{checked_to_input_shape(unsqueeze_to(*grads[0], IntList{saved.dim}, saved.self_sym_sizes), *grads[0],
-                                      saved.self_sym_sizes, "SqueezeBackward1")};
+  return Grads{unsqueeze_to(*grads[0], squeezable_dims({saved.dim}, saved.self_sym_sizes, Node), saved.self_sym_sizes, Node)};
 }
 
 // SqueezeBackward2 — squeeze.dims(Tensor(a) self, int[] dim)
@@ -384,8 +481,8 @@ struct SqueezeBackward2Saved {
 
 Grads SqueezeBackward2(const Grads& grads, const SqueezeBackward2Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  return Grads{checked_to_input_shape(unsqueeze_to(*grads[0], saved.dim, saved.self_sym_sizes), *grads[0],
-                                      saved.self_sym_sizes, "SqueezeBackward2")};
+  const char* node = "SqueezeBackward2";
+  return Grads{unsqueeze_to(*grads[0], squeezable_dims(saved.dim, saved.self_sym_sizes, node), saved.self_sym_sizes, node)};
 }
 
 // SelectBackward0 — select.int(Tensor(a) self, int dim, SymInt index)
@@ -446,14 +543,24 @@ struct CatBackward0Saved {
 
 Grads CatBackward0(const Grads& grads, const CatBackward0Saved& saved, const Need& need) {
   const std::vector<IntList>& shapes = saved.tensors_args_sizes_symint;
+  check(shapes.size() == saved.tensors_args_scalartypes.size(), "CatBackward0: tensors_args_sizes_symint has ",
+        shapes.size(), " entries but tensors_args_scalartypes has ", saved.tensors_args_scalartypes.size());
   if (!grads[0] || !need[0]) return Grads(shapes.size());
   const Tensor& grad = *grads[0];
   auto is_legacy_empty = [](const IntList& shape) { return shape.size() == 1 && shape[0] == 0; };
   // legacy_cat_wrap_dim: the first input that is not a legacy empty decides the rank.
   const auto ranked = std::find_if_not(shapes.begin(), shapes.end(), is_legacy_empty);
-  const int64_t dim = ranked == shapes.end()
-                          ? saved.dim
-                          : wrap_dim(saved.dim, static_cast<int64_t>(ranked->size()), "CatBackward0");
+  if (ranked == shapes.end()) return Grads(shapes.size(), zeros({0}, grad.dtype()));
+  check(!ranked->empty(), "CatBackward0: tensors_args_sizes_symint has a 0-d input, and a zero-dimensional tensor "
+                          "cannot be concatenated");
+  const int64_t dim = wrap_saved_dim("CatBackward0", "dim", saved.dim, "the inputs' sizes", *ranked);
+  // The inputs have the grad's sizes but along dim, where their sizes add up to the grad's.
+  const auto fits = [&](const IntList& shape) {
+    if (ndim_of(shape) != grad.dim()) return false;
+    for (int64_t d = 0; d < grad.dim(); ++d)
+      if (d != dim && shape[d] != grad.size(d)) return false;
+    return shape[dim] >= 0;
+  };
   Grads out;
   int64_t accumulate = 0;
   for (const IntList& shape : shapes) {
@@ -461,13 +568,14 @@ Grads CatBackward0(const Grads& grads, const CatBackward0Saved& saved, const Nee
       out.push_back(zeros({0}, grad.dtype()));
       continue;
     }
-    check(dim < static_cast<int64_t>(shape.size()), "CatBackward0: input shape ", shape_text(shape), " has no dim ", dim);
-    const int64_t size = shape[dim];
-    check(accumulate + size <= grad.size(dim), "CatBackward0: grad of shape ", shape_text(grad.sizes()),
-          " is too small along dim ", dim, " for the inputs' sizes");
-    out.push_back(narrow(grad, dim, accumulate, size));
-    accumulate += size;
+    check(fits(shape) && shape[dim] <= grad.size(dim) - accumulate, "CatBackward0: grad of shape ",
+          shape_text(grad.sizes()), " is not the inputs of tensors_args_sizes_symint concatenated along dim ", dim,
+          " (input ", out.size(), " has shape ", shape_text(shape), ")");
+    out.push_back(narrow(grad, dim, accumulate, shape[dim]));
+    accumulate += shape[dim];
   }
+  check(accumulate == grad.size(dim), "CatBackward0: grad of shape ", shape_text(grad.sizes()),
+        " is larger along dim ", dim, " than the inputs of tensors_args_sizes_symint (", accumulate, ")");
   return out;
 }
 
@@ -484,6 +592,7 @@ Grads StackBackward0(const Grads& grads, const StackBackward0Saved& saved, const
   const auto count = static_cast<int64_t>(saved.tensors_args_scalartypes.size());
   if (!grads[0] || !need[0]) return Grads(count);
   const Tensor& grad = *grads[0];
+  check(grad.dim() > 0, "StackBackward0: grad is 0-d, but stack's result has at least one dim");
   const int64_t dim = wrap_dim(saved.dim, grad.dim(), "StackBackward0");
   check(grad.size(dim) == count, "StackBackward0: grad of shape ", shape_text(grad.sizes()), " has ", grad.size(dim),
         " entries along dim ", dim, " for ", count, " stacked tensors");
@@ -518,7 +627,7 @@ struct SplitWithSizesBackward0Saved {
 Grads SplitWithSizesBackward0(const Grads& grads, const SplitWithSizesBackward0Saved& saved, const Need& need) {
   if (!any_grad_defined(grads) || !need[0]) return Grads(1);
   return Grads{split_with_sizes_backward(grads, saved.split_sizes, saved.dim, saved.self_sym_sizes,
-                                         saved.self_options, "SplitWithSizesBackward0")};
+                                         saved.self_options, "SplitWithSizesBackward0", "split_sizes")};
 }
 
 // UnbindBackward0 — unbind.int(Tensor(a -> *) self, int dim=0)
@@ -637,18 +746,18 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(define_node<UnsqueezeBackward0Saved, UnsqueezeBackward0>(
       {"UnsqueezeBackward0", "unsqueeze", {"self"}, 1, {}, "self: grad.squeeze(dim)"},
       {saved<&UnsqueezeBackward0Saved::dim>("dim", FieldKind::Int)}));
-  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0>(
+  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0<kSqueezeBackward0>>(
       {"SqueezeBackward0", "squeeze", {"self"}, 1, {}, "self: unsqueeze_to(grad, self.sym_sizes())"},
       {saved<&SqueezeBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
-  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1>(
+  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1<kSqueezeBackward1>>(
       {"SqueezeBackward1", "squeeze.dim", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
       {saved<&SqueezeBackward1Saved::dim>("dim", FieldKind::Int),
        saved<&SqueezeBackward1Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
   // squeeze_ and squeeze_.dim (in place) have the formulas of squeeze and squeeze.dim.
-  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0>(
+  registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0<kSqueezeBackward3>>(
       {"SqueezeBackward3", "squeeze_", {"self"}, 1, {}, "self: unsqueeze_to(grad, self.sym_sizes())"},
       {saved<&SqueezeBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
-  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1>(
+  registry.push_back(define_node<SqueezeBackward1Saved, SqueezeBackward1<kSqueezeBackward4>>(
       {"SqueezeBackward4", "squeeze_.dim", {"self"}, 1, {}, "self: unsqueeze_to(grad, dim, self.sym_sizes())"},
       {saved<&SqueezeBackward1Saved::dim>("dim", FieldKind::Int),
        saved<&SqueezeBackward1Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));

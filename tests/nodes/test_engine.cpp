@@ -205,6 +205,13 @@ result = x.grad
                          "AccumulateGrad: the new gradient of shape [3,3] does not broadcast to the existing .grad "
                          "of shape [2,3]",
                          Error);
+    // torch's `.grad += new_grad` refuses what it cannot cast to .grad's dtype:
+    // "result type Float can't be cast to the desired output type Long"
+    CHECK(torch_error("torch.zeros(3, dtype=torch.long).add_(torch.ones(3))").find("can't be cast") != std::string::npos);
+    CHECK_THROWS_WITH_AS(accumulate_grad(zeros({2, 3}, DType::Int64), g1),
+                         "AccumulateGrad: the new gradient of dtype float64 cannot be added in place to the existing "
+                         ".grad of dtype int64 (result type float64 can't be cast to int64)",
+                         Error);
   }
 }
 
@@ -394,6 +401,28 @@ result = torch.autograd.grad(x, l, b, allow_unused=True)[0] is None
                          Error);
     CHECK_THROWS_WITH_AS(copy_slices({g}, base, TensorGeometry{{2, 3}, {3}, 3}, mul_node, saved, {true, true}),
                          "CopySlices: the view has sizes [2,3] but strides [3]", Error);
+    // offsets and strides whose arithmetic would overflow int64
+    CHECK_THROWS_WITH_AS(copy_slices({g}, TensorGeometry{{4, 3}, {3, 1}, -9223372036854775807 - 1}, view, mul_node,
+                                     saved, {true, true}),
+                         "CopySlices: the base has a negative storage offset -9223372036854775808", Error);
+    CHECK_THROWS_WITH_AS(copy_slices({g}, base, TensorGeometry{{2, 3}, {9223372036854775807, 1}, 3}, mul_node, saved,
+                                     {true, true}),
+                         "CopySlices: the view (sizes [2,3], strides [9223372036854775807,1], storage offset 3) "
+                         "addresses more storage than int64 can count",
+                         Error);
+    const std::int64_t big = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(copy_slices({g}, base, TensorGeometry{{big, big, 0}, {1, 1, 1}, 3}, mul_node, saved, {true, true}),
+                         "CopySlices: the view [4611686018427387904,4611686018427387904,0] has more elements than int64 "
+                         "can count",
+                         Error);
+    // the wrapped node must take one grad (an in-place op has one output)
+    NodeDef two_grads;
+    two_grads.schema = {"TwoBackward", "", {"self"}, 2, {}, ""};
+    two_grads.apply = [](const Grads& grads, const void*, const Need&) { return Grads{grads.at(1)}; };
+    CHECK_THROWS_WITH_AS(copy_slices({g}, base, view, two_grads, nullptr, {true}),
+                         "CopySlices: TwoBackward cannot be the node of an in-place op on a view (it takes 2 incoming "
+                         "grads)",
+                         Error);
   }
 }
 

@@ -484,6 +484,12 @@ result = (fn._saved_mask, torch.tensor(fn._saved_source_sym_sizes), *torch.autog
                          "MaskedScatterBackward0: the mask selects 4 elements, more than source's 3 "
                          "(source_sym_sizes [3])",
                          Error);
+    Saved huge_source = saved;
+    huge_source["source_sym_sizes"] = IntList{std::int64_t{1} << 32, std::int64_t{1} << 32};
+    CHECK_THROWS_WITH_AS(call_node("MaskedScatterBackward0", {g}, {false, true}, huge_source),
+                         "MaskedScatterBackward0: source_sym_sizes [4294967296,4294967296] has more elements than int64 "
+                         "can count",
+                         Error);
   }
 }
 

@@ -277,6 +277,9 @@ TEST_CASE("registry") {
   CHECK(describe(FieldValue{std::string("mean")}) == "str 'mean'");
   CHECK(describe(FieldValue{TensorGeometry{{2, 3}, {1, 2}, 4}}) == "TensorGeometry [2,3] strides [1,2] offset 4");
   CHECK(describe(FieldValue{std::vector<DType>{DType::Float32}}) == "ScalarType[] of 1");
+  // apply without bind's result (CopySlices hands its wrapped node whatever it was given)
+  CHECK_THROWS_WITH_AS(get_node("TBackward0").apply({random64({2, 3}, 1)}, nullptr, {true}),
+                       "the node's saved fields are not bound (apply takes what bind returned)", Error);
 }
 
 // (e): the saved-field names of every node refgrad has agree with the

@@ -174,6 +174,13 @@ TEST_CASE("MeanBackward1") {
     Saved bad = saved;
     bad["dim"] = IntList{1, 5};
     CHECK_THROWS_WITH_AS(call_node("MeanBackward1", {g}, {true}, bad), doctest::Contains("out of range"), Error);
+    // the count of reduced elements overflows int64
+    const Saved huge = {{"dim", IntList{0, 1}}, {"keepdim", true}, {"self_sym_numel", std::int64_t{0}},
+                        {"self_sym_sizes", IntList{std::int64_t{1} << 32, std::int64_t{1} << 32}}};
+    CHECK_THROWS_WITH_AS(call_node("MeanBackward1", {random64({1, 1}, 1)}, {true}, huge),
+                         "MeanBackward1: _safe_size: dims [0,1] of sizes [4294967296,4294967296] have more elements "
+                         "than int64 can count",
+                         Error);
   }
 }
 

@@ -1,5 +1,7 @@
 // Suite "nodes", shape group: views, cat/stack/split/unbind, repeat, pad,
 // flip, tril/triu, unfold.
+#include <limits>
+
 #include "node_test.hpp"
 
 using namespace refgrad;
@@ -65,6 +67,13 @@ result = (ints(out.grad_fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,
   }
   SUBCASE("errors") {
     CHECK_THROWS_AS(call_node("ViewBackward0", {random64({5}, 1)}, {true}, saved), Error);
+    // ATen's numel overflows on these sizes before it reaches the 0
+    const std::int64_t big = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(call_node("ViewBackward0", {zeros({0, 3}, DType::Float64)}, {true},
+                                   Saved{{"self_sym_sizes", IntList{big, big, 0}}}),
+                         "ViewBackward0: reshape: self_sym_sizes [4611686018427387904,4611686018427387904,0] has more "
+                         "elements than int64 can count",
+                         Error);
   }
 }
 
@@ -186,6 +195,8 @@ result = (ints(fn._saved_dims), *torch.autograd.grad(out, (x,), b))
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(call_node("PermuteBackward0", {random64({2, 3}, 1)}, {true}, saved),
                          "PermuteBackward0: grad of shape [2,3] does not fit dims [-1,0,1]", Error);
+    CHECK_THROWS_WITH_AS(call_node("PermuteBackward0", {random64({2, 2}, 1)}, {true}, Saved{{"dims", IntList{0, -2}}}),
+                         "PermuteBackward0: dims [0,-2] name dim 0 twice (permute() allows no duplicate dims)", Error);
   }
 }
 
@@ -292,6 +303,20 @@ result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.gr
     CHECK_THROWS_AS(call_node("SqueezeBackward1", {g}, {true}, Saved{{"dim", std::int64_t{7}}, {"self_sym_sizes", IntList{2, 1}}}),
                     Error);
   }
+  SUBCASE("0-d: dims 0 and -1 pass the grad through") {
+    const Tensor scalar = scalar_tensor(2.0, DType::Float64), grad = scalar_tensor(3.0, DType::Float64);
+    for (const std::int64_t dim : {0, -1}) {
+      CAPTURE(dim);
+      const auto r = torch_exec(py("x = a.requires_grad_()\nout = x.squeeze(" + std::to_string(dim) + R"()
+assert out.grad_fn.name() == "SqueezeBackward1"
+result = (ints(out.grad_fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {scalar, grad});
+      CHECK_TENSOR(one_grad("SqueezeBackward1", {{"dim", dim}, {"self_sym_sizes", int_list(r[0])}}, grad), r[1]);
+    }
+    CHECK_THROWS_WITH_AS(call_node("SqueezeBackward1", {grad}, {true}, Saved{{"dim", std::int64_t{1}}, {"self_sym_sizes", IntList{}}}),
+                         "SqueezeBackward1: dim 1 is out of range for self_sym_sizes [] (expected a dim in [-1, 0])",
+                         Error);
+  }
 }
 
 // The in-place squeezes: what nn.Linear without bias on a 1-d input produces (squeeze_.dim).
@@ -334,6 +359,10 @@ result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.gr
     CHECK(int_of(r[0]) == -1);
     CHECK_TENSOR(one_grad("SqueezeBackward4", {{"dim", int_of(r[0])}, {"self_sym_sizes", int_list(r[1])}}, g), r[2]);
   }
+  SUBCASE("errors name this node, not SqueezeBackward1 whose formula it shares") {
+    CHECK_THROWS_WITH_AS(call_node("SqueezeBackward4", {random64({2}, 1)}, {true}, saved),
+                         "SqueezeBackward4: grad of shape [2] is not the squeezed input of shape [3,1]", Error);
+  }
 }
 
 TEST_CASE("SqueezeBackward2") {
@@ -361,6 +390,22 @@ result = (ints(fn._saved_dim), ints(fn._saved_self_sym_sizes), *torch.autograd.g
   SUBCASE("errors") {
     CHECK_THROWS_AS(call_node("SqueezeBackward2", {g}, {true}, Saved{{"dim", IntList{4}}, {"self_sym_sizes", IntList{2, 1}}}),
                     Error);
+    // torch's forward refuses a repeated dim ("dim 0 appears multiple times in the list of dims")
+    CHECK_THROWS_WITH_AS(call_node("SqueezeBackward2", {random64({2}, 1)}, {true},
+                                   Saved{{"dim", IntList{0, -2}}, {"self_sym_sizes", IntList{1, 2}}}),
+                         "SqueezeBackward2: dim [0,-2] names dim 0 more than once", Error);
+  }
+  SUBCASE("0-d: dim [0] passes the grad through, [0, -1] repeats it") {
+    const Tensor scalar = scalar_tensor(2.0, DType::Float64), grad = scalar_tensor(3.0, DType::Float64);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.squeeze((0,))
+assert out.grad_fn.name() == "SqueezeBackward2"
+result = (ints(out.grad_fn._saved_dim), ints(out.grad_fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
+)"), {scalar, grad});
+    CHECK_TENSOR(one_grad("SqueezeBackward2", {{"dim", int_list(r[0])}, {"self_sym_sizes", int_list(r[1])}}, grad), r[2]);
+    CHECK_THROWS_WITH_AS(call_node("SqueezeBackward2", {grad}, {true}, Saved{{"dim", IntList{0, -1}}, {"self_sym_sizes", IntList{}}}),
+                         "SqueezeBackward2: dim [0,-1] names dim 0 more than once", Error);
   }
 }
 
@@ -395,6 +440,14 @@ result = (*saved[0], *saved[1], *torch.autograd.grad(outs[0], (x,), b), *torch.a
     CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {random64({2, 5}, 1)}, {true}, saved),
                          "SelectBackward0: grad has shape [2,1,5], expected [2,1,4] for an input of shape [2,3,4]",
                          Error);
+    Saved min_size = saved;
+    min_size["self_sym_sizes"] = IntList{2, std::numeric_limits<std::int64_t>::min(), 4};
+    CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {g}, {true}, min_size),
+                         "SelectBackward0: self_sym_sizes [2,-9223372036854775808,4] has a negative size", Error);
+    // torch: "select() cannot be applied to a 0-dim tensor."
+    CHECK_THROWS_WITH_AS(call_node("SelectBackward0", {scalar_tensor(1.0, DType::Float64)}, {true},
+                                   Saved{{"dim", std::int64_t{0}}, {"index", std::int64_t{0}}, {"self_sym_sizes", IntList{}}}),
+                         "SelectBackward0: self_sym_sizes is [], and select() cannot be applied to a 0-dim tensor", Error);
   }
 }
 
@@ -444,6 +497,23 @@ result = (i64(fn._saved_dim), none(fn._saved_start), none(fn._saved_end), ints(f
     zero_step["step"] = std::int64_t{0};
     CHECK_THROWS_WITH_AS(call_node("SliceBackward0", {g}, {true}, zero_step),
                          "SliceBackward0: step must be positive, got 0", Error);
+    Saved zero_d = saved;
+    zero_d["self_sym_sizes"] = IntList{};
+    zero_d["dim"] = std::int64_t{0};
+    CHECK_THROWS_WITH_AS(call_node("SliceBackward0", {scalar_tensor(1.0, DType::Float64)}, {true}, zero_d),
+                         "SliceBackward0: self_sym_sizes is [], and slice() cannot be applied to a 0-dim tensor", Error);
+    Saved negative = saved;
+    negative["self_sym_sizes"] = IntList{2, -7};
+    CHECK_THROWS_WITH_AS(call_node("SliceBackward0", {g}, {true}, negative),
+                         "SliceBackward0: self_sym_sizes [2,-7] has a negative size", Error);
+  }
+  SUBCASE("a step near INT64_MAX takes one element") {
+    // (torch's own slice overflows computing this count and gives 0 elements)
+    Saved huge_step = saved;
+    huge_step["end"] = None{};
+    huge_step["step"] = std::numeric_limits<std::int64_t>::max();
+    const Tensor grad = random64({2, 1}, 2);
+    CHECK_TENSOR(one_grad("SliceBackward0", huge_step, grad), constant_pad_nd(grad, {1, 5}));
   }
 }
 
@@ -504,6 +574,24 @@ result = (ints(fn._saved_size), ints(fn._saved_stride), torch.tensor([] if offse
     CHECK_THROWS_WITH_AS(call_node("AsStridedBackward0", {random64({2, 3}, 1)}, {true}, saved),
                          "AsStridedBackward0: grad of shape [2,3] does not fit the view's size [2,2] and stride [1,2]",
                          Error);
+    Saved short_strides = saved;
+    short_strides["self_geometry"] = TensorGeometry{{3, 4}, {4}, 0};
+    CHECK_THROWS_WITH_AS(call_node("AsStridedBackward0", {g}, {true}, short_strides),
+                         "AsStridedBackward0: self_geometry (sizes [3,4], strides [4], storage offset 0) is not a "
+                         "geometry of non-negative sizes, strides and offset",
+                         Error);
+    Saved negative_offset = saved;
+    negative_offset["storage_offset"] = std::int64_t{-3};
+    CHECK_THROWS_WITH_AS(call_node("AsStridedBackward0", {g}, {true}, negative_offset),
+                         "AsStridedBackward0: the view (size, stride, storage_offset) (sizes [2,2], strides [1,2], "
+                         "storage offset -3) is not a geometry of non-negative sizes, strides and offset",
+                         Error);
+    Saved huge_stride = saved;
+    huge_stride["stride"] = IntList{1, std::numeric_limits<std::int64_t>::max()};
+    CHECK_THROWS_WITH_AS(call_node("AsStridedBackward0", {g}, {true}, huge_stride),
+                         "AsStridedBackward0: the view (sizes [2,2], strides [1,9223372036854775807], storage offset 1) "
+                         "addresses more storage than int64 can count",
+                         Error);
   }
 }
 
@@ -546,7 +634,26 @@ result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x, e, y), d))
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(call_node("CatBackward0", {random64({2, 3}, 1)}, {true}, saved),
-                         "CatBackward0: grad of shape [2,3] is too small along dim 1 for the inputs' sizes", Error);
+                         "CatBackward0: grad of shape [2,3] is not the inputs of tensors_args_sizes_symint concatenated "
+                         "along dim 1 (input 1 has shape [2,3])",
+                         Error);
+    // a size that would overflow the running offset
+    Saved huge = saved;
+    huge["tensors_args_sizes_symint"] = std::vector<IntList>{{2, 1}, {2, std::numeric_limits<std::int64_t>::max()}};
+    CHECK_THROWS_WITH_AS(call_node("CatBackward0", {g}, {true}, huge),
+                         "CatBackward0: grad of shape [2,4] is not the inputs of tensors_args_sizes_symint concatenated "
+                         "along dim 1 (input 1 has shape [2,9223372036854775807])",
+                         Error);
+    Saved ranks = saved;
+    ranks["tensors_args_sizes_symint"] = std::vector<IntList>{{2, 1}, {3}};
+    CHECK_THROWS_WITH_AS(call_node("CatBackward0", {g}, {true}, ranks),
+                         "CatBackward0: grad of shape [2,4] is not the inputs of tensors_args_sizes_symint concatenated "
+                         "along dim 1 (input 1 has shape [3])",
+                         Error);
+    Saved lengths = saved;
+    lengths["tensors_args_scalartypes"] = float64s(3);
+    CHECK_THROWS_WITH_AS(call_node("CatBackward0", {g}, {true}, lengths),
+                         "CatBackward0: tensors_args_sizes_symint has 2 entries but tensors_args_scalartypes has 3", Error);
   }
 }
 
@@ -625,6 +732,18 @@ result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), i64(fn._saved_spli
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(call_node("SplitBackward0", {g0, g1, g0}, {true}, saved),
                          "SplitBackward0: the grads make a tensor of shape [2,6], the input had shape [2,5]", Error);
+    // torch: "split expects at least a 1-dimensional tensor"
+    CHECK_THROWS_WITH_AS(call_node("SplitBackward0", {scalar_tensor(1.0, DType::Float64)}, {true},
+                                   {{"dim", std::int64_t{0}}, {"self_options", kFloat64Options},
+                                    {"self_sym_sizes", IntList{}}, {"split_size", std::int64_t{1}}}),
+                         "SplitBackward0: self_sym_sizes is [], and split expects at least a 1-dimensional tensor", Error);
+    // split_size * (pieces - 1) overflows int64
+    Saved huge = saved;
+    huge["split_size"] = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(call_node("SplitBackward0", {g0, g1, g2}, {true}, huge),
+                         "SplitBackward0: 3 pieces of split_size 4611686018427387904 do not fit dim 1 of "
+                         "self_sym_sizes [2,5]",
+                         Error);
   }
 }
 
@@ -662,6 +781,16 @@ result = (i64(fn._saved_dim), ints(fn._saved_self_sym_sizes), ints(fn._saved_spl
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(call_node("SplitWithSizesBackward0", {g0, g2}, {true}, saved),
                          "SplitWithSizesBackward0: 2 incoming grads for 3 pieces (input shape [4,2])", Error);
+    Saved negative = saved;
+    negative["split_sizes"] = IntList{5, -4, 3};
+    CHECK_THROWS_WITH_AS(call_node("SplitWithSizesBackward0", {g0, std::nullopt, g2}, {true}, negative),
+                         "SplitWithSizesBackward0: split_sizes [5,-4,3] do not split dim 0 of self_sym_sizes [4,2]", Error);
+    Saved zero_d = saved;
+    zero_d["self_sym_sizes"] = IntList{};
+    CHECK_THROWS_WITH_AS(call_node("SplitWithSizesBackward0", {g0, std::nullopt, g2}, {true}, zero_d),
+                         "SplitWithSizesBackward0: self_sym_sizes is [], and split expects at least a 1-dimensional "
+                         "tensor",
+                         Error);
   }
 }
 
@@ -722,6 +851,17 @@ result = (ints(fn._saved_repeats), ints(fn._saved_self_sym_sizes), *torch.autogr
                          "RepeatBackward0: grad of shape [2,4,5] is not input shape [2,3] repeated [2,2,1]", Error);
     CHECK_THROWS_AS(call_node("RepeatBackward0", {g}, {true}, Saved{{"repeats", IntList{2}}, {"self_sym_sizes", IntList{2, 3}}}),
                     Error);
+    CHECK_THROWS_WITH_AS(call_node("RepeatBackward0", {random64({2, 2}, 1)}, {true},
+                                   Saved{{"repeats", IntList{-1, -2}}, {"self_sym_sizes", IntList{-2, -1}}}),
+                         "RepeatBackward0: repeats [-1,-2] has a negative entry", Error);
+  }
+  SUBCASE("INT64_MAX copies of an empty dim") {
+    // torch: x = torch.zeros(2, 0); x.repeat(1, 2**63 - 1) has shape [2, 0], and x.grad is zeros(2, 0)
+    const Tensor grad = one_grad("RepeatBackward0",
+                                 {{"repeats", IntList{1, std::numeric_limits<std::int64_t>::max()}},
+                                  {"self_sym_sizes", IntList{2, 0}}},
+                                 zeros({2, 0}, DType::Float64));
+    CHECK(grad.sizes() == Shape{2, 0});
   }
 }
 
@@ -746,6 +886,17 @@ result = (ints(fn._saved_pad), *torch.autograd.grad(out, (x,), b))
   }
   SUBCASE("errors") {
     CHECK_THROWS_AS(call_node("ConstantPadNdBackward0", {random64({2}, 1)}, {true}, saved), Error);
+    // -INT64_MIN does not exist; a pad of INT64_MAX crops more than the grad has
+    CHECK_THROWS_WITH_AS(call_node("ConstantPadNdBackward0", {g}, {true},
+                                   Saved{{"pad", IntList{std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::min()}}}),
+                         "ConstantPadNdBackward0: pad [4611686018427387904,-9223372036854775808] has an entry that "
+                         "cannot be negated in int64",
+                         Error);
+    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    CHECK_THROWS_WITH_AS(call_node("ConstantPadNdBackward0", {g}, {true}, Saved{{"pad", IntList{max, max}}}),
+                         "ConstantPadNdBackward0: pad [9223372036854775807,9223372036854775807] does not fit a grad of "
+                         "shape [5,2]",
+                         Error);
   }
 }
 
@@ -853,6 +1004,29 @@ result = (i64(fn._saved_dimension), ints(fn._saved_self_sym_sizes), fn._saved_si
     CHECK_THROWS_WITH_AS(call_node("UnfoldBackward0", {random64({2, 3, 2}, 1)}, {true}, saved),
                          "UnfoldBackward0: grad of shape [2,3,2] does not fit windows of size 3 over an input of shape [2,7]",
                          Error);
+    Saved zero_step = saved;
+    zero_step["step"] = std::int64_t{0};
+    CHECK_THROWS_WITH_AS(call_node("UnfoldBackward0", {g}, {true}, zero_step),
+                         "UnfoldBackward0: step is 0 but must be > 0", Error);
+    Saved too_big = saved;
+    too_big["size"] = std::int64_t{8};
+    CHECK_THROWS_WITH_AS(call_node("UnfoldBackward0", {g}, {true}, too_big),
+                         "UnfoldBackward0: size 8 does not fit dim 1 of self_sym_sizes [2,7]", Error);
+  }
+  SUBCASE("0-d input, empty windows, huge sizes of an empty input") {
+    // torch: x.unfold(0, 0, 1) of a 0-d x has shape [0], and x.grad is 0
+    const Tensor zero_d = one_grad("UnfoldBackward0",
+                                   {{"dimension", std::int64_t{0}}, {"self_sym_sizes", IntList{}},
+                                    {"size", std::int64_t{0}}, {"step", std::int64_t{1}}},
+                                   zeros({0}, DType::Float64));
+    CHECK_TENSOR(zero_d, scalar_tensor(0.0, DType::Float64));
+    // 2^62 window positions, for a grad without elements
+    const std::int64_t n = std::int64_t{1} << 32;
+    const Tensor empty = one_grad("UnfoldBackward0",
+                                  {{"dimension", std::int64_t{1}}, {"self_sym_sizes", IntList{0, n}},
+                                   {"size", n / 2}, {"step", std::int64_t{1}}},
+                                  zeros({0, n / 2 + 1, n / 2}, DType::Float64));
+    CHECK(empty.sizes() == Shape{0, n});
   }
 }
 
