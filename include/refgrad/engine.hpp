@@ -70,7 +70,9 @@ Grads validate_outputs(const Grads& grads, const std::vector<std::optional<Input
 //     clone_obey_contract, for a contiguous leaf);
 //   - old grad: old_grad + new_grad in old_grad's dtype, the values of
 //     PyTorch's in-place `variable_grad += new_grad` (backward without
-//     create_graph); new_grad must broadcast to old_grad's shape, as for +=.
+//     create_graph); new_grad must broadcast to old_grad's shape, as for +=,
+//     and the sum's result type must cast to old_grad's dtype (a float grad
+//     into an int64 .grad raises, as torch's in-place add does).
 // PyTorch's checks on the leaf itself ("leaf variable has been moved into the
 // graph interior" when it has a grad_fn; no accumulation when it does not
 // require grad) are graph state, left to the interpreter.
@@ -85,7 +87,9 @@ Tensor accumulate_grad(const std::optional<Tensor>& old_grad, const Tensor& new_
 // CopySlices: the node of an in-place op `fn` on a view of `base`
 // (x[1:3].mul_(y) wraps MulBackward0; name() is "torch::autograd::CopySlices").
 // One incoming grad, of base's shape; outputs as fn's inputs: output 0 for
-// base, the others fn's own.
+// base, the others fn's own. fn must take one incoming grad and no Tensor[]
+// input (an in-place op has one output), and both geometries must address
+// storage int64 can count, from non-negative offsets; anything else raises.
 //   result = grad copied into a tensor with base's sizes and strides;
 //   grad_slice = result.as_strided(view.sizes, view.strides,
 //                                  view.storage_offset - base.storage_offset);
