@@ -1,0 +1,81 @@
+"""The oracle R: the captured program of one fresh forward, run by refgrad's Machine."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+import refgrad
+import refgrad.torch as refgrad_torch
+from refgrad.check.report import Divergence
+from refgrad.check.subject import _HookMode, _Subject, _ones
+
+
+def _torch(tensor: Optional[refgrad.Tensor]) -> Optional[torch.Tensor]:
+    return None if tensor is None else tensor.torch()
+
+
+def _node_label(graph_node) -> str:
+    """How reports name a graph node: PyTorch's name, AccumulateGrad(@leaf) for a leaf's accumulator."""
+    return f"AccumulateGrad(@{graph_node.leaf})" if graph_node.kind == "accumulate_grad" else graph_node.name
+
+
+_NODE_OPS = ("call", "CopySlices", "accumulate_grad", "call_backward")
+
+
+class _Oracle:
+    """The captured program of one fresh forward, run by refgrad's Machine (keeping every register)."""
+
+    def __init__(self, subject: _Subject, precision: str):
+        if precision not in ("float64", "float32"):
+            raise refgrad.Error(f"refgrad.check: precision must be 'float64' or 'float32', got {precision!r}")
+        # Anomaly mode keeps each node's forward traceback, from which capture takes its source line.
+        # capture sees the hooks of non-leaf tensors only when it is given them: the hook mode finds them.
+        # recording() keeps what capture needs of in-place ops on views (CopySlices).
+        hooks = _HookMode()
+        with torch.autograd.set_detect_anomaly(True, check_nan=False), refgrad_torch.recording():
+            run = subject.forward(mode=hooks)
+        self.grad_outputs = _ones(run.outputs)
+        names = {**run.leaves, **{f"hooked{i}": tensor for i, tensor in enumerate(hooks.non_leaves)}}
+        self.capture = refgrad_torch.capture(run.outputs, grad_outputs=self.grad_outputs, names=names)
+        strangers = sorted(set(self.capture.leaves) - set(run.leaves))
+        if strangers:
+            raise refgrad.Error(f"refgrad.check: {subject.qualname} reaches leaves that are neither parameters of fn "
+                                f"nor among args ({', '.join(strangers)}); pass the module as fn or as an argument "
+                                "so that every engine gets a fresh copy")
+        self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
+        self.machine = self.capture.machine(precision, keep_values=True)
+        self.machine.run()
+        self.grads = {name: _torch(self.machine.leaf_grad(name)) for name in self.capture.leaves}
+        self.grads = {name: grad for name, grad in self.grads.items() if grad is not None}
+
+    def python_calls(self) -> list[str]:
+        """The host functions the program calls (hooks, autograd.Function backwards): these need Python."""
+        program = self.capture.program
+        return [f"&{hook.name} ({hook.kind} hook)" for hook in program.hooks] + \
+               [f"&{function.name} (autograd.Function backward)" for function in program.functions]
+
+    def register(self, name: Optional[str]) -> Optional[torch.Tensor]:
+        return None if name is None else _torch(self.machine.register_value(name))
+
+    def node_calls(self) -> list[tuple[int, int]]:
+        """(pc, graph node index) of every instruction that calls a node, in program order."""
+        code = self.capture.program.code
+        node_of = self.capture.node_of_instruction
+        return [(pc, node_of[pc]) for pc, instr in enumerate(code) if instr.op in _NODE_OPS and node_of[pc] >= 0]
+
+    def divergence_at(self, pc: int, error: float, bound: float, gradient: str) -> Divergence:
+        """A Divergence at the node called by instruction ``pc``."""
+        instr = self.capture.program.code[pc]
+        node = self.capture.graph.nodes[self.capture.node_of_instruction[pc]]
+        return Divergence(node=_node_label(node), pc=pc, instruction=self.machine.instruction_text(pc), error=error,
+                          tolerance=bound, gradient=gradient, source=instr.origin or node.origin)
+
+    def validated_outputs(self, pc: int) -> list[Optional[str]]:
+        """The registers validate makes of the results of the call at ``pc`` (its outgoing grads)."""
+        code = self.capture.program.code
+        results = list(code[pc].results)
+        for instr in code[pc + 1:]:
+            if instr.op == "validate" and list(instr.operands) == results:
+                return list(instr.results)
+        return results

@@ -1,0 +1,66 @@
+"""Reproducers: one bundle per failed engine, which `refgrad check BUNDLE` re-runs without Python."""
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from typing import Any, Optional
+
+import torch
+
+import refgrad
+from refgrad import engines as engines_module
+from refgrad.check.oracle import _Oracle
+from refgrad.check.rule import _Rule
+from refgrad.check.subject import _Subject
+
+
+def _result_tensors(grads: dict[str, Optional[torch.Tensor]]) -> dict[str, torch.Tensor]:
+    return {f"@{name}": grad.detach().cpu().contiguous() for name, grad in grads.items() if grad is not None}
+
+
+def _config(engine: Any) -> dict[str, str]:
+    config = {"device": str(getattr(engine, "device", "cpu"))}
+    backend = getattr(engine, "backend", None)
+    if backend is not None:
+        config["backend"] = engines_module.backend_name(backend)
+    return config
+
+
+def _file_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: _Rule, precision: str,
+                      eager: Any, eager_grads: dict, engine: Any, engine_grads: dict) -> str:
+    """One bundle: the program, eager's and the engine's gradients, the rule, provenance. Returns its path."""
+    bundle = refgrad.Bundle(oracle.capture.program, oracle.capture.bundle.tensors)
+    results = [refgrad.ResultSet("eager", _result_tensors(eager_grads), _config(eager))]
+    if engine is not eager:
+        results.append(refgrad.ResultSet(engine.name, _result_tensors(engine_grads), _config(engine)))
+    bundle.results = results
+    bundle.comparison = refgrad.Comparison("plain" if rule.plain else "reference", "refgrad", rule.rtol, rule.atol)
+    calls = oracle.python_calls()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    bundle.provenance = {
+        "refgrad_version": refgrad.__version__,
+        "torch_version": torch.__version__,
+        "order": "eager",
+        "engine": engine.name,
+        **{f"engine_{k}": v for k, v in _config(engine).items()},
+        "fn": subject.qualname,
+        "date": now.isoformat(timespec="seconds"),
+        "check_precision": precision,
+        "rule": rule.describe(),
+        "python_calls": "none" if not calls else (
+            "needs Python (refgrad check cannot replay them; give --hook where it can): " + ", ".join(calls)),
+    }
+    os.makedirs(directory, exist_ok=True)
+    stem = _file_name(f"{subject.qualname.rsplit('.', 1)[-1]}-{engine.name}-{now:%Y%m%dT%H%M%S}")
+    path = os.path.join(directory, f"{stem}.safetensors")
+    counter = 1
+    while os.path.exists(path):
+        path = os.path.join(directory, f"{stem}-{counter}.safetensors")
+        counter += 1
+    bundle.save(path)
+    return path
