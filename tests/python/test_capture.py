@@ -735,7 +735,7 @@ def test_cat_sizes_and_dtypes_are_derived_per_item():
 
 def test_functionalize_errors_say_where_the_node_sits(monkeypatch):
     # A graph functionalize refuses: cat's saved scalar types one short of its three list items.
-    capture_graph = rt._capture_graph
+    capture_graph = rt.capturing._capture_graph
 
     def one_item_short(*args):
         captured = capture_graph(*args)
@@ -743,7 +743,7 @@ def test_functionalize_errors_say_where_the_node_sits(monkeypatch):
         cat.saved["tensors_args_scalartypes"] = cat.saved["tensors_args_scalartypes"][:2]
         return captured
 
-    monkeypatch.setattr(rt, "_capture_graph", one_item_short)
+    monkeypatch.setattr(rt.capturing, "_capture_graph", one_item_short)
     x, y, loss = cat_with_an_item_that_needs_no_grad()
     with pytest.raises(refgrad.Error, match=r"node \d+ \(CatBackward0\) has 3 next edges.*\(at SumBackward0 -> "
                                             r"MulBackward0 -> CatBackward0\)"):

@@ -1,0 +1,201 @@
+"""capture(), graph_of() and the Capture they return: a backward read from torch, functionalized
+into a refgrad program, run in refgrad's Machine."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+import refgrad
+from refgrad.graph import Edge, FunctionalizeOptions, Graph, Order, functionalize
+from refgrad.torch.builder import _Builder, _Names
+from refgrad.torch.host import Host, _function_backward, _post_accumulate_grad_hook, _tensor_hook, _to_torch
+from refgrad.torch.walk import UnsupportedError, _outputs_list, _root_edges, _Walk
+
+
+def _promotes(precision: str, who: str) -> bool:
+    """Whether `precision` asks for the float64 promotion; raises for a precision refgrad has not."""
+    if precision not in ("float64", "float32"):
+        raise refgrad.Error(f"{who}: precision must be 'float64' or 'float32', got {precision!r}")
+    return precision == "float64"
+
+
+@dataclass(repr=False)
+class Capture:
+    """A captured backward: the graph model, the program (in a bundle with its tensors), for each
+    instruction the graph node it came from, the leaves by name, and the host (hooks, functions)."""
+
+    graph: Graph
+    bundle: refgrad.Bundle
+    node_of_instruction: list[int]
+    leaves: dict[str, torch.Tensor]
+    captures: list[str]  # torch.autograd.grad's inputs, by name; empty for a backward()
+    accumulate_grad: bool
+    _builder: _Builder
+
+    @property
+    def program(self) -> refgrad.Program:
+        return self.bundle.program
+
+    @property
+    def host(self) -> Host:
+        """The hooks and functions, for the program as captured."""
+        return self._host(promote=False)
+
+    def _host(self, promote: bool) -> Host:
+        builder = self._builder
+        host = Host()
+        for name, hook in builder.tensor_hooks.items():
+            host.hooks[name] = _tensor_hook(hook)
+        for name, hook in builder.post_acc_hooks.items():
+            host.hooks[name] = _post_accumulate_grad_hook(hook, self.leaves)
+        for name, fn in builder.function_nodes.items():
+            host.functions[name] = _function_backward(fn, promote)
+        return host
+
+    def machine(self, precision: str = "float64", keep_values: bool = False) -> refgrad.Machine:
+        """A refgrad Machine over the program, ready to step or run: as captured ("float32") or
+        promoted to float64; keep_values keeps every register (for reading them after a run)."""
+        promote = _promotes(precision, "Capture.machine")
+        bundle = refgrad.promote_to_float64(self.bundle) if promote else self.bundle
+        host = self._host(promote)
+        return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values)
+
+    def run(self, precision: str = "float64") -> dict[str, torch.Tensor]:
+        """Runs the program in refgrad's Machine. precision "float64" promotes every float32 tensor
+        and type to float64 first; "float32" runs the program as captured. Returns what torch would
+        leave: for a backward(), each leaf's .grad (and retain_grad()'s grads) by name; for
+        torch.autograd.grad's inputs, their grads by name (None where unused)."""
+        promote = _promotes(precision, "Capture.run")
+        bundle = refgrad.promote_to_float64(self.bundle) if promote else self.bundle
+        host = self._host(promote)
+        results = refgrad.run_program(bundle, hooks=host.hooks, functions=host.functions)
+        if self.captures and not self.accumulate_grad:
+            return {name: _to_torch(results.get("^" + name)) for name in self.captures}
+        return {name[1:]: _to_torch(value) for name, value in results.items()}
+
+    def save(self, path: str) -> None:
+        """Writes the program and its tensors as one bundle (.safetensors)."""
+        self.bundle.save(str(path))
+
+    def __repr__(self) -> str:
+        return (f"<Capture {self.program.name}: {len(self.program)} instructions, "
+                f"{len(self.graph.nodes)} nodes, leaves {sorted(self.leaves)}>")
+
+
+def _grad_outputs(outputs: list[torch.Tensor], grad_outputs) -> list[torch.Tensor]:
+    """torch's _make_grads: the given grads, or ones for a one-element output."""
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, torch.Tensor):
+        grad_outputs = [grad_outputs]
+    grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise refgrad.Error(f"grad_outputs: expected {len(outputs)} grads (one per output), got {len(grad_outputs)}")
+    grads = []
+    for output, grad in zip(outputs, grad_outputs):
+        if grad is None:
+            if output.numel() != 1:
+                raise refgrad.Error("grad can be implicitly created only for scalar outputs")
+            grad = torch.ones_like(output)
+        grads.append(grad.detach().clone())
+    return grads
+
+
+def _check_no_saved_tensor_hooks() -> None:
+    if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
+        raise refgrad.Error("refgrad.torch.capture: saved-tensor hooks are active "
+                            "(torch.autograd.graph.saved_tensors_hooks); refgrad does not run them")
+
+
+@dataclass
+class _Captured:
+    """What walking torch's graph gives: the graph model and the names and callables it refers to."""
+
+    graph: Graph
+    builder: _Builder
+    captures: list[str]
+
+
+def _capture_graph(outputs, inputs, grad_outputs, names) -> _Captured:
+    _check_no_saved_tensor_hooks()
+    outputs = _outputs_list(outputs)
+    inputs = [] if inputs is None else _outputs_list(inputs)
+    tensor_names = _Names(names)
+    root_edges = _root_edges(outputs)
+    root_grads = _grad_outputs(outputs, grad_outputs)
+    capture_edges = []
+    for tensor in inputs:
+        if not tensor.requires_grad:
+            raise refgrad.Error("One of the differentiated Tensors does not require grad")
+        capture_edges.append((tensor_names(tensor, "input"), torch.autograd.graph.get_gradient_edge(tensor)))
+
+    walk = _Walk([edge.node for edge in root_edges] + [edge.node for _, edge in capture_edges])
+    unsupported = walk.unsupported()
+    if unsupported:
+        raise UnsupportedError(unsupported)
+    builder = _Builder(walk, tensor_names)
+    graph = builder.build()
+    for i, (edge, grad) in enumerate(zip(root_edges, root_grads)):
+        graph.roots.append(Edge(walk.index[edge.node], edge.output_nr))
+        graph.root_grads.append((f"grad_output{i}", grad))
+    for name, edge in capture_edges:
+        graph.captures.append((name, Edge(walk.index[edge.node], edge.output_nr)))
+    given = {id(tensor): tensor for tensor in outputs + inputs + tensor_names.tensors()}
+    for tensor in given.values():
+        builder.add_non_leaf_hooks(tensor)
+    return _Captured(graph, builder, [name for name, _ in capture_edges])
+
+
+def _with_torch_path(message: str, walk: _Walk) -> str:
+    """A functionalize error names a node by its index ("node 3 (CatBackward0)"); adds where that
+    node sits in torch's graph."""
+    found = re.search(r"\bnode (\d+) \(|Graph\.nodes\[(\d+)\]", message)
+    if found is None:
+        return message
+    index = int(found.group(1) or found.group(2))
+    if index >= len(walk.order):
+        return message
+    return f"{message} (at {walk.where(walk.order[index])})"
+
+
+def graph_of(outputs, inputs=None, grad_outputs=None, *, names=None) -> Graph:
+    """The refgrad.graph.Graph capture() builds, before functionalize orders it (capture's
+    arguments). For looking at what was read from torch, or for functionalizing it by hand."""
+    return _capture_graph(outputs, inputs, grad_outputs, names).graph
+
+
+def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused: bool = False,
+            accumulate_grad: Optional[bool] = None, order: str = "eager",
+            program_name: str = "backward") -> Capture:
+    """Captures the backward of ``outputs`` (a tensor or a sequence of them) as a refgrad program.
+
+    inputs: as torch.autograd.grad's (a tensor or a sequence): the program outputs their grads,
+      named like leaves; with accumulate_grad=True, as backward(inputs=...) instead. None: a
+      backward() into every leaf.
+    grad_outputs: one grad per output (None for ones, allowed for a one-element output).
+    names: a mapping of tensors to program names, either way round (dict(model.named_parameters())
+      works as it is); unnamed leaves are input0, input1, ..., other tensors output0, ...
+      Non-leaf tensors named here have their hooks and retain_grad() captured.
+      A leaf's .grad at capture time is its declared starting .grad: the program adds into it, as a
+      backward would, so a capture taken after a backward (retain_graph=True) runs a second one.
+    allow_unused: torch.autograd.grad's. order: "eager" (the engine's ready queue) or
+      "compiled_autograd".
+
+    Raises UnsupportedError (a refgrad.Error) listing every node refgrad cannot capture, and
+    refgrad.Error for saved-tensor hooks, a freed graph, what torch itself refuses, and what the
+    functionalizer cannot express (its message names the node).
+    See the module's docstring for what torch hides from Python.
+    """
+    captured = _capture_graph(outputs, inputs, grad_outputs, names)
+    accumulate = not captured.captures if accumulate_grad is None else accumulate_grad
+    options = FunctionalizeOptions(order=Order(order), accumulate_grad=accumulate, allow_unused=allow_unused,
+                                   program_name=program_name)
+    try:
+        bundle, node_of_instruction = functionalize(captured.graph, options)
+    except refgrad.Error as error:
+        raise refgrad.Error(_with_torch_path(str(error), captured.builder.walk)) from error
+    return Capture(captured.graph, bundle, list(node_of_instruction), captured.builder.leaves, captured.captures,
+                   accumulate, captured.builder)

@@ -1,0 +1,170 @@
+"""A node's saved fields: those torch shows to Python, and the hidden ones, derived.
+
+* Saved fields: each node's exposed fields are read as ``_saved_<field>``.
+  torch shows negative ints as unsigned 64-bit; they are read back signed.
+  Hidden fields (``*_scalar_type``, ``*_options``, ``*_layout``, ``*_info``,
+  ``*_geometry``, ``*_args_scalartypes``, ``*_args_sizes*``) are derived
+  (../shared/reference/pytorch-autograd.md §3, §6 5.): the forward input's
+  dtype, shape and device from the producer's ``_input_metadata`` at the
+  edge's input_nr, else from the saved tensor of that name, else from the
+  node's own output metadata; the layout is strided. Two are assumptions:
+  ``*_geometry`` takes contiguous strides at offset 0 (torch shows no strides
+  of a forward input), and NativeDropoutBackward0's optional ``train`` is
+  True (native_dropout records a backward only when called for training).
+* CatBackward0 and StackBackward0 take a Tensor[]: torch gives them one
+  next edge per list item, and their call has one result per item (``_``
+  for an item with no edge, a constant) under one need bit for the list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+import refgrad
+from refgrad.torch.nodes import _dtype_name, _freed_error, _saved_attributes, _short_name, _signed, _snapshot
+
+
+@dataclass
+class _TensorInfo:
+    """What a backward formula may know of a forward input: dtype, shape, device."""
+
+    dtype: str
+    shape: list[int]
+    device: str
+
+    @staticmethod
+    def of(value) -> _TensorInfo:  # a tensor or torch's _InputMetadata
+        return _TensorInfo(_dtype_name(value.dtype), [int(s) for s in value.shape], str(value.device))
+
+    def options(self) -> refgrad.TensorOptions:
+        return refgrad.TensorOptions(dtype=self.dtype, device=self.device, layout="strided")
+
+    def type_and_size(self) -> refgrad.TypeAndSize:
+        return refgrad.TypeAndSize(self.shape, self.options())
+
+    def geometry(self) -> refgrad.TensorGeometry:
+        """Contiguous at offset 0: torch shows no strides of a forward input (an assumption)."""
+        strides, step = [], 1
+        for size in reversed(self.shape):
+            strides.insert(0, step)
+            step *= max(size, 1)
+        return refgrad.TensorGeometry(self.shape, strides, 0)
+
+
+def _list_inputs(schema) -> set[str]:
+    """The forward inputs that are tensor lists (cat's tensors): they take one edge per item."""
+    return {name for name in schema.inputs
+            if any(f.name.startswith(name + "_args_") or (f.name == name and "list" in f.kind) for f in schema.saved)}
+
+
+def _input_edges(fn, schema, name: str) -> Optional[list]:
+    """next_functions of forward input ``name``: one edge, or one per item of a list input."""
+    if name not in schema.inputs:
+        return None
+    edges = list(fn.next_functions)
+    lists = _list_inputs(schema)
+    list_length = len(edges) - (len(schema.inputs) - 1)
+    start = 0
+    for input_name in schema.inputs:
+        count = list_length if input_name in lists else 1
+        if input_name == name:
+            return edges[start:start + count]
+        start += count
+    return None
+
+
+def _edge_info(edge) -> Optional[_TensorInfo]:
+    node, input_nr = edge
+    if node is None:
+        return None
+    return _TensorInfo.of(node._input_metadata[input_nr])
+
+
+def _input_info(fn, schema, name: str) -> _TensorInfo:
+    """Forward input ``name``'s dtype, shape and device: from the producer's metadata at the edge,
+    else from the saved tensor of that name, else from the node's own output metadata."""
+    edges = _input_edges(fn, schema, name)
+    if edges is not None and len(edges) == 1 and edges[0][0] is not None:
+        return _edge_info(edges[0])
+    saved = getattr(fn, "_saved_" + name, None)
+    if isinstance(saved, torch.Tensor):
+        return _TensorInfo.of(saved)
+    return _TensorInfo.of(fn._input_metadata[0])
+
+
+def _list_infos(fn, schema, name: str) -> list[_TensorInfo]:
+    """Each item of list input ``name``; an item that needs no grad has no edge to read, so its
+    shape is derived: stack's items all have one shape, and a cat item's is what the output leaves
+    for it along ``dim`` (possible for one such item only). Its dtype is taken to be the output's."""
+    edges = _input_edges(fn, schema, name) or []
+    infos = [_edge_info(edge) for edge in edges]
+    missing = [i for i, info in enumerate(infos) if info is None]
+    if not missing:
+        return infos
+    output = _TensorInfo.of(fn._input_metadata[0])
+    known = [info for info in infos if info is not None]
+    if fn.name() == "StackBackward0" and known:
+        shape = list(known[0].shape)
+    elif len(missing) == 1 and hasattr(fn, "_saved_dim"):
+        dim = _signed(fn._saved_dim) % len(output.shape)
+        shape = list(output.shape)
+        shape[dim] -= sum(info.shape[dim] for info in known)
+    else:
+        raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)}: {len(missing)} items of '{name}' need no "
+                            f"grad, so torch shows no sizes of them; refgrad cannot derive {name}'s sizes")
+    for index in missing:
+        infos[index] = _TensorInfo(output.dtype, shape, output.device)
+    return infos
+
+
+# (suffix, kind, what to read of the forward input the prefix names) for every hidden field refgrad's
+# nodes have; "_args_" fields are one per item of a list input.
+_HIDDEN = [
+    ("_args_scalartypes", "dtype_list", lambda fn, s, x: [info.dtype for info in _list_infos(fn, s, x)]),
+    ("_args_sizes_symint", "sizes_list", lambda fn, s, x: [info.shape for info in _list_infos(fn, s, x)]),
+    ("_args_sizes", "sizes_list", lambda fn, s, x: [info.shape for info in _list_infos(fn, s, x)]),
+    ("_scalar_type", "dtype", lambda fn, s, x: _input_info(fn, s, x).dtype),
+    ("_layout", "layout", lambda fn, s, x: "strided"),
+    ("_options", "tensor_options", lambda fn, s, x: _input_info(fn, s, x).options()),
+    ("_info", "type_and_size", lambda fn, s, x: _input_info(fn, s, x).type_and_size()),
+    ("_geometry", "tensor_geometry", lambda fn, s, x: _input_info(fn, s, x).geometry()),
+]
+
+
+def _hidden_field(fn, schema, saved_field):
+    if saved_field.name == "train" and _short_name(fn) == "NativeDropoutBackward0":
+        return True  # native_dropout records a backward only when called for training
+    for suffix, kind, read in _HIDDEN:
+        if saved_field.name.endswith(suffix) and saved_field.kind == kind:
+            return read(fn, schema, saved_field.name[: -len(suffix)])
+    raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)}: torch hides saved field '{saved_field.name}' "
+                        f"({saved_field.type}) and refgrad.torch does not know how to derive it")
+
+
+def _exposed_field(fn, saved_field):
+    try:
+        value = getattr(fn, "_saved_" + saved_field.name)
+    except AttributeError:
+        fields = ", ".join(_saved_attributes(fn))
+        raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)} has no _saved_{saved_field.name}, which "
+                            f"refgrad's schema of it expects (its fields: {fields})") from None
+    except RuntimeError as error:
+        raise _freed_error(fn, error) from error
+    kind = saved_field.kind
+    if value is None:
+        return None
+    if kind == "tensor":
+        return _snapshot(value)
+    if kind in ("tensor_list", "optional_tensor_list"):
+        return [_snapshot(item) for item in value]
+    if kind == "int":
+        return _signed(value)
+    if kind in ("int_list", "sizes"):
+        return [_signed(int(item)) for item in value]
+    return value
+
+
+def _saved_fields(fn, schema) -> dict[str, Any]:
+    return {f.name: _exposed_field(fn, f) if f.exposed else _hidden_field(fn, schema, f) for f in schema.saved}
