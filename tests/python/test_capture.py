@@ -198,6 +198,97 @@ def test_custom_function_returning_the_wrong_count_raises():
         captured.run()
 
 
+# ------------------------------------------------------ compiled forwards ---
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Each compiled test starts with dynamo's caches empty (no recompile limit from earlier tests)."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled_function_nodes(captured):
+    return [node for node in captured.graph.nodes if node.kind == "function"]
+
+
+@pytest.mark.parametrize("backend, warm", [("aot_eager", False), ("aot_eager", True), ("inductor", True)],
+                         ids=["aot_eager", "aot_eager-warm", "inductor-warm"])
+def test_compiled_forward_runs_as_in_torch(fresh_dynamo, backend, warm):
+    # A torch.compile'd forward is one node, CompiledFunctionBackward, whose backward takes its grads
+    # boxed as one list. Warm: a backward ran first, so the compiled backward donates its buffers.
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    compiled = torch.compile(model, backend=backend)
+    if warm:
+        compiled(torch.randn(3, 4)).sum().backward()
+        model.zero_grad()
+    x = torch.randn(3, 4, requires_grad=True)
+    loss = (compiled(x) * torch.randn(3, 2)).sum()  # the loss is eager, around the compiled node
+    names = {"x": x, **dict(model.named_parameters())}
+    captured = rt.capture(loss, names=names)
+    (function,) = compiled_function_nodes(captured)
+    assert function.name.startswith("CompiledFunctionBackward_")
+    ours = {precision: captured.run(precision) for precision in ("float64", "float32")}
+    again = captured.run("float32")
+    loss.backward()
+    for name, tensor in names.items():
+        # The compiled backward runs at the dtype it was compiled for, in a float64 run too.
+        assert_grads_close(ours["float64"][name], tensor.grad, torch.float32, name)
+        assert_grads_close(ours["float32"][name], tensor.grad, torch.float32, name)
+        assert ours["float64"][name].dtype == torch.float64 and ours["float32"][name].dtype == torch.float32
+        assert torch.equal(again[name], ours["float32"][name]), name  # each call gets fresh saved tensors
+
+
+def test_compiled_forward_with_a_graph_break_and_dynamic_shapes(fresh_dynamo):
+    # Two compiled graphs in a row, each a CompiledFunctionBackward; dynamic=True saves the batch size
+    # as a SymInt (ctx.symints), which the compiled backward reads from the node.
+    torch.manual_seed(4)
+    first, second = nn.Linear(4, 8).double(), nn.Linear(8, 3).double()
+
+    def forward(x):
+        h = torch.relu(first(x))
+        torch._dynamo.graph_break()
+        return torch.log_softmax(second(h * h.sum(1, keepdim=True)), dim=1)
+
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    loss = torch.compile(forward, backend="aot_eager", dynamic=True)(x)[:, 0].sum()
+    names = {"x": x, **{f"first.{n}": p for n, p in first.named_parameters()},
+             **{f"second.{n}": p for n, p in second.named_parameters()}}
+    captured = rt.capture(loss, names=names)
+    assert len(compiled_function_nodes(captured)) == 2
+    loss.backward()  # frees torch's graph; the program keeps its own saved tensors
+    ours = captured.run()
+    for name, tensor in names.items():
+        assert_grads_close(ours[name], tensor.grad, torch.float64, name)
+
+
+def test_a_failing_host_call_is_a_refgrad_error_naming_the_node_and_the_error():
+    class Fails(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            raise ValueError("no backward today")
+
+    x = torch.ones(3, requires_grad=True)
+    captured = rt.capture(Fails.apply(x).sum())
+    message = r"function &FailsBackward_\d+ raised ValueError: no backward today"
+    with pytest.raises(refgrad.Error, match=message) as raised:
+        captured.run()
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+@pytest.mark.parametrize("outputs, error", [(object(), "TypeError"), ([1.0], "AttributeError")],
+                         ids=["object", "float"])
+def test_capture_of_what_is_no_tensor_is_a_refgrad_error(outputs, error):
+    with pytest.raises(refgrad.Error, match=rf"refgrad.torch.capture: {error}: "):
+        rt.capture(outputs)
+
+
 # ------------------------------------------------------------------ hooks ---
 
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import collections
 import os
 import re
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 
 import refgrad
 from refgrad.graph import Edge, Graph, GraphNode
 from refgrad.torch.in_place import _record_of
-from refgrad.torch.nodes import (_dtype_name, _freed_error, _is_function_node, _is_leaf_node, _schema_of, _schemas,
-                                 _short_name, _snapshot)
+from refgrad.torch.host import _FunctionNode
+from refgrad.torch.nodes import (_dtype_name, _freed_error, _is_compiled_function, _is_function_node, _is_leaf_node,
+                                 _schema_of, _schemas, _short_name, _snapshot)
 from refgrad.torch.saved import _TensorInfo, _saved_fields
 from refgrad.torch.walk import _Walk
 
@@ -98,7 +99,7 @@ class _Builder:
         self.leaves: dict[str, torch.Tensor] = {}
         self.tensor_hooks: dict[str, Callable] = {}  # by hook name: the user's callables
         self.post_acc_hooks: dict[str, Callable] = {}
-        self.function_nodes: dict[str, Any] = {}  # by function name: the autograd.Function node
+        self.function_nodes: dict[str, _FunctionNode] = {}  # by function name: the autograd.Function node
 
     def build(self) -> Graph:
         for fn in self.walk.order:
@@ -126,8 +127,9 @@ class _Builder:
         if _is_function_node(fn):
             node.kind = "function"
             node.name = _program_name(f"{_short_name(fn)}_{index}")
-            node.function_saved = self._function_saved(fn)
-            self.function_nodes[node.name] = fn
+            saved, count = self._function_saved(fn)
+            node.function_saved = saved
+            self.function_nodes[node.name] = _FunctionNode(fn, count, [tensor.dtype for tensor in saved])
         elif _short_name(fn) == "CopySlices":
             record = _record_of(fn)
             wrapped = record.wrapped()
@@ -140,15 +142,20 @@ class _Builder:
         self.graph.add_node(node)
 
     @staticmethod
-    def _function_saved(fn) -> list[torch.Tensor]:
+    def _function_saved(fn) -> tuple[list[torch.Tensor], int]:
+        """Copies of the node's saved tensors, and how many are ctx.saved_tensors: a compiled
+        forward's node keeps more in ctx._tensors_no_vc_check, which follow them."""
         try:
-            saved = fn.saved_tensors
+            saved = list(fn.saved_tensors)
         except RuntimeError as error:
             raise _freed_error(fn, error) from error
+        count = len(saved)
+        if _is_compiled_function(fn):
+            saved += list(getattr(fn, "_tensors_no_vc_check", None) or [])
         if any(tensor is None for tensor in saved):
             raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)} saved None with save_for_backward; "
                                 "refgrad's function calls take tensors only")
-        return [_snapshot(tensor) for tensor in saved]
+        return [_snapshot(tensor) for tensor in saved], count
 
     def _add_leaf(self, fn) -> None:
         variable = fn.variable

@@ -2,9 +2,10 @@
 into a refgrad program, run in refgrad's Machine."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -13,6 +14,25 @@ from refgrad.graph import Edge, FunctionalizeOptions, Graph, Order, functionaliz
 from refgrad.torch.builder import _Builder, _Names
 from refgrad.torch.host import Host, _function_backward, _post_accumulate_grad_hook, _tensor_hook, _to_torch
 from refgrad.torch.walk import UnsupportedError, _outputs_list, _root_edges, _Walk
+
+
+def _refgrad_errors(who: str) -> Callable:
+    """No foreign exception leaves capture() or a Capture's run: one that torch, a host call or the
+    user's code raises becomes a refgrad.Error that names it, raised from it."""
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except refgrad.Error:
+                raise
+            except Exception as error:
+                raise refgrad.Error(f"{who}: {type(error).__name__}: {error}") from error
+
+        return call
+
+    return decorate
 
 
 def _promotes(precision: str, who: str) -> bool:
@@ -55,6 +75,7 @@ class Capture:
             host.functions[name] = _function_backward(fn, promote)
         return host
 
+    @_refgrad_errors("Capture.machine")
     def machine(self, precision: str = "float64", keep_values: bool = False) -> refgrad.Machine:
         """A refgrad Machine over the program, ready to step or run: as captured ("float32") or
         promoted to float64; keep_values keeps every register (for reading them after a run)."""
@@ -63,6 +84,7 @@ class Capture:
         host = self._host(promote)
         return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values)
 
+    @_refgrad_errors("Capture.run")
     def run(self, precision: str = "float64") -> dict[str, torch.Tensor]:
         """Runs the program in refgrad's Machine. precision "float64" promotes every float32 tensor
         and type to float64 first; "float32" runs the program as captured. Returns what torch would
@@ -161,12 +183,14 @@ def _with_torch_path(message: str, walk: _Walk) -> str:
     return f"{message} (at {walk.where(walk.order[index])})"
 
 
+@_refgrad_errors("refgrad.torch.graph_of")
 def graph_of(outputs, inputs=None, grad_outputs=None, *, names=None) -> Graph:
     """The refgrad.graph.Graph capture() builds, before functionalize orders it (capture's
     arguments). For looking at what was read from torch, or for functionalizing it by hand."""
     return _capture_graph(outputs, inputs, grad_outputs, names).graph
 
 
+@_refgrad_errors("refgrad.torch.capture")
 def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused: bool = False,
             accumulate_grad: Optional[bool] = None, order: str = "eager",
             program_name: str = "backward") -> Capture:
@@ -187,7 +211,8 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
     Raises UnsupportedError (a refgrad.Error) listing every node refgrad cannot capture, and
     refgrad.Error for saved-tensor hooks, a freed graph, what torch itself refuses, and what the
     functionalizer cannot express (its message names the node).
-    See the module's docstring for what torch hides from Python.
+    refgrad.Error also for whatever else goes wrong in it (naming the original exception).
+    See the docstrings of refgrad.torch's modules for what torch hides from Python.
     """
     captured = _capture_graph(outputs, inputs, grad_outputs, names)
     accumulate = not captured.captures if accumulate_grad is None else accumulate_grad

@@ -16,20 +16,30 @@ Machine calls, by program name.
   capture is not given. nn.Module full backward hooks put a
   BackwardHookFunctionBackward node in the graph, which is refused.
 * autograd.Function nodes become host functions that call
-  ``_forward_cls.backward(ctx, *grads)`` with the program's saved tensors
-  (ctx is the node, its ``saved_tensors`` replaced). Undefined grads are
+  ``_forward_cls.backward(ctx, *grads)`` (its ``vjp`` if it defines one) with
+  the program's saved tensors (ctx is the node, its ``saved_tensors``
+  replaced), grad mode off as in torch's engine. Undefined grads are
   materialized as zeros (torch's default; ``ctx.set_materialize_grads(False)``
   cannot be read back from Python).
+* A torch.compile'd forward is one such node, CompiledFunctionBackward
+  (AOTAutograd's autograd.Function, torch/_functorch/_aot_autograd/
+  runtime_wrappers.py), called with the convention it has: grads boxed as one
+  list (``boxed_grads_call``), ctx also holding ``_tensors_no_vc_check`` (the
+  program keeps them after ``saved_tensors``), and its check for donated
+  buffers off (each call gets fresh copies). Its compiled backward runs at the
+  dtypes it was compiled for: a float64 run casts its saved tensors and grads
+  back to those and its float32 results up to float64.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
 import refgrad
-from refgrad.torch.nodes import _short_name
+from refgrad.torch.nodes import _is_compiled_function, _short_name
 
 
 @dataclass
@@ -84,22 +94,57 @@ def _post_accumulate_grad_hook(hook: Callable, leaves: Mapping[str, torch.Tensor
     return call
 
 
+@dataclass
+class _FunctionNode:
+    """An autograd.Function node as capture read it: the node, how many of the program's saved
+    tensors (its function_saved, in order) are ctx.saved_tensors (a compiled forward's node keeps
+    the rest in ctx._tensors_no_vc_check), and each saved tensor's dtype as captured."""
+
+    node: Any
+    saved_tensors: int
+    saved_dtypes: list[torch.dtype]
+
+
 class _Context:
     """The ctx an autograd.Function's backward sees: the node, with the program's saved tensors
     (as torch._dynamo.external_utils.FakeBackwardCFunction does for compiled autograd)."""
 
-    def __init__(self, node, saved_tensors: tuple):
+    def __init__(self, node, saved_tensors: tuple, tensors_no_vc_check: Optional[list] = None):
         object.__setattr__(self, "_node", node)
         object.__setattr__(self, "saved_tensors", saved_tensors)
+        if tensors_no_vc_check is not None:
+            object.__setattr__(self, "_tensors_no_vc_check", tensors_no_vc_check)
 
     def __getattr__(self, name: str):
         return getattr(self._node, name)
 
+    def maybe_clear_saved_tensors(self) -> None:
+        """A compiled backward frees its node's saved tensors when the graph is not retained; a run
+        of refgrad's frees nothing of the user's graph (its saved tensors are the program's)."""
 
-def _function_backward(fn, promote: bool) -> Callable:
+
+def _user_backward(forward_cls) -> Callable:
+    """What torch calls for the node: the Function's vjp if it defines one, else its backward
+    (torch.autograd.function.BackwardCFunction._get_user_fn)."""
+    if forward_cls.vjp is not torch.autograd.Function.vjp:
+        return forward_cls.vjp
+    return forward_cls.backward
+
+
+def _function_backward(function: _FunctionNode, promote: bool) -> Callable:
     """The host function of an autograd.Function node: the machine calls it with the saved tensors,
-    need (one per next edge) and the incoming grads; it returns one grad per next edge."""
+    need (one per next edge) and the incoming grads; it returns one grad per next edge. It runs as
+    torch's engine runs a backward() (create_graph=False): grad mode off.
+
+    A compiled forward's node (CompiledFunctionBackward, torch.compile's AOTAutograd) takes its
+    grads boxed, as one list (``boxed_grads_call``), and its compiled backward runs at the dtypes it
+    was compiled for: in a float64 run its saved tensors and grads are cast back to their captured
+    dtypes, and its results (float32) up to float64."""
+    fn = function.node
     forward_cls = fn._forward_cls
+    backward = _user_backward(forward_cls)
+    boxed = getattr(forward_cls, "boxed_grads_call", False)
+    compiled = _is_compiled_function(fn)
     needs_input_grad = tuple(fn.needs_input_grad)
     valid_edges = [node is not None for node, _ in fn.next_functions]
     metadata = list(fn._input_metadata)
@@ -109,15 +154,35 @@ def _function_backward(fn, promote: bool) -> Callable:
         return torch.zeros(list(metadata[i].shape), dtype=dtype, device=metadata[i].device)
 
     def call(saved, need, grads):
-        ctx = _Context(fn, tuple(_to_torch(t) for t in saved))
+        saved = [_to_torch(t) for t in saved]
         grads = [zeros(i) if g is None else _to_torch(g) for i, g in enumerate(grads)]
-        result = forward_cls.backward(ctx, *grads)
+        if compiled:
+            saved = [t.to(dtype) for t, dtype in zip(saved, function.saved_dtypes)]
+            grads = [g.to(metadata[i].dtype) for i, g in enumerate(grads)]
+        count = function.saved_tensors
+        ctx = _Context(fn, tuple(saved[:count]), saved[count:] if compiled else None)
+        with torch.no_grad(), _donated_buffers_off() if compiled else contextlib.nullcontext():
+            result = backward(ctx, grads) if boxed else backward(ctx, *grads)
         result = result if isinstance(result, tuple) else (result,)
         if len(result) != len(needs_input_grad):
             raise RuntimeError(f"function {_short_name(fn)} returned an incorrect number of gradients "
                                f"(expected {len(needs_input_grad)}, got {len(result)})")
+        if compiled and promote:
+            result = tuple(_promoted(grad) for grad in result)
         # One grad per forward argument; the ones that need a grad go, in order, to the valid edges.
         wanted = iter(grad for grad, needed in zip(result, needs_input_grad) if needed)
         return [next(wanted, None) if valid else None for valid in valid_edges]
 
     return call
+
+
+def _promoted(grad: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return grad.to(torch.float64) if grad is not None and grad.dtype == torch.float32 else grad
+
+
+def _donated_buffers_off():
+    """AOTAutograd refuses to run a backward that may write into its saved tensors (donated
+    buffers) but for their last use (retain_graph=False), which a call outside torch's engine never
+    is. The tensors refgrad passes are fresh copies of the program's, made for this call: the
+    compiled backward may overwrite them, so the check is turned off for the call."""
+    return torch._functorch.config.patch(donated_buffer=False)

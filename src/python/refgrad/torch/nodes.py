@@ -25,6 +25,12 @@ def _is_function_node(fn) -> bool:
     return hasattr(fn, "_forward_cls")
 
 
+def _is_compiled_function(fn) -> bool:
+    """A torch.compile'd forward's node, CompiledFunctionBackward: the autograd.Function AOTAutograd
+    makes (torch/_functorch/_aot_autograd/runtime_wrappers.py), which has an _aot_id."""
+    return _is_function_node(fn) and hasattr(fn._forward_cls, "_aot_id")
+
+
 def _signed(value: int) -> int:
     """torch shows a saved int64 as unsigned 64-bit: 2**64 - 1 is -1."""
     return value - 2**64 if value >= 2**63 else value
