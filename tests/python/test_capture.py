@@ -564,12 +564,60 @@ def test_module_full_backward_hooks_raise():
         rt.capture(layer(torch.ones(1, 2)).sum())
 
 
-def test_active_saved_tensor_hooks_raise():
-    x = torch.ones(2, requires_grad=True)
-    loss = x.exp().sum()
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
-        with pytest.raises(refgrad.Error, match="saved-tensor hooks are active"):
-            rt.capture(loss)
+class Float32Store:
+    """Saved-tensor hooks that keep saved tensors in float32 and give them back in their dtype: the
+    backward computes with the rounded values. Counts how often each packed value is unpacked."""
+
+    def __init__(self):
+        self.unpacked = []
+
+    def pack(self, tensor):
+        return tensor.dtype, tensor.detach().to(torch.float32)
+
+    def unpack(self, packed):
+        self.unpacked.append(id(packed))
+        dtype, values = packed
+        return values.to(dtype)
+
+
+def test_saved_tensor_hooks_are_captured_through_their_unpack_hooks():
+    torch.manual_seed(6)
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2)).double()
+    x, target = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 2, dtype=torch.float64)
+    store = Float32Store()
+    with torch.autograd.graph.saved_tensors_hooks(store.pack, store.unpack):
+        loss = ((model(x) - target) ** 2 * torch.arange(2.0, dtype=torch.float64)).sum()
+        x_scaled = torch.randn(4, dtype=torch.float64, requires_grad=True)
+        loss = loss + (ScaledCube.apply(x_scaled * 2, 0.5, torch.zeros(4, dtype=torch.float64)) * 3).sum()
+    names = {"x_scaled": x_scaled, **dict(model.named_parameters())}
+    captured = rt.capture(loss, names=names)
+    assert len(store.unpacked) == len(set(store.unpacked)), "an unpack hook ran twice for one saved value"
+    ours = captured.run()
+    exact = {name: tensor.grad for name, tensor in names.items()}  # None: no backward yet
+    loss.backward()
+    for name, tensor in names.items():
+        assert exact[name] is None
+        assert_grads_close(ours[name], tensor.grad, torch.float64, name)
+    # The hooks matter: without them (exact saved values) the first layer's grad is another.
+    plain = ((model(x) - target) ** 2 * torch.arange(2.0, dtype=torch.float64)).sum()
+    grad = torch.autograd.grad(plain, model[0].weight)[0]
+    assert (grad - ours["0.weight"]).abs().max() > 1e-9
+
+
+def test_capture_under_active_saved_tensor_hooks_runs_as_in_torch():
+    # save_on_cpu is a saved_tensors_hooks (CPU to CPU here); capture may run inside it.
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    with torch.autograd.graph.save_on_cpu():
+        y = x.clone()
+        with rt.recording():
+            y[1:].mul_(2.0)  # a CopySlices, whose wrapped node capture replays under the hooks
+        loss = (y @ w).tanh().sum()
+        captured = rt.capture(loss, names={"x": x, "w": w})
+    ours = captured.run()
+    loss.backward()
+    assert_grads_close(ours["x"], x.grad, torch.float64, "x")
+    assert_grads_close(ours["w"], w.grad, torch.float64, "w")
 
 
 def test_coverage_lists_unsupported_nodes_without_raising():

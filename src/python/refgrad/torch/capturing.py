@@ -126,12 +126,6 @@ def _grad_outputs(outputs: list[torch.Tensor], grad_outputs) -> list[torch.Tenso
     return grads
 
 
-def _check_no_saved_tensor_hooks() -> None:
-    if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
-        raise refgrad.Error("refgrad.torch.capture: saved-tensor hooks are active "
-                            "(torch.autograd.graph.saved_tensors_hooks); refgrad does not run them")
-
-
 @dataclass
 class _Captured:
     """What walking torch's graph gives: the graph model and the names and callables it refers to."""
@@ -142,7 +136,6 @@ class _Captured:
 
 
 def _capture_graph(outputs, inputs, grad_outputs, names) -> _Captured:
-    _check_no_saved_tensor_hooks()
     outputs = _outputs_list(outputs)
     inputs = [] if inputs is None else _outputs_list(inputs)
     tensor_names = _Names(names)
@@ -209,7 +202,7 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
       "compiled_autograd".
 
     Raises UnsupportedError (a refgrad.Error) listing every node refgrad cannot capture, and
-    refgrad.Error for saved-tensor hooks, a freed graph, what torch itself refuses, and what the
+    refgrad.Error for a freed graph, what torch itself refuses, and what the
     functionalizer cannot express (its message names the node).
     refgrad.Error also for whatever else goes wrong in it (naming the original exception).
     See the docstrings of refgrad.torch's modules for what torch hides from Python.

@@ -11,6 +11,14 @@
   ``*_geometry`` takes contiguous strides at offset 0 (torch shows no strides
   of a forward input), and NativeDropoutBackward0's optional ``train`` is
   True (native_dropout records a backward only when called for training).
+* Saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks, save_on_cpu):
+  a saved field is read as the engine reads it in the backward, through its
+  unpack hook, so the program holds what the hook returns. capture runs each
+  unpack hook once, at capture time: a hook whose result would change before
+  the backward is seen as it was at capture, and one that allows a single
+  unpack (pops its store) leaves nothing for a later torch backward.
+  autograd.Function's ctx.saved_tensors are unpacked the same way.
+  Non-reentrant checkpointing's hooks are refused (refgrad.torch.walk).
 * CatBackward0 and StackBackward0 take a Tensor[]: torch gives them one
   next edge per list item, and their call has one result per item (``_``
   for an item with no edge, a constant) under one need bit for the list.
@@ -82,13 +90,14 @@ def _edge_info(edge) -> Optional[_TensorInfo]:
     return _TensorInfo.of(node._input_metadata[input_nr])
 
 
-def _input_info(fn, schema, name: str) -> _TensorInfo:
+def _input_info(fn, schema, name: str, exposed: dict[str, Any]) -> _TensorInfo:
     """Forward input ``name``'s dtype, shape and device: from the producer's metadata at the edge,
-    else from the saved tensor of that name, else from the node's own output metadata."""
+    else from the saved tensor of that name (as already read into ``exposed``, so that an unpack
+    hook runs once), else from the node's own output metadata."""
     edges = _input_edges(fn, schema, name)
     if edges is not None and len(edges) == 1 and edges[0][0] is not None:
         return _edge_info(edges[0])
-    saved = getattr(fn, "_saved_" + name, None)
+    saved = exposed[name] if name in exposed else getattr(fn, "_saved_" + name, None)
     if isinstance(saved, torch.Tensor):
         return _TensorInfo.of(saved)
     return _TensorInfo.of(fn._input_metadata[0])
@@ -120,25 +129,26 @@ def _list_infos(fn, schema, name: str) -> list[_TensorInfo]:
 
 
 # (suffix, kind, what to read of the forward input the prefix names) for every hidden field refgrad's
-# nodes have; "_args_" fields are one per item of a list input.
+# nodes have; "_args_" fields are one per item of a list input. Each reads (node, schema, input
+# name, the exposed fields already read).
 _HIDDEN = [
-    ("_args_scalartypes", "dtype_list", lambda fn, s, x: [info.dtype for info in _list_infos(fn, s, x)]),
-    ("_args_sizes_symint", "sizes_list", lambda fn, s, x: [info.shape for info in _list_infos(fn, s, x)]),
-    ("_args_sizes", "sizes_list", lambda fn, s, x: [info.shape for info in _list_infos(fn, s, x)]),
-    ("_scalar_type", "dtype", lambda fn, s, x: _input_info(fn, s, x).dtype),
-    ("_layout", "layout", lambda fn, s, x: "strided"),
-    ("_options", "tensor_options", lambda fn, s, x: _input_info(fn, s, x).options()),
-    ("_info", "type_and_size", lambda fn, s, x: _input_info(fn, s, x).type_and_size()),
-    ("_geometry", "tensor_geometry", lambda fn, s, x: _input_info(fn, s, x).geometry()),
+    ("_args_scalartypes", "dtype_list", lambda fn, s, x, e: [info.dtype for info in _list_infos(fn, s, x)]),
+    ("_args_sizes_symint", "sizes_list", lambda fn, s, x, e: [info.shape for info in _list_infos(fn, s, x)]),
+    ("_args_sizes", "sizes_list", lambda fn, s, x, e: [info.shape for info in _list_infos(fn, s, x)]),
+    ("_scalar_type", "dtype", lambda fn, s, x, e: _input_info(fn, s, x, e).dtype),
+    ("_layout", "layout", lambda fn, s, x, e: "strided"),
+    ("_options", "tensor_options", lambda fn, s, x, e: _input_info(fn, s, x, e).options()),
+    ("_info", "type_and_size", lambda fn, s, x, e: _input_info(fn, s, x, e).type_and_size()),
+    ("_geometry", "tensor_geometry", lambda fn, s, x, e: _input_info(fn, s, x, e).geometry()),
 ]
 
 
-def _hidden_field(fn, schema, saved_field):
+def _hidden_field(fn, schema, saved_field, exposed: dict[str, Any]):
     if saved_field.name == "train" and _short_name(fn) == "NativeDropoutBackward0":
         return True  # native_dropout records a backward only when called for training
     for suffix, kind, read in _HIDDEN:
         if saved_field.name.endswith(suffix) and saved_field.kind == kind:
-            return read(fn, schema, saved_field.name[: -len(suffix)])
+            return read(fn, schema, saved_field.name[: -len(suffix)], exposed)
     raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)}: torch hides saved field '{saved_field.name}' "
                         f"({saved_field.type}) and refgrad.torch does not know how to derive it")
 
@@ -167,4 +177,7 @@ def _exposed_field(fn, saved_field):
 
 
 def _saved_fields(fn, schema) -> dict[str, Any]:
-    return {f.name: _exposed_field(fn, f) if f.exposed else _hidden_field(fn, schema, f) for f in schema.saved}
+    """The node's saved fields by refgrad's schema: each exposed one read once (a saved tensor's
+    unpack hook runs once), then the hidden ones derived."""
+    exposed = {f.name: _exposed_field(fn, f) for f in schema.saved if f.exposed}
+    return {f.name: exposed[f.name] if f.exposed else _hidden_field(fn, schema, f, exposed) for f in schema.saved}

@@ -2,8 +2,9 @@
 
 Refused, with an UnsupportedError naming the node, its saved fields and its
 path from the root: nodes refgrad lacks (and CopySlices outside
-recording(), see refgrad.torch.in_place), saved-tensor hooks, and activation
-checkpointing. coverage() lists them without raising. The functionalizer
+recording(), see refgrad.torch.in_place), activation checkpointing (both
+modes; the non-reentrant one by its saved-tensor hooks), and nn.Module full
+backward hooks. coverage() lists them without raising. The functionalizer
 refuses what it cannot express yet, and its message names the node and
 where it sits.
 """
@@ -45,15 +46,13 @@ class Unsupported:
 
 
 def _saved_tensor_hook_reason(fn) -> Optional[str]:
+    """Saved-tensor hooks are captured (reading a saved field runs its unpack hook, as the engine
+    does), except non-reentrant checkpointing's: its unpack hook recomputes the forward."""
     for saved in _raw_saved(fn):
         unpack = getattr(saved, "unpack_hook", None)
-        if unpack is None:
-            continue
-        if "checkpoint" in getattr(unpack, "__module__", ""):
+        if unpack is not None and "checkpoint" in getattr(unpack, "__module__", ""):
             return ("activation checkpointing (torch.utils.checkpoint, use_reentrant=False) keeps its saved "
-                    "tensors behind saved-tensor hooks, which refgrad does not run")
-        return ("a saved tensor has saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks), "
-                "which refgrad does not run")
+                    "tensors behind saved-tensor hooks that recompute the forward, which refgrad does not run")
     return None
 
 
