@@ -6,6 +6,7 @@
     machine = refgrad.Machine(program); machine.step()
     machine                                  # the same table, the current pc marked, and the live registers
     refgrad.display.program_graph(program)   # the dataflow as SVG (Graphviz's `dot`), .source is the DOT
+    refgrad.display.source_line(file, 8)     # a forward source line as a reader names it: "cell 3, line 8"
 
 `import refgrad` imports this module, which gives Program and Machine their `_repr_html_`. The graph
 follows `build/refgrad dot` (src/cli/dot.cpp): one DOT node per instruction and per declaration (grads
@@ -17,12 +18,25 @@ instruction that made its operands, and shows collapsed (an HTML <details> eleme
 
 Everything that comes from the program (names, node names, fields, origins) is html.escape'd: a
 program's text is data, and a notebook must not run a `<script>` a program happened to contain.
+
+What Jupyter does to HTML outputs, and how the tables hold up against it:
+- MathJax typesets `$...$` in outputs, and a program's text is full of `$name`s: the text between
+  `self=$n0_self` and `target=$n0_target` would come out as italic LaTeX. refgrad's HTML is therefore
+  wrapped in an element with the classes MathJax skips: `tex2jax_ignore` (MathJax 2: classic notebook,
+  nbconvert's HTML) and `mathjax_ignore` (MathJax 3: JupyterLab 4, Notebook 7).
+- JupyterLab's CSS right-aligns table cells (`:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td`),
+  more specific than any stylesheet of ours could be short of `!important`; so each cell carries its
+  alignment inline.
+- Long instructions wrap to fit, but only between the tokens of the text (`self=$n0_self` stays whole):
+  each token is a `white-space: nowrap` span.
 """
 from __future__ import annotations
 
 import html
+import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -30,7 +44,7 @@ import numpy as np
 
 import refgrad
 
-__all__ = ["ProgramGraph", "machine_html", "program_graph", "program_html"]
+__all__ = ["ProgramGraph", "machine_html", "program_graph", "program_html", "source_line"]
 
 # The colours of src/cli/dot.cpp, used by the HTML tables and the graph alike.
 _INPUT_COLOUR = "#dbe8fb"  # blue: what comes in
@@ -48,6 +62,35 @@ def _escape(value: Any) -> str:
 def _program_of(program: Any) -> Any:
     """A Program from a Program, a Bundle (its .program) or a Machine (its .program)."""
     return program.program if isinstance(program, (refgrad.Bundle, refgrad.Machine)) else program
+
+
+# ------------------------------------------------------------------ source lines ---
+
+_CELL_NAME = re.compile(r"In\s*\[(\d+)\]")
+
+
+def _cell_label(filename: str) -> Optional[str]:
+    """"cell 3" when ``filename`` is the name the running IPython kernel gave a cell's code (ipykernel
+    compiles each cell as a temporary file, /tmp/ipykernel_<pid>/<hash>.py); None otherwise.
+
+    IPython's compiler keeps which execution count each of those names belongs to, and says so through
+    format_code_name (its tracebacks' "Cell In[3], line 8" come from there). IPython is only asked when it
+    is already imported: outside a kernel there are no cells."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    format_code_name = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    named = format_code_name(filename) if format_code_name is not None else None
+    if not named:
+        return None
+    match = _CELL_NAME.fullmatch(named[1])
+    return f"cell {match.group(1)}" if match else named[1]
+
+
+def source_line(filename: str, line: int) -> str:
+    """How to name a line of source for a reader: "cell 3, line 8" for line 8 of the notebook cell that
+    ran as In [3] (the number Jupyter shows left of the cell), "model.py:8" for a file."""
+    cell = _cell_label(filename)
+    return f"{cell}, line {line}" if cell else f"{filename}:{line}"
 
 
 # ------------------------------------------------------------ the text of an instruction ---
@@ -160,20 +203,46 @@ def _read(getter: Any, name: str) -> Optional[_Summary]:
 
 # ---------------------------------------------------------------------- the tables ---
 
-_STYLE = "<style>.refgrad td, .refgrad th {text-align: left; font-family: monospace}</style>"
+# Jupyter's own CSS right-aligns cells and outranks a stylesheet's `.refgrad td`: the styles go inline.
+_IGNORED_BY_MATHJAX = "tex2jax_ignore mathjax_ignore"
+_TABLE_STYLE = "border-collapse: collapse; font-family: monospace; margin: 0.3em 0"
+_CELL_STYLE = "text-align: left; vertical-align: top; padding: 0.15em 0.6em"
+
+# How the code table's columns share a narrow output: the fields wrap (between tokens); a list of registers
+# keeps a few on a line before it wraps; the origin and a short operation (`accumulate_grad @fc1.bias`) stay on
+# one line, a long one (a leaf of a real model: `accumulate_grad @encoder.layers.0.self_attn.in_proj_weight`)
+# may wrap at its space.
+_NO_WRAP = "; white-space: nowrap"
+_RESULTS = "; min-width: 12ch"
+_OPERANDS = "; min-width: 15ch"
+_SHORT_OPERATION = 32  # characters
+
+
+def _cell(content_html: str, tag: str = "td", style: str = "") -> str:
+    return f'<{tag} style="{_CELL_STYLE}{style}">{content_html}</{tag}>'
+
+
+def _tokens(text: str) -> str:
+    """``text`` escaped, each space-separated token unbreakable: a line may wrap between tokens only."""
+    return " ".join(f'<span style="white-space: nowrap">{_escape(token)}</span>' for token in text.split())
 
 
 def _table(header: list[str], rows: list[str]) -> str:
-    head = "".join(f"<th>{_escape(cell)}</th>" for cell in header)
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    head = "".join(_cell(_escape(cell), "th") for cell in header)
+    return f'<table style="{_TABLE_STYLE}"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _outer(content_html: str) -> str:
+    """refgrad's HTML as one element that MathJax leaves alone."""
+    return f'<div class="refgrad {_IGNORED_BY_MATHJAX}">{content_html}</div>'
 
 
 def _declaration_rows(program: Any) -> list[str]:
     rows = []
 
     def row(kind: str, sigil: str, name: str, detail: str, colour: str) -> None:
-        rows.append(f'<tr style="background:{colour}"><td>{kind}</td><td>{_escape(sigil + name)}</td>'
-                    f"<td>{_escape(detail)}</td></tr>")
+        cells = _cell(kind) + _cell(_escape(sigil + name)) + _cell(_escape(detail))
+        rows.append(f'<tr style="background:{colour}">{cells}</tr>')
 
     for grad in program.grads:
         row("grad", "%", grad.name, grad.type, _INPUT_COLOUR)
@@ -198,9 +267,14 @@ def _code_rows(program: Any, current_pc: Optional[int]) -> list[str]:
         style = f' style="background:{_PC_COLOUR}"' if here else ""
         results = ", ".join(_register(result) for result in instr.results)
         operands = ", ".join(_operand(operand) for operand in instr.operands)
-        rows.append(f'<tr{style} data-pc="{pc}"><td>{marker}</td><td>{pc}</td><td>{_escape(results)}</td>'
-                    f"<td>{_operation_html(instr)}</td><td>{_escape(operands)}</td><td>{_escape(_fields(instr))}</td>"
-                    f"<td>{_escape(instr.origin)}</td></tr>")
+        operation = _operation_html(instr)
+        operation_text = html.unescape(re.sub(r"<[^>]*>", "", operation))
+        cells = [_cell(marker, style=_NO_WRAP), _cell(str(pc), style=_NO_WRAP),
+                 _cell(_tokens(results), style=_RESULTS),
+                 _cell(operation, style=_NO_WRAP if len(operation_text) <= _SHORT_OPERATION else ""),
+                 _cell(_tokens(operands), style=_OPERANDS), _cell(_tokens(_fields(instr))),
+                 _cell(_tokens(instr.origin), style=_NO_WRAP)]
+        rows.append(f'<tr{style} data-pc="{pc}">{"".join(cells)}</tr>')
     return rows
 
 
@@ -213,8 +287,8 @@ def _program_tables(program: Any, current_pc: Optional[int]) -> str:
 def program_html(program: Any) -> str:
     """A Program (or Bundle) as HTML: its declarations, then its code with each node's name in bold."""
     program = _program_of(program)
-    return (f'<div class="refgrad">{_STYLE}<p><b>refgrad.Program {_escape(program.name)}</b>: '
-            f"{len(program.code)} instructions</p>{_program_tables(program, None)}</div>")
+    return _outer(f"<p><b>refgrad.Program {_escape(program.name)}</b>: {len(program.code)} instructions</p>"
+                  f"{_program_tables(program, None)}")
 
 
 def _register_rows(machine: Any) -> list[str]:
@@ -223,8 +297,7 @@ def _register_rows(machine: Any) -> list[str]:
         summary = _read(machine.register_value, name)
         cells = ([summary.dtype, summary.shape_text, f"{summary.norm:.4g}", summary.values_text]
                  if summary else ["none", "", "", ""])
-        rows.append(f"<tr><td>{_escape('%' + name)}</td>" + "".join(f"<td>{_escape(cell)}</td>" for cell in cells)
-                    + "</tr>")
+        rows.append("<tr>" + "".join(_cell(_escape(cell)) for cell in ["%" + name] + cells) + "</tr>")
     return rows
 
 
@@ -233,9 +306,9 @@ def machine_html(machine: Any) -> str:
     program = machine.program
     where = "finished" if machine.finished else f"at pc {machine.pc} of {len(program.code)}"
     registers = _table(["register", "dtype", "shape", "norm", "values"], _register_rows(machine))
-    return (f'<div class="refgrad">{_STYLE}<p><b>refgrad.Machine running {_escape(program.name)}</b>: '
-            f"{_escape(where)}</p>{_program_tables(program, None if machine.finished else machine.pc)}"
-            f"<p><b>live registers</b></p>{registers}</div>")
+    return _outer(f"<p><b>refgrad.Machine running {_escape(program.name)}</b>: {_escape(where)}</p>"
+                  f"{_program_tables(program, None if machine.finished else machine.pc)}"
+                  f"<p><b>live registers</b></p>{registers}")
 
 
 # ----------------------------------------------------------------------- the graph ---
@@ -391,8 +464,8 @@ class ProgramGraph:
             return None
         svg = self.svg()
         inline = svg[svg.find("<svg"):]  # HTML takes the <svg> element, not the XML prolog
-        return (f"<details><summary>refgrad program {_escape(self.name)}: {self.nodes} nodes "
-                f"(validates folded into their calls)</summary>{inline}</details>")
+        return (f'<details class="{_IGNORED_BY_MATHJAX}"><summary>refgrad program {_escape(self.name)}: '
+                f"{self.nodes} nodes (validates folded into their calls)</summary>{inline}</details>")
 
 
 def program_graph(program: Any, machine: Any = None, collapse_above: int = 60) -> ProgramGraph:

@@ -39,7 +39,7 @@ def _origin(fn) -> str:
     for frame in reversed(traceback or []):
         match = re.match(r'\s*File "([^"]+)", line (\d+)', frame)
         if match and not match.group(1).startswith((_TORCH_DIR, _REFGRAD_DIR)):
-            return f"{match.group(1)}:{match.group(2)}"
+            return refgrad.display.source_line(match.group(1), int(match.group(2)))  # "cell 3, line 8" in Jupyter
     return ""
 
 
