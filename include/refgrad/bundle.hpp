@@ -37,8 +37,9 @@ struct ResultSet {
 
 // How results are compared (DESIGN.md "Numbers and precision").
 struct Comparison {
-  // "reference": engine E passes when max|E - R| <= 2 max|eager - R| + atol + rtol max|R|, eager when
-  // max|eager - R| <= atol + rtol max|R|; "plain": every engine, eager included, when
+  // "reference": engine E passes when max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|), eager
+  // when max|eager - R| <= rtol max|R| + 32 noise, noise = max|R' - R| with R' the run as written (a float64
+  // gradient, or an atol given: 2 max|eager - R| + atol + rtol max|R|); "plain": every engine, eager included, when
   // max|E - R| <= atol + rtol max|R| (the rule with rtol and atol given); R is refgrad's run in float64
   // for both. "allclose": |E - R| <= atol + rtol |R| elementwise, R refgrad's run as written.
   std::string rule = "reference";

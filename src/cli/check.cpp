@@ -1,9 +1,12 @@
 // `refgrad check BUNDLE`: runs the bundle's program and compares every result
 // set the bundle stores with it, under the bundle's comparison rule
 // (bundle.hpp's Comparison; DESIGN.md, "Numbers and precision"):
-//   reference  R is refgrad's run in float64. Engine E passes when
-//              max|E - R| <= 2 max|eager - R| + atol + rtol max|R|; eager when
-//              max|eager - R| <= atol + rtol max|R|.
+//   reference  R is refgrad's run in float64, R' its run as written (float32, say),
+//              noise = max|R' - R|. Engine E passes when
+//              max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|); eager when
+//              max|eager - R| <= rtol max|R| + 32 noise (docs/check.md, "The rule").
+//              A float64 gradient (no noise to measure), or an atol given, keeps the
+//              rule before it: max|E - R| <= 2 max|eager - R| + atol + rtol max|R|.
 //   allclose   R is refgrad's run as written; |E - R| <= atol + rtol |R| elementwise.
 // rtol and atol are the bundle's (or --rtol/--atol), else
 // torch.testing.assert_close's defaults for E's dtype.
@@ -80,10 +83,21 @@ std::string config_text(const std::map<std::string, std::string>& config) {
 
 std::string figure(double value) { return fmt::format("{:.3g}", value); }
 
+// How many times the measured float32 noise a correct engine may be off by
+// (refgrad/check/rule.py's NOISE_FACTOR, which says why).
+constexpr double kNoiseFactor = 32.0;
+
+// The smallest normal number of a floating dtype: the bound's floor, so that 0 agrees with 0.
+double smallest_normal(DType dtype) {
+  return dtype == DType::Float64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+}
+
 class Checker {
  public:
-  Checker(const Comparison& comparison, const Results& reference, const ResultSet* eager)
-      : comparison_(comparison), reference_(defined_results(reference)), eager_(eager) {
+  // as_written: the program's results as written (R'), for the noise; empty under other rules.
+  Checker(const Comparison& comparison, const Results& reference, const Results& as_written, const ResultSet* eager)
+      : comparison_(comparison), reference_(defined_results(reference)), as_written_(defined_results(as_written)),
+        eager_(eager) {
     for (const auto& [name, value] : reference) {
       if (value) names_.push_back(name);
     }
@@ -130,11 +144,29 @@ class Checker {
     } else {
       // "plain", and eager under "reference", get no eager term.
       const bool widened = comparison_.rule == "reference" && set.engine != "eager";
-      const double bound = (widened ? 2 * eager_error(name) : 0.0) + tolerance.atol + tolerance.rtol * d.max_reference;
+      // An atol given (the bundle's or --atol) keeps its meaning: the rule with atol, not the noise.
+      const bool scaled = comparison_.rule == "reference" && !comparison_.atol;
+      const std::optional<double> measured = scaled ? noise(name) : std::nullopt;
+      double bound = (widened ? 2 * eager_error(name) : 0.0) + tolerance.atol + tolerance.rtol * d.max_reference;
+      if (measured) {
+        const double spread = widened ? std::max(*measured, eager_error(name)) : *measured;
+        bound = tolerance.rtol * d.max_reference + kNoiseFactor * spread + smallest_normal(actual->second.dtype());
+      }
       row.bound = figure(bound);
       row.pass = d.max_abs <= bound;
     }
     row.verdict = row.pass ? "pass" : "FAIL";
+  }
+
+  // max|R' - R| for a gradient; none for a float64 one (R' is R) or where it is not finite.
+  std::optional<double> noise(const std::string& name) const {
+    const auto other = as_written_.find(name);
+    const auto expected = reference_.find(name);
+    if (other == as_written_.end() || !is_floating_point(other->second.dtype()) || other->second.dtype() == DType::Float64) {
+      return std::nullopt;
+    }
+    const double measured = difference(other->second, expected->second, {}).max_abs;
+    return std::isfinite(measured) ? std::optional<double>(measured) : std::nullopt;
   }
 
   // max|eager - R| for a gradient; 0 when the bundle holds no eager result for it.
@@ -148,6 +180,7 @@ class Checker {
 
   Comparison comparison_;
   TensorMap reference_;
+  TensorMap as_written_;
   std::vector<std::string> names_;  // reference_'s, in declaration order
   const ResultSet* eager_;
 };
@@ -186,9 +219,10 @@ std::string header(const std::string& file, const Comparison& comparison, bool h
   const std::string rule =
       comparison.rule == "allclose"
           ? "allclose: R = refgrad's run as written; E passes when |E - R| <= atol + rtol |R| at every element"
-          : fmt::format("reference: R = refgrad's run in float64; "
-                        "E passes when max|E - R| <= bound = {}atol + rtol max|R|",
-                        has_eager ? "2 max|eager - R| + " : "(no eager result set) ");
+          : fmt::format("reference: R = refgrad's run in float64, R' as written, noise = max|R' - R|; "
+                        "E passes when max|E - R| <= bound = rtol max|R| + 32 {} "
+                        "(float64 gradients, or atol given: {}atol + rtol max|R|)",
+                        has_eager ? "max(noise, max|eager - R|)" : "noise", has_eager ? "2 max|eager - R| + " : "");
   return fmt::format("check {}\n  rule {}\n  tolerances: {}", file, rule, tolerances);
 }
 
@@ -210,7 +244,13 @@ int check_command(const CheckOptions& options) {
   const auto eager = std::find_if(bundle.results.begin(), bundle.results.end(),
                                   [](const ResultSet& set) { return set.engine == "eager"; });
   const ResultSet* eager_set = eager == bundle.results.end() ? nullptr : &*eager;
-  const Checker checker(comparison, results_of(machine), eager_set);
+  Results as_written;
+  if (comparison.rule == "reference") {
+    Machine other = make_machine(bundle, host, Precision::AsWritten, {.memory_limit = options.memory_limit});
+    other.run();
+    as_written = results_of(other);
+  }
+  const Checker checker(comparison, results_of(machine), as_written, eager_set);
   std::vector<Row> rows;
   for (std::size_t i = 0; i < bundle.results.size(); ++i) {
     for (Row& row : checker.rows(i, bundle.results[i])) rows.push_back(std::move(row));

@@ -237,6 +237,18 @@ def _outer(content_html: str) -> str:
     return f'<div class="refgrad {_IGNORED_BY_MATHJAX}">{content_html}</div>'
 
 
+def text_table_html(header: list[str], rows: list[list[str]]) -> str:
+    """A table of plain-text cells (escaped, left-aligned, wrapping only between tokens), as other parts of
+    refgrad show theirs (refgrad.check's Report)."""
+    body = ["<tr>" + "".join(_cell(_tokens(cell)) for cell in row) + "</tr>" for row in rows]
+    return _table(header, body)
+
+
+def block_html(content_html: str) -> str:
+    """refgrad's HTML as one element that MathJax leaves alone (see _outer)."""
+    return _outer(content_html)
+
+
 def _declaration_rows(program: Any) -> list[str]:
     rows = []
 

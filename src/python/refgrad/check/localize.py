@@ -12,7 +12,7 @@ import refgrad.torch as refgrad_torch
 from refgrad.engines import Forward
 from refgrad.check.oracle import _NODE_OPS, _Oracle, _node_label
 from refgrad.check.report import Divergence
-from refgrad.check.rule import _Rule, _max_abs, _max_magnitude
+from refgrad.check.rule import _Measured, _Rule, _max_abs, _max_magnitude
 from refgrad.check.subject import _PROBE, _ProbeMode, _Subject
 
 
@@ -41,19 +41,22 @@ class _NodeRecorder:
             node.register_hook(lambda inputs, grads, index=index: outgoing.__setitem__(index, _clone_all(inputs)))
 
 
-def _slot_error(engine_value, oracle_value, eager_value, rule: _Rule, is_eager: bool) -> tuple[float, float]:
-    """(max|E - R|, bound) of one slot; an undefined grad counts as zeros, a shape mismatch as inf."""
+def _slot_error(engine_value, oracle_value, eager_value, rule: _Rule, is_eager: bool,
+                noise: Optional[float]) -> _Measured:
+    """One slot (an incoming or outgoing grad) against R; an undefined grad counts as zeros, a shape
+    mismatch as an infinite error."""
     if oracle_value is None and engine_value is None:
-        return 0.0, 0.0
+        return _Measured(0.0, 0.0, 0.0)
     reference = oracle_value if oracle_value is not None else torch.zeros_like(engine_value, dtype=torch.float64)
     actual = engine_value if engine_value is not None else torch.zeros_like(reference)
     if list(actual.shape) != list(reference.shape):
-        return math.inf, 0.0
+        return _Measured(math.inf, 0.0, _max_magnitude(reference))
     eager_error = 0.0
     if not is_eager and eager_value is not None and list(eager_value.shape) == list(reference.shape):
         eager_error = _max_abs(eager_value, reference)
     dtype = actual.dtype if actual.is_floating_point() else torch.float64
-    return _max_abs(actual, reference), rule.bound(dtype, _max_magnitude(reference), eager_error, is_eager)
+    scale = _max_magnitude(reference)
+    return _Measured(_max_abs(actual, reference), rule.bound(dtype, scale, eager_error, is_eager, noise), scale)
 
 
 def _same_node(graph_node, torch_name: str) -> bool:
@@ -63,10 +66,6 @@ def _same_node(graph_node, torch_name: str) -> bool:
     if graph_node.kind == "builtin":
         return torch_name.removeprefix("torch::autograd::") == graph_node.name
     return True  # an autograd.Function's node (named by capture) or CopySlices
-
-
-def _agrees(error: float, bound: float) -> bool:
-    return error <= bound
 
 
 class _Localizer:
@@ -97,25 +96,25 @@ class _Localizer:
         instr = self.oracle.capture.program.code[pc]
         if index not in recorder.incoming:
             return None  # the engine did not run this node's hooks: nothing to judge it by
-        incoming = [self.oracle.register(name) for name in instr.operands]
         engine_in = recorder.incoming[index]
         eager_in = self.eager.incoming.get(index, ())
-        for slot, oracle_value in enumerate(incoming):
+        for slot, register in enumerate(instr.operands):
             engine_value = engine_in[slot] if slot < len(engine_in) else None
             eager_value = eager_in[slot] if slot < len(eager_in) else None
-            error, bound = _slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager)
-            if not _agrees(error, bound):
+            measured = _slot_error(engine_value, self.oracle.register(register), eager_value, self.rule, is_eager,
+                                   self.oracle.register_noise(register))
+            if not measured.agrees:
                 # an earlier node is to blame, unless every gradient added into this slot agrees: then
                 # the sum of this node's input buffer is wrong (DESIGN.md: the gradient with respect to a
                 # node's output k is its summed input-buffer slot k), and this node is named
-                return self._buffer_divergence(pc, index, slot, error, bound, recorder, is_eager)
-        for label, engine_value, oracle_value, eager_value in self._outgoing(pc, index, recorder, grads):
-            error, bound = _slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager)
-            if not _agrees(error, bound):
-                return self.oracle.divergence_at(pc, error, bound, label)
+                return self._buffer_divergence(pc, index, slot, measured, recorder, is_eager)
+        for label, engine_value, oracle_value, eager_value, noise in self._outgoing(pc, index, recorder, grads):
+            measured = _slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager, noise)
+            if not measured.agrees:
+                return self.oracle.divergence_at(pc, measured, label)
         return None
 
-    def _buffer_divergence(self, pc: int, index: int, slot: int, error: float, bound: float,
+    def _buffer_divergence(self, pc: int, index: int, slot: int, measured: _Measured,
                            recorder: _NodeRecorder, is_eager: bool) -> Optional[Divergence]:
         """A Divergence at the node called by ``pc`` when its incoming grad ``slot`` disagrees while each
         outgoing grad of another node that goes into that input-buffer slot agrees (recorded by the
@@ -137,19 +136,20 @@ class _Localizer:
                 return None
             eager_out = self.eager.outgoing.get(producer, ())
             eager_value = eager_out[out] if out < len(eager_out) else None
-            if not _agrees(*_slot_error(engine_out[out], self.oracle.register(register), eager_value, self.rule,
-                                        is_eager)):
+            if not _slot_error(engine_out[out], self.oracle.register(register), eager_value, self.rule, is_eager,
+                               self.oracle.register_noise(register)).agrees:
                 return None
         names = ", ".join(_node_label(graph_nodes[producer]) for producer, _ in producers)
         label = (f"incoming grad {slot}, the sum of its input buffer: each of the {len(producers)} gradients added "
                  f"into it (from {names}) agrees, their sum does not")
-        return self.oracle.divergence_at(pc, error, bound, label)
+        return self.oracle.divergence_at(pc, measured, label)
 
     def _outgoing(self, pc: int, index: int, recorder: _NodeRecorder, grads: dict):
         instr = self.oracle.capture.program.code[pc]
         if instr.op == "accumulate_grad":
             leaf = instr.target
-            yield f"@{leaf}", grads.get(leaf), self.oracle.grads.get(leaf), self.eager_grads.get(leaf)
+            yield (f"@{leaf}", grads.get(leaf), self.oracle.grads.get(leaf), self.eager_grads.get(leaf),
+                   self.oracle.noise.get(leaf))
             return
         engine_out = recorder.outgoing.get(index, ())
         eager_out = self.eager.outgoing.get(index, ())
@@ -160,7 +160,8 @@ class _Localizer:
             edge = node.next_edges[slot] if slot < len(node.next_edges) else None
             target = "" if edge is None else f" (to {_node_label(self.oracle.capture.graph.nodes[edge.node])})"
             yield (f"output {slot}{target}", engine_out[slot] if slot < len(engine_out) else None,
-                   self.oracle.register(register), eager_out[slot] if slot < len(eager_out) else None)
+                   self.oracle.register(register), eager_out[slot] if slot < len(eager_out) else None,
+                   self.oracle.register_noise(register))
 
 
 @dataclass
@@ -240,16 +241,16 @@ class _Probing:
                               graph=graph)
         recorded = set()
         for point in self.points:
-            error, bound = _slot_error(grads.get(point.name), self.oracle.register(point.register),
-                                       eager_grads.get(point.name), rule, is_eager)
-            if _agrees(error, bound):
+            measured = _slot_error(grads.get(point.name), self.oracle.register(point.register),
+                                   eager_grads.get(point.name), rule, is_eager, self.oracle.register_noise(point.register))
+            if measured.agrees:
                 recorded.add(point.pc)
                 continue
-            return self._blame(point, error, bound, recorded, graph)
+            return self._blame(point, measured, recorded, graph)
         return Divergence(reason="the gradients of every recorded intermediate and leaf agree with the oracle",
                           graph=graph)
 
-    def _blame(self, point: _Point, error: float, bound: float, agreeing: set, graph: str) -> Divergence:
+    def _blame(self, point: _Point, measured: _Measured, agreeing: set, graph: str) -> Divergence:
         producers = self.producers(point.register)
         if not producers:
             return Divergence(reason=f"the gradient of {point.what} disagrees and no node makes it (a root's grad)",
@@ -262,6 +263,6 @@ class _Probing:
                          "and the last recorded gradient that agrees")
         if len(producers) > 1:
             gradient += f"; {len(producers)} nodes add into that gradient, this is the first"
-        divergence = self.oracle.divergence_at(pc, error, bound, gradient)
+        divergence = self.oracle.divergence_at(pc, measured, gradient)
         divergence.graph = graph
         return divergence

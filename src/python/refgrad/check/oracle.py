@@ -1,6 +1,7 @@
 """The oracle R: the captured program of one fresh forward, run by refgrad's Machine."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -8,6 +9,7 @@ import torch
 import refgrad
 import refgrad.torch as refgrad_torch
 from refgrad.check.report import Divergence
+from refgrad.check.rule import _Measured, _max_abs
 from refgrad.check.subject import _HookMode, _Subject, _ones
 
 
@@ -40,14 +42,42 @@ class _Oracle:
         self.capture = refgrad_torch.capture(run.outputs, grad_outputs=self.grad_outputs, names=names)
         strangers = sorted(set(self.capture.leaves) - set(run.leaves))
         if strangers:
-            raise refgrad.Error(f"refgrad.check: {subject.qualname} reaches leaves that are neither parameters of fn "
-                                f"nor among args ({', '.join(strangers)}); pass the module as fn or as an argument "
-                                "so that every engine gets a fresh copy")
+            raise refgrad.Error(f"refgrad.check: {subject.qualname} reaches leaves that are neither parameters of fn, "
+                                f"among args, nor in fn's closure or the globals it names ({', '.join(strangers)}), "
+                                "through another function perhaps; pass the module as fn or as an argument so that "
+                                "every engine gets a fresh copy")
         self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
         self.machine = self.capture.machine(precision, keep_values=True)
         self.machine.run()
         self.grads = {name: _torch(self.machine.leaf_grad(name)) for name in self.capture.leaves}
         self.grads = {name: grad for name, grad in self.grads.items() if grad is not None}
+        # The rounding noise of each gradient (and register) in its own dtype, measured: R', refgrad's
+        # run of the program as captured (float32, say); max|R' - R| is how far one correct float32
+        # computation lands from R (docs/check.md, "The rule"). The rule's tolerance scales with it.
+        # At precision "float32" R is that run, and R' the float64 one.
+        self.other = self.capture.machine("float32" if precision == "float64" else "float64", keep_values=True)
+        self.other.run()
+        self.noise = {name: self._noise(self.other.leaf_grad(name), self.machine.leaf_grad(name))
+                      for name in self.grads}
+
+    @staticmethod
+    def _noise(other, reference) -> Optional[float]:
+        """max|R' - R| of one value; None where it says nothing: a float64 value (R' and R are both the
+        program as captured), a value not floating point, or no value."""
+        if other is None or reference is None:
+            return None
+        other, reference = _torch(other), _torch(reference)
+        captured = min(other, reference, key=lambda value: value.element_size())
+        if captured.dtype == torch.float64 or not captured.is_floating_point():
+            return None
+        noise = _max_abs(other, reference)
+        return noise if math.isfinite(noise) else None
+
+    def register_noise(self, name: Optional[str]) -> Optional[float]:
+        """The rounding noise of register ``name`` (see _noise)."""
+        if name is None:
+            return None
+        return self._noise(self.other.register_value(name), self.machine.register_value(name))
 
     def python_calls(self) -> list[str]:
         """The host functions the program calls (hooks, autograd.Function backwards): these need Python."""
@@ -64,12 +94,13 @@ class _Oracle:
         node_of = self.capture.node_of_instruction
         return [(pc, node_of[pc]) for pc, instr in enumerate(code) if instr.op in _NODE_OPS and node_of[pc] >= 0]
 
-    def divergence_at(self, pc: int, error: float, bound: float, gradient: str) -> Divergence:
-        """A Divergence at the node called by instruction ``pc``."""
+    def divergence_at(self, pc: int, measured: _Measured, gradient: str) -> Divergence:
+        """A Divergence at the node called by instruction ``pc``, off by ``measured`` in ``gradient``."""
         instr = self.capture.program.code[pc]
         node = self.capture.graph.nodes[self.capture.node_of_instruction[pc]]
-        return Divergence(node=_node_label(node), pc=pc, instruction=self.machine.instruction_text(pc), error=error,
-                          tolerance=bound, gradient=gradient, source=instr.origin or node.origin)
+        return Divergence(node=_node_label(node), pc=pc, instruction=self.machine.instruction_text(pc),
+                          error=measured.error, tolerance=measured.bound, relative=measured.relative,
+                          gradient=gradient, source=instr.origin or node.origin)
 
     def validated_outputs(self, pc: int) -> list[Optional[str]]:
         """The registers validate makes of the results of the call at ``pc`` (its outgoing grads)."""

@@ -6,19 +6,24 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from refgrad import display
+
 
 
 
 @dataclass
 class GradientResult:
     """One gradient of one engine against R: max|E - R|, max|E - R| / max|R| (0/0 counts as 0), the
-    bound it must stay under, and the verdict; ``note`` says why when it failed without figures."""
+    bound it must stay under, and the verdict; ``note`` says why when it failed without figures, or
+    what NaN and Inf it has. ``noise`` is max|R' - R|, the rule's measure of the gradient's rounding
+    (NaN where there is none: a float64 gradient)."""
 
     max_abs: float
     max_rel: float
     tolerance: float
     passed: bool
     note: str = ""
+    noise: float = math.nan
 
 
 @dataclass
@@ -32,6 +37,7 @@ class Divergence:
     instruction: str = ""
     error: float = math.nan
     tolerance: float = math.nan
+    relative: float = math.nan  # error / max|R| of that grad
     gradient: str = ""  # which outgoing grad: "output 1 (to AddmmBackward0)" or "@0.weight"
     source: str = ""  # the forward source line, "file.py:12" (anomaly mode records it)
     graph: str = ""  # the backward used to localize
@@ -45,12 +51,16 @@ class Divergence:
         if not self.localized:
             return f"not localized: {self.reason}"
         where = f" ({self.source})" if self.source else ""
-        return (f"{self.node} at pc {self.pc}{where}: off by {_figure(self.error)} (bound {_figure(self.tolerance)}) "
-                f"in {self.gradient}\n    {self.instruction}")
+        return (f"{self.node} at pc {self.pc}{where}: off by {_figure(self.error)} ({_percent(self.relative)} of "
+                f"max|R|; bound {_figure(self.tolerance)}) in {self.gradient}\n    {self.instruction}")
 
 
 def _figure(value: float) -> str:
     return f"{value:.3g}"
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%" if math.isfinite(fraction) else _figure(fraction)
 
 
 @dataclass
@@ -69,6 +79,7 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     hooks: dict[str, list[str]] = field(default_factory=dict)  # engine -> the hook calls, in order
+    eager: str = "eager"  # the engine that ran as the rule's baseline
 
     @property
     def passed(self) -> bool:
@@ -91,18 +102,45 @@ class Report:
             "hooks": {e: list(calls) for e, calls in self.hooks.items()},
         }
 
-    def _rows(self) -> list[list[str]]:
+    def summary(self) -> str:
+        """One line: the verdict, how many gradients and engines, which engines failed and how much."""
+        gradients = max((len(grads) for grads in self.results.values()), default=0)
+        failed = [engine for engine in self.results if not self.engine_passed(engine)]
+        line = (f"refgrad.check {self.fn}: {'passed' if self.passed else 'FAILED'}: {gradients} gradients, "
+                f"{len(self.results)} engines")
+        if failed:
+            counts = []
+            for engine in failed:
+                bad = sum(not r.passed for r in self.results[engine].values())
+                hooks = "" if self.hooks_as_eager(engine) else ", hooks"
+                counts.append(f"{engine} ({bad} of {len(self.results[engine])} gradients{hooks})")
+            line += f"; {len(failed)} failed: " + ", ".join(counts)
+        return line
+
+    def _shows(self, engine: str, eager: Optional[bool]) -> bool:
+        """Whether the table shows engine's rows: eager's only when it failed, or when asked."""
+        if engine != self.eager:
+            return True
+        return self.engine_passed(engine) is False if eager is None else eager
+
+    def _rows(self, eager: Optional[bool] = None) -> list[list[str]]:
         rows = []
         for engine, grads in self.results.items():
+            if not self._shows(engine, eager):
+                continue
             for name, r in grads.items():
-                verdict = "pass" if r.passed else ("FAIL" + (f" ({r.note})" if r.note else ""))
+                verdict = ("pass" + (f" ({r.note})" if r.note else "") if r.passed else
+                           "FAIL" + (f" ({r.note})" if r.note else ""))
                 rows.append([engine, name, _figure(r.max_abs), _figure(r.max_rel), _figure(r.tolerance), verdict])
         return rows
 
     _HEADER = ["engine", "gradient", "max abs", "max rel", "bound", ""]
 
-    def _footer(self) -> list[str]:
+    def _footer(self, eager: Optional[bool] = None) -> list[str]:
         lines = []
+        if self.eager in self.results and not self._shows(self.eager, eager):
+            lines.append(f"{self.eager}: all {len(self.results[self.eager])} gradients pass "
+                         "(its rows: print(report.format(eager=True)))")
         for engine, divergence in self.first_divergence.items():
             if divergence is not None:
                 lines.append(f"{engine}: first divergence: {divergence}")
@@ -117,20 +155,21 @@ class Report:
         lines += self.notes
         return lines
 
-    def __str__(self) -> str:
-        table = [self._HEADER] + self._rows()
+    def format(self, eager: Optional[bool] = None) -> str:
+        """The report as text; eager: show eager's rows (None: only when eager failed)."""
+        table = [self._HEADER] + self._rows(eager)
         widths = [max(len(row[c]) for row in table) for c in range(len(self._HEADER))]
-        lines = [f"refgrad.check {self.fn}: {'passed' if self.passed else 'FAILED'}",
-                 f"  R = refgrad's run at {self.precision}", f"  {self.rule}"]
+        lines = [self.summary(), f"  R = refgrad's run at {self.precision}", f"  {self.rule}"]
         lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
-        return "\n".join(lines + self._footer())
+        return "\n".join(lines + self._footer(eager))
+
+    def __str__(self) -> str:
+        return self.format()
 
     def _repr_html_(self) -> str:
         escape = html.escape
-        head = "".join(f"<th>{escape(cell)}</th>" for cell in self._HEADER)
-        body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in self._rows())
         footer = "".join(f"<li><pre>{escape(line)}</pre></li>" for line in self._footer())
-        verdict = "passed" if self.passed else "FAILED"
-        return (f"<div><p><b>refgrad.check {escape(self.fn)}: {verdict}</b><br>R = refgrad's run at "
-                f"{escape(self.precision)}</p><pre>{escape(self.rule)}</pre><table><tr>{head}</tr>{body}</table>"
-                + (f"<ul>{footer}</ul>" if footer else "") + "</div>")
+        return display.block_html(
+            f"<p><b>{escape(self.summary())}</b><br>R = refgrad's run at {escape(self.precision)}</p>"
+            f"<pre>{escape(self.rule)}</pre>" + display.text_table_html(self._HEADER, self._rows())
+            + (f"<ul>{footer}</ul>" if footer else ""))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import types
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
@@ -155,7 +156,42 @@ class _Subject:
         if isinstance(value, (list, tuple)):
             items = [_Subject._fresh(item, f"{name}.{j}", leaves, device) for j, item in enumerate(value)]
             return type(value)(items) if isinstance(value, list) else tuple(items)
+        if isinstance(value, types.FunctionType) and not name:
+            return _Subject._fresh_function(value, leaves, device)
         return value
+
+    @staticmethod
+    def _fresh_function(fn: types.FunctionType, leaves: dict[str, tuple[torch.Tensor, torch.Tensor]],
+                        device: str) -> types.FunctionType:
+        """fn itself, but with fresh copies of the modules and tensors that require grad which it reaches
+        through its closure cells or the globals its code names; their leaves are named by the variable's
+        name (`dw.weight`, `scale`). What fn reaches only through other functions is not found (the oracle
+        then refuses the leaves it cannot name)."""
+        def wanted(value: Any) -> bool:
+            return isinstance(value, torch.nn.Module) or (isinstance(value, torch.Tensor) and value.requires_grad)
+
+        free = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        closure_values = {}
+        for variable, cell in free.items():
+            try:
+                if wanted(cell.cell_contents):
+                    closure_values[variable] = cell.cell_contents
+            except ValueError:  # a cell not filled yet
+                continue
+        global_values = {variable: fn.__globals__[variable] for variable in fn.__code__.co_names
+                         if variable in fn.__globals__ and variable not in free and wanted(fn.__globals__[variable])}
+        if not closure_values and not global_values:
+            return fn
+        fresh = {variable: _Subject._fresh(value, variable, leaves, device)
+                 for variable, value in {**closure_values, **global_values}.items()}
+        closure = None if fn.__closure__ is None else tuple(
+            types.CellType(fresh[variable]) if variable in closure_values else free[variable]
+            for variable in fn.__code__.co_freevars)
+        scope = {**fn.__globals__, **{variable: fresh[variable] for variable in global_values}}
+        copied = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, closure)
+        copied.__kwdefaults__ = fn.__kwdefaults__
+        copied.__qualname__ = fn.__qualname__
+        return copied
 
 
 def _ones(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
