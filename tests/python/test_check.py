@@ -639,9 +639,9 @@ def test_compiled_engines_that_run_nothing_compiled_fail(mlp):
                                      engines=("eager", "compiled_autograd", "torch_compile:aot_eager"))
     assert report.engine_passed("eager")
     assert not report.engine_passed("compiled_autograd") and not report.engine_passed("torch_compile:aot_eager")
-    notes = {r.note for r in report.results["torch_compile:aot_eager"].values()}
-    assert notes == {"raised EngineError: torch_compile:aot_eager: the forward ran no compiled code "
-                     "(torch.compile fell back to eager)"}
+    assert report.results["torch_compile:aot_eager"] == {}
+    assert report.errors["torch_compile:aot_eager"] == ("EngineError: torch_compile:aot_eager: the forward ran no "
+                                                        "compiled code (torch.compile fell back to eager)")
     assert report.reproducers == {}
 
 
@@ -650,3 +650,105 @@ def test_the_module_refgrad_check_is_callable(mlp):
     model, x, target = mlp
     report = refgrad.check(model, x, target, engines=("eager",), reproducer_dir=None)
     assert isinstance(report, refgrad.check.Report) and report.passed
+
+
+def test_a_compiled_module_is_checked_as_the_torch_compile_engine_it_is(mlp, tmp_path):
+    model, x, target = mlp
+    compilations = []
+
+    def tanh_backward_scaled(graph_module, example_inputs):
+        compilations.append(graph_module)
+        return scale_op_results(torch.ops.aten.tanh_backward.default)(graph_module, example_inputs)
+
+    backend = aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=tanh_backward_scaled)
+    report = refgrad_check.check(torch.compile(model, backend=backend), x, target, engines=("eager",),
+                                 reproducer_dir=str(tmp_path))
+    compiled = [engine for engine in report.results if engine.startswith("torch.compile(fn")]
+    assert len(compiled) == 1 and compilations, report.format(eager=True)
+    assert report.engine_passed("eager")  # eager ran the original module, not the compiled one
+    assert not report.engine_passed(compiled[0])
+    assert report.first_divergence[compiled[0]].node == "TanhBackward0"
+    assert any(note.startswith("fn is torch.compile'd") for note in report.notes)
+
+
+def test_a_compiled_function_runs_its_backend_and_later_torch_compile_checks_still_compile(mlp, tmp_path):
+    model, x, target = mlp
+    calls = []
+
+    def counting(graph_module, example_inputs):
+        calls.append(1)
+        return graph_module
+
+    report = refgrad_check.check(torch.compile(lambda inputs: model(inputs, target), backend=counting), x,
+                                 engines=("eager",), reproducer_dir=str(tmp_path))
+    assert calls and report.passed, report.format(eager=True)
+    assert sorted(report.results) == ["eager", "torch.compile(fn, backend=counting)"]
+    # the forward's code compiled once by the user's backend must not be reused from dynamo's cache
+    again = refgrad_check.check(model, x, target, engines=("eager", "torch_compile:aot_eager"),
+                                reproducer_dir=str(tmp_path))
+    assert again.passed, again.format(eager=True)
+
+
+def test_an_engine_that_raises_is_one_error_row(mlp, tmp_path):
+    model, x, target = mlp
+
+    class Raises:
+        name = "raises"
+
+        def gradients(self, forward, grad_outputs):
+            raise EngineError("raises: the forward ran no compiled code (torch.compile fell back to eager)")
+
+    report = refgrad_check.check(model, x, target, engines=("eager", Raises()), reproducer_dir=str(tmp_path))
+    assert not report.passed and report.results["raises"] == {}
+    assert report.errors["raises"] == ("EngineError: raises: the forward ran no compiled code "
+                                       "(torch.compile fell back to eager)")
+    rows = [line for line in str(report).splitlines() if line.startswith("raises ")]
+    assert len(rows) == 1 and "ERROR: EngineError: raises: the forward ran no compiled code" in rows[0]
+    assert "nan" not in rows[0] and str(report).splitlines()[0].endswith("1 failed: raises (raised)")
+
+
+def test_a_compiled_module_among_args_runs_as_its_original(tmp_path):
+    torch.manual_seed(0)
+    layer, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
+    report = refgrad_check.check(lambda module, inputs: module(inputs).sum(), torch.compile(layer, backend="eager"),
+                                 x, engines=("eager",), reproducer_dir=str(tmp_path))
+    assert report.passed and sorted(report.results["eager"]) == ["arg0.bias", "arg0.weight"]
+    assert any(note.startswith("arg0 is torch.compile'd (backend eager)") for note in report.notes), report.notes
+
+
+def test_a_divergence_is_reported_only_when_the_observed_run_fails_as_the_plain_run(mlp, tmp_path):
+    model, x, target = mlp
+
+    class WrongOnlyUnobserved:  # a black box whose bug vanishes once check adds its probes
+        name = "wrong_only_unobserved"
+
+        def gradients(self, forward, grad_outputs):
+            run = forward()
+            torch.autograd.backward(run.outputs, grad_outputs)
+            grads = {name: leaf.grad for name, leaf in run.leaves.items()}
+            if not any(name.startswith("~probe") for name in grads):
+                grads["net.0.weight"] = grads["net.0.weight"] * 1.01
+            return grads
+
+    class WrongOnlyUnhooked:  # runs torch's graph (observe=), wrong only without check's node hooks
+        name = "wrong_only_unhooked"
+
+        def gradients(self, forward, grad_outputs, *, observe=None):
+            run = forward()
+            if observe is not None:
+                observe(run)
+            torch.autograd.backward(run.outputs, grad_outputs)
+            grads = {name: leaf.grad for name, leaf in run.leaves.items()}
+            if observe is None:
+                grads["net.2.bias"] = grads["net.2.bias"] * 1.01
+            return grads
+
+    report = refgrad_check.check(model, x, target, engines=("eager", WrongOnlyUnobserved(), WrongOnlyUnhooked()),
+                                 reproducer_dir=str(tmp_path))
+    for name, gradient in (("wrong_only_unobserved", "net.0.weight"), ("wrong_only_unhooked", "net.2.bias")):
+        divergence = report.first_divergence[name]
+        assert not divergence.localized, divergence
+        assert divergence.reason.startswith(f"the observed run did not fail as the plain run did: the plain run "
+                                            f"fails {gradient}, the observed run no gradient")
+        assert sorted(divergence.observed) == sorted(MLP_GRADS) and all(r.passed for r in divergence.observed.values())
+    assert str(report).count("    observed run: ") == 2 * len(MLP_GRADS)

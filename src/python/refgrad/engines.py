@@ -225,12 +225,50 @@ class TorchCompile:
     def gradients(self, forward, grad_outputs):
         backend = _CountingBackend(self.backend)
         calls = _CountingBackend.calls
+        # dynamo caches compiled code per code object; without a reset, a forward compiled earlier (by
+        # another backend, or by the user's own torch.compile) runs again and this backend is never called
+        torch._dynamo.reset()
         run = forward(transform=lambda fn: torch.compile(fn, backend=backend))
         self.compiled_calls = _CountingBackend.calls - calls
         if self.compiled_calls == 0:
             raise EngineError(f"{self.name}: the forward ran no compiled code (torch.compile fell back to eager)")
         _backward(run, grad_outputs, None)
         return leaf_grads(run)
+
+
+@dataclass
+class Compiled:
+    """What torch.compile(original, backend=...) returned, taken apart: the module or function it wraps,
+    the backend (what torch.compile was given, or the compiler object it made of it) and its name."""
+
+    original: Any
+    backend: Any
+    backend_name: str
+
+
+def _backend_of(callback: Any) -> tuple[Any, str]:
+    """The backend inside dynamo's callback: it is wrapped (CatchErrorsWrapper, ConvertFrame, ...), each
+    wrapper keeping the one inside as _torchdynamo_orig_backend, down to the one with compiler_fn."""
+    inner = callback
+    while not hasattr(inner, "compiler_fn") and hasattr(inner, "_torchdynamo_orig_backend"):
+        inner = inner._torchdynamo_orig_backend
+    backend = getattr(inner, "compiler_fn", inner)
+    name = getattr(inner, "compiler_name", None) or backend_name(backend)
+    return backend, name
+
+
+def compiled_parts(value: Any) -> Optional[Compiled]:
+    """The parts of a torch.compile'd module or function; None for anything else."""
+    if isinstance(value, torch._dynamo.eval_frame.OptimizedModule):
+        return Compiled(value._orig_mod, *_backend_of(value.dynamo_ctx.callback))
+    original = getattr(value, "_torchdynamo_orig_callable", None)
+    if original is None or not callable(value):
+        return None
+    cells = [cell.cell_contents for cell in (getattr(value, "__closure__", None) or ())]
+    callbacks = [content for content in cells if hasattr(content, "_torchdynamo_orig_backend")]
+    if not callbacks:
+        return None
+    return Compiled(original, *_backend_of(callbacks[0]))
 
 
 _KINDS = {"eager": Eager, "compiled_autograd": CompiledAutograd, "torch_compile": TorchCompile}

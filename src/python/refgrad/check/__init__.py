@@ -76,6 +76,10 @@ def _rule_from(rtol: Optional[float], atol: Optional[float]) -> _Rule:
     return _Rule(rtol, atol)
 
 
+def _kind(value: Any) -> str:
+    return "module" if isinstance(value, torch.nn.Module) else "function"
+
+
 def _engines_from(specs: Sequence[Any], report: Report) -> list[Any]:
     """The engines, eager first (every other engine's bound needs it); a CUDA engine without a GPU is
     skipped, with a printed reason."""
@@ -158,11 +162,11 @@ class _Checker:
                     eager_grads, engine, grads)
 
     def record_crash(self, engine: Any, error: Exception) -> None:
-        """An engine that raised: every gradient fails, with the error as the note."""
-        note = f"raised {_error_text(error)}"
-        self.report.results[engine.name] = {
-            name: GradientResult(math.nan, math.nan, math.nan, False, note) for name in self.oracle.grads}
-        self.report.first_divergence[engine.name] = Divergence(reason=f"{engine.name} {note}")
+        """An engine that raised (a compiled one that ran no compiled code included): it fails, with one
+        error row that says why, and no gradients to compare."""
+        self.report.results[engine.name] = {}
+        self.report.errors[engine.name] = _error_text(error)
+        self.report.first_divergence[engine.name] = Divergence(reason=f"{engine.name} raised {_error_text(error)}")
 
     def eager_record(self) -> tuple[_NodeRecorder, dict]:
         if self._eager_record is None:
@@ -188,11 +192,29 @@ class _Checker:
             self._probed[key] = grads
         return self._probed[key]
 
+    def unlike_the_plain_run(self, engine: Any, observed_grads: dict, graph: str) -> Optional[Divergence]:
+        """None when the observed (second) run fails the same gradients as the plain run did, by the rule;
+        else a Divergence that says it did not, with the observed run's results: a divergence found in a run
+        that failed otherwise would not be the plain run's."""
+        plain = {name for name, result in self.report.results[engine.name].items() if not result.passed}
+        leaves = {name: grad for name, grad in observed_grads.items() if name in self.oracle.grads}
+        observed_results = self.compare(engine, leaves, self.eager_grads)
+        observed = {name for name, result in observed_results.items() if not result.passed}
+        if observed == plain:
+            return None
+        return Divergence(reason=f"the observed run did not fail as the plain run did: the plain run fails "
+                                 f"{', '.join(sorted(plain)) or 'no gradient'}, the observed run "
+                                 f"{', '.join(sorted(observed)) or 'no gradient'} (its results below)",
+                          graph=graph, observed=observed_results)
+
     def localize_black_box(self, engine: Any) -> Divergence:
         eager_grads, grads = self.probed(self.eager), self.probed(engine)
         graph = (f"a second run of {engine.name} asked for the gradients of {len(self._probing.templates)} "
                  "intermediates of the forward (a zero leaf added to each torch function's result, so its graph "
                  "is not the plain run's)")
+        unlike = self.unlike_the_plain_run(engine, grads, graph)
+        if unlike is not None:
+            return unlike
         return self._probing.first_divergence(grads, eager_grads, self.rule, engine is self.eager, graph)
 
     def localize(self, engine: Any) -> Divergence:
@@ -206,6 +228,9 @@ class _Checker:
                  "the hooks into its graph, so it is not the plain run's graph)")
         if not recorder.incoming:
             return Divergence(reason=f"{engine.name} ran none of the node hooks", graph=graph)
+        unlike = None if is_eager else self.unlike_the_plain_run(engine, grads, graph)
+        if unlike is not None:
+            return unlike
         return _Localizer(self.oracle, self.rule, eager_recorder, eager_grads).first_divergence(
             recorder, grads, is_eager, graph)
 
@@ -227,15 +252,35 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
       so that each engine's accumulation into an existing .grad is checked too.
     """
     rule = _rule_from(rtol, atol)
+    notes, compiled_engine = [], None
+    compiled = engines_module.compiled_parts(fn)
+    if compiled is not None:
+        # a torch.compile'd fn is checked as the engine it is; every other engine (eager included) runs the
+        # original module or function
+        fn = compiled.original
+        compiled_engine = engines_module.TorchCompile(backend=compiled.backend,
+                                                      name=f"torch.compile(fn, backend={compiled.backend_name})")
+        notes.append(f"fn is torch.compile'd (backend {compiled.backend_name}): it is checked as the engine "
+                     f"{compiled_engine.name}; the other engines run its original {_kind(fn)}")
+    args = list(args)
+    for i, arg in enumerate(args):
+        inner = engines_module.compiled_parts(arg)
+        if inner is not None:
+            args[i] = inner.original
+            notes.append(f"arg{i} is torch.compile'd (backend {inner.backend_name}): every engine runs its original "
+                         f"{_kind(inner.original)} (pass the compiled module as fn to check torch.compile)")
     subject = _Subject(fn, args, keep_grad)
     try:
         oracle = _Oracle(subject, precision)
-        report = Report(fn=subject.qualname, precision=precision, rule=rule.describe())
+        report = Report(fn=subject.qualname, precision=precision, rule=rule.describe(), notes=notes)
         calls = oracle.python_calls()
         if calls:
             report.notes.append("the program calls Python (reproducers need it; refgrad check takes --hook for "
                                 "tensor hooks): " + ", ".join(calls))
-        _Checker(subject, oracle, rule, report, reproducer_dir).run(_engines_from(engines, report))
+        chosen = _engines_from(engines, report)
+        if compiled_engine is not None:
+            chosen.append(compiled_engine)
+        _Checker(subject, oracle, rule, report, reproducer_dir).run(chosen)
     finally:
         subject.restore_rng()
     return report

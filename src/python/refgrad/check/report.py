@@ -42,6 +42,7 @@ class Divergence:
     source: str = ""  # the forward source line, "file.py:12" (anomaly mode records it)
     graph: str = ""  # the backward used to localize
     reason: str = ""
+    observed: dict[str, GradientResult] = field(default_factory=dict)  # the second run's, when it failed otherwise
 
     @property
     def localized(self) -> bool:
@@ -80,6 +81,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     hooks: dict[str, list[str]] = field(default_factory=dict)  # engine -> the hook calls, in order
     eager: str = "eager"  # the engine that ran as the rule's baseline
+    errors: dict[str, str] = field(default_factory=dict)  # engine -> why it produced no gradients
 
     @property
     def passed(self) -> bool:
@@ -90,7 +92,8 @@ class Report:
         return engine not in self.hooks or self.hooks[engine] == self.hooks.get("eager", self.hooks[engine])
 
     def engine_passed(self, engine: str) -> bool:
-        return all(result.passed for result in self.results[engine].values()) and self.hooks_as_eager(engine)
+        return (engine not in self.errors and all(result.passed for result in self.results[engine].values())
+                and self.hooks_as_eager(engine))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +102,7 @@ class Report:
             "first_divergence": {e: None if d is None else {**asdict(d), "localized": d.localized}
                                  for e, d in self.first_divergence.items()},
             "reproducers": dict(self.reproducers), "skipped": dict(self.skipped), "notes": list(self.notes),
+            "errors": dict(self.errors),
             "hooks": {e: list(calls) for e, calls in self.hooks.items()},
         }
 
@@ -111,6 +115,9 @@ class Report:
         if failed:
             counts = []
             for engine in failed:
+                if engine in self.errors:
+                    counts.append(f"{engine} (raised)")
+                    continue
                 bad = sum(not r.passed for r in self.results[engine].values())
                 hooks = "" if self.hooks_as_eager(engine) else ", hooks"
                 counts.append(f"{engine} ({bad} of {len(self.results[engine])} gradients{hooks})")
@@ -128,6 +135,8 @@ class Report:
         for engine, grads in self.results.items():
             if not self._shows(engine, eager):
                 continue
+            if engine in self.errors:
+                rows.append([engine, "-", "-", "-", "-", f"ERROR: {self.errors[engine]}"])
             for name, r in grads.items():
                 verdict = ("pass" + (f" ({r.note})" if r.note else "") if r.passed else
                            "FAIL" + (f" ({r.note})" if r.note else ""))
@@ -144,6 +153,10 @@ class Report:
         for engine, divergence in self.first_divergence.items():
             if divergence is not None:
                 lines.append(f"{engine}: first divergence: {divergence}")
+                for name, r in divergence.observed.items():
+                    verdict = "pass" if r.passed else "FAIL" + (f" ({r.note})" if r.note else "")
+                    lines.append(f"    observed run: {name}  max abs {_figure(r.max_abs)}  max rel "
+                                 f"{_figure(r.max_rel)}  bound {_figure(r.tolerance)}  {verdict}")
         for engine, calls in self.hooks.items():
             if not self.hooks_as_eager(engine):
                 eager = self.hooks.get("eager")
