@@ -260,6 +260,16 @@ int check_command(const CheckOptions& options) {
   const auto failed =
       static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& row) { return !row.pass; }));
   std::cout << fmt::format("{} of {} gradients pass\n", rows.size() - failed, rows.size());
+  // refgrad.check writes the first divergent node it found into the provenance of the bundle
+  if (const auto divergence = bundle.provenance.find("divergence"); divergence != bundle.provenance.end()) {
+    const auto engine = bundle.provenance.find("engine");
+    std::cout << fmt::format("first divergence found by refgrad.check{}: {}\n",
+                             engine == bundle.provenance.end() ? "" : " for " + engine->second, divergence->second);
+    if (const auto instruction = bundle.provenance.find("divergence_instruction");
+        instruction != bundle.provenance.end()) {
+      std::cout << "    " << instruction->second << '\n';
+    }
+  }
   return failed == 0 ? kExitOk : kExitCheckFailed;
 }
 

@@ -115,12 +115,7 @@ def test_structure(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
 def test_solved(path):
-    notebook = nbformat.read(path, as_version=4)
-    solutions = solutions_of(SOLUTION_DIR / f"{path.stem}.py")
-    for identifier, index in tagged(notebook, "exercise").items():
-        notebook.cells[index].source = solutions[identifier]
-    execute(notebook, f"{path.stem}.solved.ipynb")
-    SOLVED_RUNS[path.stem] = notebook
+    notebook = solved_run(path)
     for identifier, index in tagged(notebook, "check").items():
         printed = check_outputs(notebook.cells[index])
         assert printed.startswith(SOLVED), f"check-{identifier} with the solution printed: {printed!r}"

@@ -159,7 +159,7 @@ class _Checker:
             if self.reproducer_dir is not None:
                 self.report.reproducers[engine.name] = _write_reproducer(
                     self.reproducer_dir, self.oracle, self.subject, self.rule, self.report.precision, self.eager,
-                    eager_grads, engine, grads)
+                    eager_grads, engine, grads, self.report.first_divergence.get(engine.name))
 
     def record_crash(self, engine: Any, error: Exception) -> None:
         """An engine that raised (a compiled one that ran no compiled code included): it fails, with one

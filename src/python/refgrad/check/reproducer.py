@@ -11,6 +11,7 @@ import torch
 import refgrad
 from refgrad import engines as engines_module
 from refgrad.check.oracle import _Oracle
+from refgrad.check.report import Divergence
 from refgrad.check.rule import _Rule
 from refgrad.check.subject import _Subject
 
@@ -31,9 +32,27 @@ def _file_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
+def _divergence_provenance(divergence: Divergence) -> dict[str, str]:
+    """The first divergence as provenance strings: `refgrad check BUNDLE` prints them."""
+    if not divergence.localized:
+        return {"divergence": f"not localized: {divergence.reason}"}
+    return {
+        "divergence": str(divergence).splitlines()[0],
+        "divergence_node": divergence.node,
+        "divergence_pc": str(divergence.pc),
+        "divergence_instruction": divergence.instruction,
+        "divergence_gradient": divergence.gradient,
+        "divergence_error": repr(divergence.error),
+        "divergence_bound": repr(divergence.tolerance),
+        "divergence_relative": repr(divergence.relative),
+    }
+
+
 def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: _Rule, precision: str,
-                      eager: Any, eager_grads: dict, engine: Any, engine_grads: dict) -> str:
-    """One bundle: the program, eager's and the engine's gradients, the rule, provenance. Returns its path."""
+                      eager: Any, eager_grads: dict, engine: Any, engine_grads: dict,
+                      divergence: Optional[Divergence] = None) -> str:
+    """One bundle: the program, eager's and the engine's gradients, the rule, provenance (with the first
+    divergence check found, when it found one). Returns its path."""
     bundle = refgrad.Bundle(oracle.capture.program, oracle.capture.bundle.tensors)
     results = [refgrad.ResultSet("eager", _result_tensors(eager_grads), _config(eager))]
     if engine is not eager:
@@ -55,6 +74,8 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
         "python_calls": "none" if not calls else (
             "needs Python (refgrad check cannot replay them; give --hook where it can): " + ", ".join(calls)),
     }
+    if divergence is not None:  # (bundle.provenance is a copy each time it is read: assign it whole)
+        bundle.provenance = {**bundle.provenance, **_divergence_provenance(divergence)}
     os.makedirs(directory, exist_ok=True)
     stem = _file_name(f"{subject.qualname.rsplit('.', 1)[-1]}-{engine.name}-{now:%Y%m%dT%H%M%S}")
     path = os.path.join(directory, f"{stem}.safetensors")
