@@ -128,7 +128,7 @@ class Report:
         """Whether the table shows engine's rows: eager's only when it failed, or when asked."""
         if engine != self.eager:
             return True
-        return self.engine_passed(engine) is False if eager is None else eager
+        return not self.engine_passed(engine) if eager is None else eager
 
     def _rows(self, eager: Optional[bool] = None) -> list[list[str]]:
         rows = []
