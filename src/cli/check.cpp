@@ -104,10 +104,12 @@ class Checker {
   }
 
   // The rows for result set `index`: every gradient either side has, refgrad's in declaration order.
+  // An engine's values of registers ("%12", recorded where refgrad.check localized a divergence) are
+  // not results of the program: they are shown with the divergence, not judged.
   std::vector<Row> rows(std::size_t index, const ResultSet& set) const {
     std::vector<std::string> names = names_;
     for (const auto& [name, value] : set.tensors) {
-      if (!reference_.contains(name)) names.push_back(name);
+      if (!reference_.contains(name) && !name.starts_with('%')) names.push_back(name);
     }
     std::vector<Row> rows;
     for (const std::string& name : names) {
@@ -226,6 +228,57 @@ std::string header(const std::string& file, const Comparison& comparison, bool h
   return fmt::format("check {}\n  rule {}\n  tolerances: {}", file, rule, tolerances);
 }
 
+// The divergence refgrad.check found, from the bundle's provenance: the node and its instruction, and
+// the engine's recorded value of the divergent register beside R's (`reference`, refgrad's value of it
+// at `precision`): a few numbers and max|E - R|.
+void print_divergence(const Bundle& bundle, const std::optional<Tensor>& reference, Precision precision) {
+  const auto& provenance = bundle.provenance;
+  const auto engine = provenance.find("engine");
+  const std::string engine_name = engine == provenance.end() ? "" : engine->second;
+  std::cout << fmt::format("first divergence found by refgrad.check{}: {}\n",
+                           engine_name.empty() ? "" : " for " + engine_name, provenance.at("divergence"));
+  if (const auto instruction = provenance.find("divergence_instruction"); instruction != provenance.end()) {
+    std::cout << "    " << instruction->second << '\n';
+  }
+  const auto register_name = provenance.find("divergence_register");
+  const auto set = std::find_if(bundle.results.begin(), bundle.results.end(),
+                                [&](const ResultSet& result) { return result.engine == engine_name; });
+  if (register_name == provenance.end() || set == bundle.results.end()) return;
+  const auto value = set->tensors.find(register_name->second);
+  if (value == set->tensors.end()) return;
+  const std::string& name = register_name->second;
+  const std::size_t width = std::max(engine_name.size(), std::string("refgrad").size());
+  std::cout << fmt::format("    {}: {}'s value (result {}) beside refgrad's ({}):\n", name, engine_name,
+                           set - bundle.results.begin(), precision_name(precision));
+  std::cout << fmt::format("      {:<{}}  {}\n", engine_name, width, summarize(value->second));
+  std::cout << fmt::format("      {:<{}}  {}\n", "refgrad", width,
+                           reference ? summarize(reference) : "(not kept by this run)");
+  if (reference) std::cout << fmt::format("      {}\n", error_text(value->second, reference));
+}
+
+// Runs `machine` to the end, keeping refgrad's value of `name` on the way: "%12" is read just after
+// the instruction that makes it (the machine frees a register after its last use), "@w" at the end.
+std::optional<Tensor> run_keeping(Machine& machine, const std::string& name) {
+  std::optional<Tensor> value;
+  if (name.starts_with('%')) {
+    const std::vector<Instr>& code = machine.program().code;
+    const auto makes = [&](const Instr& instr) {
+      return std::any_of(instr.results.begin(), instr.results.end(),
+                         [&](const std::optional<std::string>& result) { return result && *result == name.substr(1); });
+    };
+    const auto maker = std::find_if(code.begin(), code.end(), makes);
+    if (maker != code.end()) {
+      const auto after = static_cast<std::size_t>(maker - code.begin()) + 1;
+      machine.run_until([after](const Machine& m) { return m.pc() == after; });
+      value = machine.register_value(name.substr(1));
+    }
+  }
+  machine.run();
+  if (name.starts_with('@')) value = machine.leaf_grad(name.substr(1));
+  if (value && !value->defined()) value.reset();
+  return value;
+}
+
 int check_command(const CheckOptions& options) {
   Bundle bundle = load_checked(options.file);
   check(!bundle.results.empty(), options.file, " holds no result sets to check (refgrad run -o writes one)");
@@ -238,9 +291,11 @@ int check_command(const CheckOptions& options) {
         comparison.reference, "'; refgrad check computes the reference itself, so it must be 'refgrad'");
   add_grad_inputs(bundle, {});
   const Host host = make_host(bundle.program, options.hooks, std::cout);
-  const Precision precision = comparison.rule == "allclose" ? Precision::AsWritten : Precision::Float64;
+  const Precision precision = precision_of(comparison);
   Machine machine = make_machine(bundle, host, precision, {.memory_limit = options.memory_limit});
-  machine.run();
+  const auto divergent = bundle.provenance.find("divergence_register");
+  const std::optional<Tensor> divergent_value =
+      run_keeping(machine, divergent == bundle.provenance.end() ? "" : divergent->second);
   const auto eager = std::find_if(bundle.results.begin(), bundle.results.end(),
                                   [](const ResultSet& set) { return set.engine == "eager"; });
   const ResultSet* eager_set = eager == bundle.results.end() ? nullptr : &*eager;
@@ -261,15 +316,7 @@ int check_command(const CheckOptions& options) {
       static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& row) { return !row.pass; }));
   std::cout << fmt::format("{} of {} gradients pass\n", rows.size() - failed, rows.size());
   // refgrad.check writes the first divergent node it found into the provenance of the bundle
-  if (const auto divergence = bundle.provenance.find("divergence"); divergence != bundle.provenance.end()) {
-    const auto engine = bundle.provenance.find("engine");
-    std::cout << fmt::format("first divergence found by refgrad.check{}: {}\n",
-                             engine == bundle.provenance.end() ? "" : " for " + engine->second, divergence->second);
-    if (const auto instruction = bundle.provenance.find("divergence_instruction");
-        instruction != bundle.provenance.end()) {
-      std::cout << "    " << instruction->second << '\n';
-    }
-  }
+  if (bundle.provenance.contains("divergence")) print_divergence(bundle, divergent_value, precision);
   return failed == 0 ? kExitOk : kExitCheckFailed;
 }
 

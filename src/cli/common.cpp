@@ -46,6 +46,10 @@ std::string precision_name(Precision precision) {
   return precision == Precision::Float64 ? "float64" : "float32";
 }
 
+Precision precision_of(const Comparison& comparison) {
+  return comparison.rule == "allclose" ? Precision::AsWritten : Precision::Float64;
+}
+
 void add_hook_option(CLI::App& command, std::vector<std::string>& hooks) {
   command.add_option("--hook", hooks,
                      "a host function for a hook the program calls: NAME=scale:K (a tensor_pre hook that "
@@ -62,11 +66,16 @@ void add_input_options(CLI::App& command, InputOptions& options, bool allow_both
   add_hook_option(command, options.hooks);
   std::vector<std::string> precisions{"float32", "float64"};
   if (allow_both) precisions.emplace_back("both");
-  command.add_option("--precision", options.precision,
-                     "float32: the program as written; float64: promoted to float64" +
-                         std::string(allow_both ? "; both: run both and compare" : ""))
-      ->check(CLI::IsMember(precisions))
-      ->capture_default_str();
+  const bool chosen_later = options.precision.empty();
+  CLI::Option* precision = command.add_option(
+      "--precision", options.precision,
+      "float32: the program as written; float64: promoted to float64" +
+          std::string(allow_both ? "; both: run both and compare" : "") +
+          (chosen_later ? "; default: the precision the bundle's comparison compares in (float64 for the rules "
+                          "reference and plain, as refgrad check runs), else float32"
+                        : ""));
+  precision->check(CLI::IsMember(precisions));
+  if (!chosen_later) precision->capture_default_str();
   command.add_flag("--check-finite", options.check_finite,
                    "stop at the first instruction that makes a NaN or Inf, say which (exit code 1)");
   add_memory_limit_option(command, options.memory_limit);
@@ -305,6 +314,39 @@ std::optional<std::string> run_to_end(Machine& machine, bool check_finite) {
   }
   if (machine.run_until({Breakpoint::non_finite()}) != StopReason::NonFinite) return std::nullopt;
   return describe_non_finite(machine, machine.pc() - 1);
+}
+
+// ---------------------------------------------------- an engine's results ---
+
+std::size_t find_result_set(const std::vector<ResultSet>& results, const std::string& choice) {
+  std::vector<std::string> sets;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (choice == std::to_string(i) || choice == results[i].engine) return i;
+    sets.push_back(fmt::format("{} ({})", i, results[i].engine));
+  }
+  fail(results.empty() ? concat("no result set '", choice, "': the bundle holds none")
+                       : concat("no result set '", choice, "'; the bundle holds ", fmt::format("{}", fmt::join(sets, ", "))));
+}
+
+std::optional<double> max_abs_error(const Tensor& engine, const Tensor& reference) {
+  if (engine.sizes() != reference.sizes()) return std::nullopt;
+  const std::vector<double> e = engine.to_vector<double>(), r = reference.to_vector<double>();
+  double largest = 0.0;
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    const double error = e[i] == r[i] ? 0.0 : std::abs(e[i] - r[i]);  // equal infinities count as equal
+    if (std::isnan(error)) return std::nan("");
+    largest = std::max(largest, error);
+  }
+  return largest;
+}
+
+std::string error_text(const Tensor& engine, const std::optional<Tensor>& reference) {
+  if (!reference || !reference->defined()) return "max|E - R| n/a (refgrad has None)";
+  const std::optional<double> error = max_abs_error(engine, *reference);
+  if (!error) {
+    return fmt::format("max|E - R| n/a (shapes differ: {}, refgrad's {})", str(engine.sizes()), str(reference->sizes()));
+  }
+  return fmt::format("max|E - R| {:.3g}", *error);
 }
 
 // ---------------------------------------------------------------- printing ---

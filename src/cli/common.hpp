@@ -51,18 +51,22 @@ Bundle load_checked(const std::string& path);
 // (promote_to_float64, DESIGN.md's "reference precision").
 enum class Precision { AsWritten, Float64 };
 std::string precision_name(Precision precision);  // "float32", "float64"
+// The precision of refgrad's run that a comparison's rule compares with (R): float64 (reference
+// precision) under "reference" and "plain", the program as written under "allclose".
+Precision precision_of(const Comparison& comparison);
 
 // The options of `run` and `step` that say how to run the program.
 struct InputOptions {
   std::string file;
   std::vector<std::string> grads;  // NAME=FILE:TENSOR
   std::vector<std::string> hooks;  // NAME=scale:K, NAME=print
-  std::string precision = "float32";
+  std::string precision = "float32";  // "" (step): the bundle's comparison's (precision_of)
   bool check_finite = false;
   std::optional<std::size_t> memory_limit;  // --memory-limit, in bytes
 };
 // Adds FILE, --grad, --hook, --precision (float32, float64, and `both` when
-// `allow_both`), --check-finite and --memory-limit to `command`.
+// `allow_both`), --check-finite and --memory-limit to `command`. An empty
+// options.precision is a default that the command chooses (step: the bundle's).
 void add_input_options(CLI::App& command, InputOptions& options, bool allow_both);
 void add_hook_option(CLI::App& command, std::vector<std::string>& hooks);
 // --memory-limit SIZE (MachineOptions::memory_limit): bytes, or with a suffix K, M, G, T (powers of 1024).
@@ -92,6 +96,16 @@ TensorMap defined_results(const Results& results);  // as a bundle's result set 
 // Runs the machine to the end. Under `check_finite` it stops after the first
 // instruction that makes a NaN or Inf and returns a description of it.
 std::optional<std::string> run_to_end(Machine& machine, bool check_finite);
+
+// ---------------------------------------------------- an engine's results ---
+
+// The result set `choice` names: its index ("1") or its engine ("eager"); raises naming the sets there are.
+std::size_t find_result_set(const std::vector<ResultSet>& results, const std::string& choice);
+// max|E - R| in float64 for two tensors of the same shape (equal infinities count as equal, a NaN
+// anywhere makes it NaN); nullopt when the shapes differ.
+std::optional<double> max_abs_error(const Tensor& engine, const Tensor& reference);
+// "max|E - R| 0.0019" ("max|E - R| n/a (shapes differ)", "... (refgrad has None)").
+std::string error_text(const Tensor& engine, const std::optional<Tensor>& reference);
 
 // "f32[3]  norm=13.60147  [4.0, 5.0, 12.0]": type, 2-norm (computed in float64,
 // spelled in the tensor's dtype) and the first six values; "None" for nullopt.

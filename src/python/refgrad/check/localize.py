@@ -108,10 +108,14 @@ class _Localizer:
                 # the sum of this node's input buffer is wrong (DESIGN.md: the gradient with respect to a
                 # node's output k is its summed input-buffer slot k), and this node is named
                 return self._buffer_divergence(pc, index, slot, measured, recorder, is_eager)
-        for label, engine_value, oracle_value, eager_value, noise in self._outgoing(pc, index, recorder, grads):
+        incoming = {f"%{r}": value for r, value in zip(instr.operands, engine_in) if r is not None}
+        for label, register, engine_value, oracle_value, eager_value, noise in self._outgoing(pc, index, recorder,
+                                                                                              grads):
             measured = _slot_error(engine_value, oracle_value, eager_value, self.rule, is_eager, noise)
             if not measured.agrees:
-                return self.oracle.divergence_at(pc, measured, label)
+                # a leaf's .grad ("@leaf") is in the engine's result set already
+                outgoing = {register: engine_value} if register.startswith("%") else {}
+                return self.oracle.divergence_at(pc, measured, label, register, {**incoming, **outgoing})
         return None
 
     def _buffer_divergence(self, pc: int, index: int, slot: int, measured: _Measured,
@@ -122,7 +126,8 @@ class _Localizer:
         recorded (the error came from elsewhere)."""
         graph_nodes = self.oracle.capture.graph.nodes
         call_of_node = {node: call for call, node in self.oracle.node_calls()}
-        producers = []
+        summed = f"%{self.oracle.capture.program.code[pc].operands[slot]}"
+        producers, values = [], {summed: recorder.incoming[index][slot]}
         for producer, graph_node in enumerate(graph_nodes):
             for out, edge in enumerate(graph_node.next_edges):
                 if edge is not None and edge.node == index and edge.input_nr == slot:
@@ -139,16 +144,17 @@ class _Localizer:
             if not _slot_error(engine_out[out], self.oracle.register(register), eager_value, self.rule, is_eager,
                                self.oracle.register_noise(register)).agrees:
                 return None
+            values[f"%{register}"] = engine_out[out]
         names = ", ".join(_node_label(graph_nodes[producer]) for producer, _ in producers)
         label = (f"incoming grad {slot}, the sum of its input buffer: each of the {len(producers)} gradients added "
                  f"into it (from {names}) agrees, their sum does not")
-        return self.oracle.divergence_at(pc, measured, label)
+        return self.oracle.divergence_at(pc, measured, label, summed, values)
 
     def _outgoing(self, pc: int, index: int, recorder: _NodeRecorder, grads: dict):
         instr = self.oracle.capture.program.code[pc]
         if instr.op == "accumulate_grad":
             leaf = instr.target
-            yield (f"@{leaf}", grads.get(leaf), self.oracle.grads.get(leaf), self.eager_grads.get(leaf),
+            yield (f"@{leaf}", f"@{leaf}", grads.get(leaf), self.oracle.grads.get(leaf), self.eager_grads.get(leaf),
                    self.oracle.noise.get(leaf))
             return
         engine_out = recorder.outgoing.get(index, ())
@@ -159,7 +165,7 @@ class _Localizer:
                 continue
             edge = node.next_edges[slot] if slot < len(node.next_edges) else None
             target = "" if edge is None else f" (to {_node_label(self.oracle.capture.graph.nodes[edge.node])})"
-            yield (f"output {slot}{target}", engine_out[slot] if slot < len(engine_out) else None,
+            yield (f"output {slot}{target}", f"%{register}", engine_out[slot] if slot < len(engine_out) else None,
                    self.oracle.register(register), eager_out[slot] if slot < len(eager_out) else None,
                    self.oracle.register_noise(register))
 
@@ -239,18 +245,21 @@ class _Probing:
         if not any(name.startswith(_PROBE) for name in grads):
             return Divergence(reason="the engine returned no gradients for the recorded intermediates (probe leaves)",
                               graph=graph)
-        recorded = set()
+        recorded, values = set(), {}
         for point in self.points:
             measured = _slot_error(grads.get(point.name), self.oracle.register(point.register),
                                    eager_grads.get(point.name), rule, is_eager, self.oracle.register_noise(point.register))
+            values[f"%{point.register}"] = grads.get(point.name)
             if measured.agrees:
                 recorded.add(point.pc)
                 continue
-            return self._blame(point, measured, recorded, graph)
+            return self._blame(point, measured, recorded, graph, values)
         return Divergence(reason="the gradients of every recorded intermediate and leaf agree with the oracle",
                           graph=graph)
 
-    def _blame(self, point: _Point, measured: _Measured, agreeing: set, graph: str) -> Divergence:
+    def _blame(self, point: _Point, measured: _Measured, agreeing: set, graph: str, values: dict) -> Divergence:
+        """The node whose outgoing grad makes ``point``'s; ``values`` are the engine's at the points read so
+        far, by register: the divergence keeps point's and the blamed node's incoming grads."""
         producers = self.producers(point.register)
         if not producers:
             return Divergence(reason=f"the gradient of {point.what} disagrees and no node makes it (a root's grad)",
@@ -263,6 +272,9 @@ class _Probing:
                          "and the last recorded gradient that agrees")
         if len(producers) > 1:
             gradient += f"; {len(producers)} nodes add into that gradient, this is the first"
-        divergence = self.oracle.divergence_at(pc, measured, gradient)
+        operands = self.oracle.capture.program.code[pc].operands
+        kept = {f"%{point.register}"} | {f"%{r}" for r in operands if r is not None}
+        divergence = self.oracle.divergence_at(pc, measured, gradient, f"%{point.register}",
+                                               {name: value for name, value in values.items() if name in kept})
         divergence.graph = graph
         return divergence

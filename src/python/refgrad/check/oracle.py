@@ -94,13 +94,17 @@ class _Oracle:
         node_of = self.capture.node_of_instruction
         return [(pc, node_of[pc]) for pc, instr in enumerate(code) if instr.op in _NODE_OPS and node_of[pc] >= 0]
 
-    def divergence_at(self, pc: int, measured: _Measured, gradient: str) -> Divergence:
-        """A Divergence at the node called by instruction ``pc``, off by ``measured`` in ``gradient``."""
+    def divergence_at(self, pc: int, measured: _Measured, gradient: str, register: str = "",
+                      values: Optional[dict[str, Optional[torch.Tensor]]] = None) -> Divergence:
+        """A Divergence at the node called by instruction ``pc``, off by ``measured`` in ``gradient``, the
+        program's ``register`` ("%12", or "@leaf"); ``values`` are the engine's at the divergence, by
+        register (undefined ones are left out; the rest copied to the CPU, for the reproducer)."""
         instr = self.capture.program.code[pc]
         node = self.capture.graph.nodes[self.capture.node_of_instruction[pc]]
+        kept = {name: value.detach().cpu().contiguous() for name, value in (values or {}).items() if value is not None}
         return Divergence(node=_node_label(node), pc=pc, instruction=self.machine.instruction_text(pc),
                           error=measured.error, tolerance=measured.bound, relative=measured.relative,
-                          gradient=gradient, source=instr.origin or node.origin)
+                          gradient=gradient, source=instr.origin or node.origin, register=register, values=kept)
 
     def validated_outputs(self, pc: int) -> list[Optional[str]]:
         """The registers validate makes of the results of the call at ``pc`` (its outgoing grads)."""

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Optional
 
 from refgrad import display
+
+if TYPE_CHECKING:
+    import torch
 
 
 
@@ -30,7 +33,13 @@ class GradientResult:
 class Divergence:
     """Where an engine first went wrong: the PyTorch node, the oracle's program counter and
     instruction, the error (max|E - R| of the worst outgoing grad, and its bound), the forward source
-    line when known, and which backward was used. ``node`` None: not localized, ``reason`` says why."""
+    line when known, and which backward was used. ``node`` None: not localized, ``reason`` says why.
+
+    ``register`` names the divergent gradient in the oracle's program: "%12", or "@0.weight" when it is
+    a leaf's .grad (AccumulateGrad's outgoing gradient). ``values`` holds what the engine computed there,
+    by register ("%12"), as the localizing run recorded it: the divergent gradient and the node's
+    incoming gradients that were judged to agree (those that were recorded), so that a reproducer can
+    show them beside refgrad's."""
 
     node: Optional[str] = None
     pc: Optional[int] = None
@@ -43,6 +52,8 @@ class Divergence:
     graph: str = ""  # the backward used to localize
     reason: str = ""
     observed: dict[str, GradientResult] = field(default_factory=dict)  # the second run's, when it failed otherwise
+    register: str = ""
+    values: dict[str, "torch.Tensor"] = field(default_factory=dict)
 
     @property
     def localized(self) -> bool:
@@ -54,6 +65,15 @@ class Divergence:
         where = f" ({self.source})" if self.source else ""
         return (f"{self.node} at pc {self.pc}{where}: off by {_figure(self.error)} ({_percent(self.relative)} of "
                 f"max|R|; bound {_figure(self.tolerance)}) in {self.gradient}\n    {self.instruction}")
+
+
+def _divergence_dict(divergence: Divergence) -> dict[str, Any]:
+    """A Divergence as plain Python values: the engine's values by their shapes (the tensors are in the
+    reproducer bundle; a gradient's elements would swamp a JSON report)."""
+    plain = {f.name: getattr(divergence, f.name) for f in fields(divergence) if f.name not in ("values", "observed")}
+    plain["observed"] = {name: asdict(result) for name, result in divergence.observed.items()}
+    plain["values"] = {name: list(value.shape) for name, value in divergence.values.items()}
+    return {**plain, "localized": divergence.localized}
 
 
 def _figure(value: float) -> str:
@@ -99,8 +119,7 @@ class Report:
         return {
             "fn": self.fn, "precision": self.precision, "rule": self.rule, "passed": self.passed,
             "results": {e: {g: asdict(r) for g, r in grads.items()} for e, grads in self.results.items()},
-            "first_divergence": {e: None if d is None else {**asdict(d), "localized": d.localized}
-                                 for e, d in self.first_divergence.items()},
+            "first_divergence": {e: None if d is None else _divergence_dict(d) for e, d in self.first_divergence.items()},
             "reproducers": dict(self.reproducers), "skipped": dict(self.skipped), "notes": list(self.notes),
             "errors": dict(self.errors),
             "hooks": {e: list(calls) for e, calls in self.hooks.items()},

@@ -32,10 +32,15 @@ def _file_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
-def _divergence_provenance(divergence: Divergence) -> dict[str, str]:
+def _divergence_provenance(divergence: Divergence, engine: str) -> dict[str, str]:
     """The first divergence as provenance strings: `refgrad check BUNDLE` prints them."""
     if not divergence.localized:
         return {"divergence": f"not localized: {divergence.reason}"}
+    values = {}
+    if divergence.values:
+        values["divergence_values"] = (
+            f"{', '.join(divergence.values)} in {engine}'s result set: its values of those registers, recorded by "
+            f"the run that localized the divergence ({divergence.graph})")
     return {
         "divergence": str(divergence).splitlines()[0],
         "divergence_node": divergence.node,
@@ -45,6 +50,8 @@ def _divergence_provenance(divergence: Divergence) -> dict[str, str]:
         "divergence_error": repr(divergence.error),
         "divergence_bound": repr(divergence.tolerance),
         "divergence_relative": repr(divergence.relative),
+        "divergence_register": divergence.register,
+        **values,
     }
 
 
@@ -52,11 +59,17 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
                       eager: Any, eager_grads: dict, engine: Any, engine_grads: dict,
                       divergence: Optional[Divergence] = None) -> str:
     """One bundle: the program, eager's and the engine's gradients, the rule, provenance (with the first
-    divergence check found, when it found one). Returns its path."""
+    divergence check found, when it found one). The engine's result set holds its leaf grads ("@w") and,
+    when the divergence was localized, its values at the divergence under the program's register names
+    ("%12": docs/program.md, "Bundles"), which `refgrad check` and `refgrad step` show beside refgrad's.
+    Returns its path."""
     bundle = refgrad.Bundle(oracle.capture.program, oracle.capture.bundle.tensors)
-    results = [refgrad.ResultSet("eager", _result_tensors(eager_grads), _config(eager))]
-    if engine is not eager:
-        results.append(refgrad.ResultSet(engine.name, _result_tensors(engine_grads), _config(engine)))
+    at_divergence = divergence.values if divergence is not None and divergence.localized else {}
+    if engine is eager:
+        results = [refgrad.ResultSet("eager", {**_result_tensors(eager_grads), **at_divergence}, _config(eager))]
+    else:
+        results = [refgrad.ResultSet("eager", _result_tensors(eager_grads), _config(eager)),
+                   refgrad.ResultSet(engine.name, {**_result_tensors(engine_grads), **at_divergence}, _config(engine))]
     bundle.results = results
     bundle.comparison = refgrad.Comparison("plain" if rule.plain else "reference", "refgrad", rule.rtol, rule.atol)
     calls = oracle.python_calls()
@@ -75,7 +88,7 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
             "needs Python (refgrad check cannot replay them; give --hook where it can): " + ", ".join(calls)),
     }
     if divergence is not None:  # (bundle.provenance is a copy each time it is read: assign it whole)
-        bundle.provenance = {**bundle.provenance, **_divergence_provenance(divergence)}
+        bundle.provenance = {**bundle.provenance, **_divergence_provenance(divergence, engine.name)}
     os.makedirs(directory, exist_ok=True)
     stem = _file_name(f"{subject.qualname.rsplit('.', 1)[-1]}-{engine.name}-{now:%Y%m%dT%H%M%S}")
     path = os.path.join(directory, f"{stem}.safetensors")
