@@ -2,11 +2,18 @@
 // from stdin, at a terminal or from a pipe; from a pipe it echoes each
 // command after the prompt, so that a session's output reads as a
 // transcript. A command that fails prints its error and the session goes on.
+//
+// A bundle may hold engines' results; one of them can be shown beside
+// refgrad's values: its leaf grads and outputs, and its values of registers
+// ("%12": what refgrad.check recorded at a divergence). By default the
+// program runs in the precision the bundle's comparison compares in, so
+// that refgrad's values are the R that `refgrad check` compares with.
 #include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -40,9 +47,27 @@ std::size_t parse_count(const std::string& text, const std::string& what) {
   return *count;
 }
 
+// The accumulate_grad of each leaf that runs last: the one after which the leaf's .grad is final, as
+// an engine's result set holds it.
+std::map<std::string, std::size_t> last_accumulations(const Program& program) {
+  std::map<std::string, std::size_t> last;
+  for (std::size_t pc = 0; pc < program.code.size(); ++pc) {
+    if (program.code[pc].op == Opcode::AccumulateGrad) last[program.code[pc].target] = pc;
+  }
+  return last;
+}
+
+std::size_t register_count(const ResultSet& set) {
+  return static_cast<std::size_t>(
+      std::count_if(set.tensors.begin(), set.tensors.end(), [](const auto& entry) { return entry.first.starts_with('%'); }));
+}
+
 class Stepper {
  public:
-  Stepper(Machine& machine, std::ostream& out) : machine_(machine), out_(out) {}
+  // `results`: the bundle's result sets; `shown`: the one whose values are shown beside refgrad's.
+  Stepper(Machine& machine, std::ostream& out, const std::vector<ResultSet>& results, std::optional<std::size_t> shown)
+      : machine_(machine), out_(out), results_(results), shown_(shown),
+        last_accumulation_(last_accumulations(machine.program())) {}
 
   // Runs one command line; false when it asks to quit.
   bool execute(const std::string& line) {
@@ -91,6 +116,10 @@ class Stepper {
         {{"print", "p"}, "print %REG|$SAVED|@LEAF|^OUTPUT",
          "print a register, saved tensor, leaf's .grad or output in full", &Stepper::print},
         {{"regs"}, "regs", "the registers that hold a value, with their types", &Stepper::regs},
+        {{"engine", "e"}, "engine [N|NAME|off]",
+         "show result set N (or engine NAME) beside refgrad's values, or none; without an argument, list the "
+         "result sets",
+         &Stepper::engine},
         {{"list", "l"}, "list [PC]",
          "the instructions around PC (default: the next one); => marks the next, * a breakpoint", &Stepper::list},
         {{"where"}, "where", "the next instruction", &Stepper::where},
@@ -236,14 +265,21 @@ class Stepper {
         const std::optional<Tensor> value = machine_.register_value(name);
         if (!value) out_ << what << " holds no value yet\n";
         else out_ << what << " = " << repr(*value) << '\n';
+        print_engine_value(what, what, value);
         return;
       }
       case '$': out_ << what << " = " << repr(machine_.saved_value(name)) << '\n'; return;
-      case '@': out_ << what << ".grad = " << repr(machine_.leaf_grad(name).value_or(Tensor())) << '\n'; return;
+      case '@': {
+        const std::optional<Tensor> value = machine_.leaf_grad(name);
+        out_ << what << ".grad = " << repr(value.value_or(Tensor())) << '\n';
+        print_engine_value(what, what + ".grad at the end of its run", value);
+        return;
+      }
       case '^': {
         const std::optional<Tensor> value = machine_.output(name);
         if (!value) out_ << what << " is not written yet\n";
         else out_ << what << " = " << repr(*value) << '\n';
+        print_engine_value(what, what, value);
         return;
       }
       default: fail(concat("print what? '", what, "': %register, $saved, @leaf or ^output"));
@@ -251,6 +287,46 @@ class Stepper {
   }
 
   static std::string repr(const Tensor& value) { return value.defined() ? value.repr() : "None"; }
+
+  // The shown engine's value of `name` ("%12", "@w", "^x") in full, and max|E - R| with refgrad's `value`.
+  void print_engine_value(const std::string& name, const std::string& what, const std::optional<Tensor>& value) {
+    const Tensor* engine = engine_value(name);
+    if (engine == nullptr) return;
+    out_ << fmt::format("{}'s {} = {}\n", shown_engine(), what, repr(*engine));
+    if (value && value->defined()) out_ << error_text(*engine, value) << '\n';
+  }
+
+  // The shown result set's tensor `name`, or nullptr (no set shown, or it has no such tensor).
+  const Tensor* engine_value(const std::string& name) const {
+    if (!shown_) return nullptr;
+    const TensorMap& tensors = results_[*shown_].tensors;
+    const auto found = tensors.find(name);
+    return found == tensors.end() ? nullptr : &found->second;
+  }
+
+  const std::string& shown_engine() const { return results_[*shown_].engine; }
+
+  void engine(const Args& args) {
+    expect_at_most(args, 1, "engine [N|NAME|off]");
+    if (args.empty()) {
+      if (results_.empty()) out_ << "the program holds no result sets (a bundle of refgrad.check or run -o does)\n";
+      for (std::size_t i = 0; i < results_.size(); ++i) {
+        const ResultSet& set = results_[i];
+        const std::size_t registers = register_count(set);
+        out_ << fmt::format("{} {}  {}  {} results{}\n", shown_ == i ? "=>" : "  ", i, set.engine,
+                            set.tensors.size() - registers,
+                            registers == 0 ? "" : fmt::format(", {} registers recorded", registers));
+      }
+      return;
+    }
+    if (args[0] == "off") {
+      shown_.reset();
+      out_ << "no engine's values are shown\n";
+      return;
+    }
+    shown_ = find_result_set(results_, args[0]);
+    out_ << fmt::format("showing result set {} ({}) beside refgrad's values\n", *shown_, shown_engine());
+  }
 
   void regs(const Args& args) {
     expect_at_most(args, 0, "regs");
@@ -325,44 +401,105 @@ class Stepper {
     const Instr& instr = machine_.program().code[pc];
     out_ << fmt::format("   {:>3}  {}\n", pc, machine_.instruction_text(pc));
     for (const std::optional<std::string>& result : instr.results) {
-      if (result) out_ << fmt::format("          %{} = {}\n", *result, summarize(machine_.register_value(*result)));
+      if (!result) continue;
+      const std::optional<Tensor> value = machine_.register_value(*result);
+      out_ << fmt::format("          %{} = {}\n", *result, summarize(value));
+      show_engine_value("%" + *result, value);
     }
     if (instr.op == Opcode::AccumulateGrad) {
-      out_ << fmt::format("          @{}.grad = {}\n", instr.target, summarize(machine_.leaf_grad(instr.target)));
+      const std::optional<Tensor> grad = machine_.leaf_grad(instr.target);
+      out_ << fmt::format("          @{}.grad = {}\n", instr.target, summarize(grad));
+      // the engine's result is the final .grad: compare it after the leaf's last accumulation only
+      if (last_accumulation_.at(instr.target) == pc) show_engine_value("@" + instr.target, grad);
     }
     if (instr.op == Opcode::Output) {
-      out_ << fmt::format("          ^{} = {}\n", instr.target, summarize(machine_.output(instr.target)));
+      const std::optional<Tensor> value = machine_.output(instr.target);
+      out_ << fmt::format("          ^{} = {}\n", instr.target, summarize(value));
+      show_engine_value("^" + instr.target, value);
     }
+  }
+
+  // Under a line that shows refgrad's value of `name`: the shown engine's, and max|E - R|.
+  void show_engine_value(const std::string& name, const std::optional<Tensor>& value) {
+    const Tensor* engine = engine_value(name);
+    if (engine == nullptr) return;
+    out_ << fmt::format("            {}: {}  {}\n", shown_engine(), summarize(*engine), error_text(*engine, value));
   }
 
   void show_results() {
     const Results results = results_of(machine_);
     std::size_t width = 0;
     for (const auto& [name, value] : results) width = std::max(width, name.size());
-    for (const auto& [name, value] : results) out_ << fmt::format("{:<{}}  {}\n", name, width, summarize(value));
+    for (const auto& [name, value] : results) {
+      out_ << fmt::format("{:<{}}  {}\n", name, width, summarize(value));
+      show_engine_value(name, value);
+    }
   }
 
   Machine& machine_;
   std::ostream& out_;
+  const std::vector<ResultSet>& results_;
+  std::optional<std::size_t> shown_;  // the result set shown beside refgrad's values
+  std::map<std::string, std::size_t> last_accumulation_;
   std::vector<std::pair<std::size_t, Breakpoint>> breakpoints_;  // by number
   std::size_t next_number_ = 1;
   bool echo_trace_ = false;
 };
 
-int step_command(const InputOptions& options) {
+struct StepOptions : InputOptions {
+  std::string engine;  // --engine N|NAME|off; "": the default (default_result_set)
+};
+
+// The result set shown by default: the one holding an engine's values of registers, preferring the
+// engine the bundle was written for (provenance "engine"); none when no set holds registers.
+std::optional<std::size_t> default_result_set(const Bundle& bundle) {
+  std::optional<std::size_t> shown;
+  const auto engine = bundle.provenance.find("engine");
+  for (std::size_t i = 0; i < bundle.results.size(); ++i) {
+    if (register_count(bundle.results[i]) == 0) continue;
+    if (!shown) shown = i;
+    if (engine != bundle.provenance.end() && bundle.results[i].engine == engine->second) return i;
+  }
+  return shown;
+}
+
+// How the run's precision was chosen, for the first line.
+std::string precision_text(const Bundle& bundle, const std::string& option, Precision precision) {
+  if (!option.empty() || !bundle.comparison) return precision_name(precision);
+  return fmt::format("{}, as refgrad check compares under the bundle's rule {} (--precision {} runs it {})",
+                     precision_name(precision), bundle.comparison->rule,
+                     precision == Precision::Float64 ? "float32" : "float64",
+                     precision == Precision::Float64 ? "as written" : "in float64");
+}
+
+int step_command(const StepOptions& options) {
   Bundle bundle = load_checked(options.file);
   add_grad_inputs(bundle, options.grads);
   const Host host = make_host(bundle.program, options.hooks, std::cout);
-  const Precision precision = options.precision == "float64" ? Precision::Float64 : Precision::AsWritten;
+  // As refgrad check compares: a bundle with a comparison runs in its precision, anything else as written.
+  const Precision precision = !options.precision.empty()
+                                  ? (options.precision == "float64" ? Precision::Float64 : Precision::AsWritten)
+                                  : (bundle.comparison ? precision_of(*bundle.comparison) : Precision::AsWritten);
+  std::optional<std::size_t> shown = default_result_set(bundle);
+  if (options.engine == "off") shown.reset();
+  else if (!options.engine.empty()) shown = find_result_set(bundle.results, options.engine);
   Machine machine = make_machine(bundle, host, precision,
                                  {.keep_values = true,
                                   .trace = true,
                                   .check_finite = options.check_finite,
                                   .memory_limit = options.memory_limit});
   const bool echo = isatty(STDIN_FILENO) == 0;
-  Stepper stepper(machine, std::cout);
+  Stepper stepper(machine, std::cout, bundle.results, shown);
   std::cout << fmt::format("program {}: {} instructions, {}; type help for the commands\n", bundle.program.name,
-                           machine.size(), precision_name(precision));
+                           machine.size(), precision_text(bundle, options.precision, precision));
+  if (shown) {
+    const ResultSet& set = bundle.results[*shown];
+    const std::size_t registers = register_count(set);
+    std::cout << fmt::format("showing {}'s values (result set {}: {} results{}) beside refgrad's; engine lists the "
+                             "result sets\n",
+                             set.engine, *shown, set.tensors.size() - registers,
+                             registers == 0 ? "" : fmt::format(" and {} registers it recorded", registers));
+  }
   stepper.show_position();
   std::string line;
   while (true) {
@@ -380,10 +517,15 @@ int step_command(const InputOptions& options) {
 }  // namespace
 
 void add_step_command(CLI::App& app, int& exit_code) {
-  auto options = std::make_shared<InputOptions>();
+  auto options = std::make_shared<StepOptions>();
   CLI::App* command = app.add_subcommand(
       "step", "step through a program: commands on stdin (a terminal or a pipe); type help for them");
+  options->precision = "";  // the bundle's comparison chooses (step_command)
   add_input_options(*command, *options, /*allow_both=*/false);
+  command->add_option("--engine", options->engine,
+                      "the result set shown beside refgrad's values: its index or engine name, or off (default: "
+                      "the one holding an engine's recorded register values)")
+      ->type_name("N|NAME|off");
   command->callback([options, &exit_code] { exit_code = step_command(*options); });
 }
 
