@@ -36,9 +36,15 @@ What check does (DESIGN.md, "Numbers and precision"):
    whose incoming grad disagrees while each outgoing grad added into it agrees is named, for a wrong sum
    (node hooks only: a black box shows no gradient before the sum). Either way the second run's graph is
    not the plain run's: Divergence.graph says which was used.
-5. Hooks fn registers in its forward are wrapped (a TorchFunctionMode sees Tensor.register_hook and
-   register_post_accumulate_grad_hook) and each call recorded; an engine that runs torch's autograd
-   graph passes only when its hooks fired as eager's did: the same hooks, as often, in the same order.
+5. The hooks fn registers in its forward (Tensor.register_hook, register_post_accumulate_grad_hook) are
+   recorded for every engine, compiled ones and black boxes included: after the engine's forward has run
+   and before its backward, each hook on the forward's leaves and on its hooked non-leaf tensors is
+   replaced, in the tensor's own hook dict, by one that records its call first. Nothing is added to the
+   forward, so torch.compile compiles what it would without check. Every engine passes only when its
+   hooks fired as eager's did: the same hooks, as often, in the same order. A forward the engine runs
+   under a transform (torch_compile's torch.compile) is not searched for hooked non-leaves: torch.compile
+   traces their hooks into its backward, where no call can be recorded; report.hooks_not_recorded names
+   them, and that engine's record is compared with eager's without them.
 6. Each failed engine writes one bundle into ``reproducer_dir``: the program and its tensors, eager's
    and the engine's gradients as result sets, the rule and tolerances, and provenance (torch version,
    engine, backend, fn's qualname, date). ``build/refgrad check BUNDLE`` re-runs it without Python.
@@ -60,7 +66,7 @@ from refgrad.check.oracle import _Oracle
 from refgrad.check.report import Divergence, GradientResult, Report
 from refgrad.check.reproducer import _write_reproducer
 from refgrad.check.rule import _Rule, _compare
-from refgrad.check.subject import _HookMode, _ProbeMode, _Subject
+from refgrad.check.subject import _HookMode, _HookRecorder, _ProbeMode, _Subject
 
 __all__ = ["Divergence", "GradientResult", "Report", "check"]
 
@@ -104,21 +110,33 @@ class _Checker:
         self._eager_record: Optional[tuple[_NodeRecorder, dict]] = None
         self._probing: Optional[_Probing] = None
         self._probed: dict[int, dict] = {}
+        self._eager_hooks: Optional[_HookRecorder] = None  # eager's record of fn's hooks
 
-    def forward_for(self, engine: Any, mode: Optional[Union[_ProbeMode, _HookMode]] = None) -> Callable[..., Forward]:
-        """The engine's forward(transform=None): a fresh forward on the engine's device (under ``mode``)."""
+    def forward_for(self, engine: Any, mode: Optional[Union[_ProbeMode, _HookMode]] = None,
+                    hooks: Optional[_HookRecorder] = None) -> Callable[..., Forward]:
+        """The engine's forward(transform=None): a fresh forward on the engine's device (under ``mode``;
+        with its hooks wrapped by ``hooks``, given one)."""
         device = getattr(engine, "device", "cpu")
+        if hooks is not None:
+            return lambda transform=None: hooks.forward(self.subject, transform, device)
         return lambda transform=None: self.subject.forward(transform, device, mode)
 
     def gradients(self, engine: Any) -> dict[str, Optional[torch.Tensor]]:
-        """The engine's gradients; for an engine that runs torch's autograd graph (its forward is plain
-        torch), the hooks fn registers are recorded too, into report.hooks."""
-        if not engines_module.accepts_observe(engine):
-            return engine.gradients(self.forward_for(engine), self.oracle.grad_outputs)
-        mode = _HookMode()
-        grads = engine.gradients(self.forward_for(engine, mode), self.oracle.grad_outputs)
-        if mode.registered:
-            self.report.hooks[engine.name] = mode.fired
+        """The engine's gradients; the calls of the hooks fn registers are recorded too, for every engine
+        (compiled and black boxes included), into report.hooks (see _HookRecorder: they are wrapped after
+        the engine's forward, so that what the engine compiles is its own). Eager runs first: its record
+        numbers the hooks for every other engine's."""
+        is_eager = engine is self.eager
+        recorder = _HookRecorder(None if is_eager else self._eager_hooks.numbering)
+        grads = engine.gradients(self.forward_for(engine, hooks=recorder), self.oracle.grad_outputs)
+        if is_eager:
+            self._eager_hooks = recorder
+        eager = self._eager_hooks
+        if not recorder.labels and not eager.labels:
+            return grads
+        self.report.hooks[engine.name] = recorder.fired
+        if not recorder.looked_for_non_leaves and eager.non_leaf_labels:
+            self.report.hooks_not_recorded[engine.name] = list(eager.non_leaf_labels)
         return grads
 
     def compare(self, engine: Any, grads: dict, eager_grads: dict) -> dict[str, GradientResult]:

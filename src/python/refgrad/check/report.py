@@ -88,8 +88,10 @@ def _percent(fraction: float) -> str:
 class Report:
     """The outcome of check(): per engine and gradient a GradientResult, per engine the first
     divergence (None when it passed), the reproducer bundles written, engines skipped and why, and
-    (when fn registers tensor hooks) the hooks each engine that runs torch's autograd graph fired,
-    in order: an engine passes only when its hooks fired as eager's did."""
+    (when fn registers tensor hooks) the hooks each engine fired, in order: an engine passes only when
+    its hooks fired as eager's did. ``hooks_not_recorded`` names, per engine whose forward ran under a
+    transform (torch_compile), eager's hooks on non-leaf tensors, which its run could not record (its
+    compiler traces them into its backward); they are left out of its comparison."""
 
     fn: str
     precision: str
@@ -100,6 +102,7 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     hooks: dict[str, list[str]] = field(default_factory=dict)  # engine -> the hook calls, in order
+    hooks_not_recorded: dict[str, list[str]] = field(default_factory=dict)  # engine -> hooks its run could not see
     eager: str = "eager"  # the engine that ran as the rule's baseline
     errors: dict[str, str] = field(default_factory=dict)  # engine -> why it produced no gradients
 
@@ -107,9 +110,14 @@ class Report:
     def passed(self) -> bool:
         return all(self.engine_passed(engine) for engine in self.results)
 
+    def hooks_expected(self, engine: str) -> list[str]:
+        """Eager's hook calls, less those of the hooks the engine's run could not record."""
+        unseen = set(self.hooks_not_recorded.get(engine, ()))
+        return [call for call in self.hooks.get(self.eager, []) if call not in unseen]
+
     def hooks_as_eager(self, engine: str) -> bool:
         """Whether the engine fired fn's hooks as eager did: the same hooks, as often, in the same order."""
-        return engine not in self.hooks or self.hooks[engine] == self.hooks.get("eager", self.hooks[engine])
+        return engine not in self.hooks or self.hooks[engine] == self.hooks_expected(engine)
 
     def engine_passed(self, engine: str) -> bool:
         return (engine not in self.errors and all(result.passed for result in self.results[engine].values())
@@ -123,6 +131,7 @@ class Report:
             "reproducers": dict(self.reproducers), "skipped": dict(self.skipped), "notes": list(self.notes),
             "errors": dict(self.errors),
             "hooks": {e: list(calls) for e, calls in self.hooks.items()},
+            "hooks_not_recorded": {e: list(labels) for e, labels in self.hooks_not_recorded.items()},
         }
 
     def summary(self) -> str:
@@ -178,10 +187,14 @@ class Report:
                                  f"{_figure(r.max_rel)}  bound {_figure(r.tolerance)}  {verdict}")
         for engine, calls in self.hooks.items():
             if not self.hooks_as_eager(engine):
-                eager = self.hooks.get("eager")
-                lines.append(f"{engine}: FAIL: hooks fired otherwise than eager's: {calls} (eager: {eager})")
-            elif engine != "eager":
+                lines.append(f"{engine}: FAIL: hooks fired otherwise than eager's: {calls} "
+                             f"(eager: {self.hooks_expected(engine)})")
+            elif engine != self.eager:
                 lines.append(f"{engine}: hooks fired as eager's ({len(calls)} calls)")
+            if self.hooks_not_recorded.get(engine):
+                lines.append(f"{engine}: hooks not recorded: {', '.join(self.hooks_not_recorded[engine])} (on "
+                             "non-leaf tensors of a forward run under a transform, torch.compile's: it traces them "
+                             "into its backward)")
         lines += [f"{engine}: reproducer {path}" for engine, path in self.reproducers.items()]
         lines += [f"{engine}: skipped: {why}" for engine, why in self.skipped.items()]
         lines += self.notes

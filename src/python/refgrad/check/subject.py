@@ -1,5 +1,6 @@
 """fn and its args, and the fresh forwards every engine and the oracle run: modules copied, tensors cloned,
-the RNG restored; the TorchFunctionModes that record fn's hooks and add probes to its intermediates."""
+the RNG restored; the recorder of fn's hooks, and the TorchFunctionModes that find its hooked non-leaves and
+add probes to its intermediates."""
 from __future__ import annotations
 
 import contextlib
@@ -15,42 +16,99 @@ from refgrad.engines import Forward
 
 
 class _HookMode(TorchFunctionMode):
-    """Wraps each hook fn registers in its forward (Tensor.register_hook,
-    Tensor.register_post_accumulate_grad_hook) so that every call of it is recorded, in order, by a
-    label that names the hook and its tensor: "tensor hook 0 on net.0.weight"."""
-
-    _KINDS = {torch.Tensor.register_hook: "tensor hook",
-              torch.Tensor.register_post_accumulate_grad_hook: "post-accumulate-grad hook"}
+    """Finds the non-leaf tensors fn registers tensor hooks on in its forward (Tensor.register_hook), in the
+    order of their first hook, each with the name of its grad_fn then. A leaf's hooks are found on the leaf
+    after the forward; a non-leaf's only through the tensor, which nothing else hands out."""
 
     def __init__(self):
         super().__init__()
-        self.fired: list[str] = []
-        self.registered = 0
-        self.leaf_names: dict[int, str] = {}
-        self.non_leaves: list[torch.Tensor] = []  # the non-leaf tensors hooks were registered on
+        self.non_leaves: list[torch.Tensor] = []
+        self.owners: list[str] = []  # per non-leaf: "the output of AddmmBackward0"
 
     def bind(self, leaves: dict[str, torch.Tensor]) -> None:
-        """Learns the leaves' names, for the labels."""
-        self.leaf_names = {id(leaf): name for name, leaf in leaves.items()}
+        """Nothing to learn from the leaves (_Subject.forward binds every mode it is given)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kind = self._KINDS.get(func)
-        if kind is None:
-            return func(*args, **(kwargs or {}))
-        tensor, hook = args[0], args[1]
-        if tensor.grad_fn is not None and not any(tensor is seen for seen in self.non_leaves):
-            self.non_leaves.append(tensor)
-        owner = self.leaf_names.get(id(tensor)) or f"the output of {tensor.grad_fn.name()}"
-        label = f"{kind} {self.registered} on {owner}"
-        self.registered += 1
+        if func is torch.Tensor.register_hook:
+            tensor = args[0]
+            if tensor.grad_fn is not None and not any(tensor is seen for seen in self.non_leaves):
+                self.non_leaves.append(tensor)
+                self.owners.append(f"the output of {tensor.grad_fn.name()}")
+        return func(*args, **(kwargs or {}))
+
+
+# Where a tensor keeps its hooks: OrderedDicts keyed by the RemovableHandle's id, in registration order.
+# torch's autograd holds the dict itself (PyFunctionTensorPreHook, PyFunctionTensorPostAccGradHooks) and
+# reads it when the hooks fire, so a hook replaced in it is the one that fires, in eager autograd and in
+# compiled autograd, which collects the dict's hooks when its backward starts.
+_HOOK_DICTS = (("_backward_hooks", "tensor hook"), ("_post_accumulate_grad_hooks", "post-accumulate-grad hook"))
+
+
+class _HookRecorder:
+    """Records, in order, every call of the hooks that fn's forward left on its tensors, labelled by kind,
+    number and tensor: "tensor hook 1 on linear.weight", the number counting fn's hook registrations in
+    eager's forward, so that every engine's record names a hook as eager's does.
+
+    Why after the forward, not at registration: an engine's forward may be compiled (torch.compile, the
+    torch_compile engine), and a TorchFunctionMode around it is traced by dynamo and changes what it
+    compiles (graph breaks, several graphs: the very code under test would change). So the forward runs
+    as the engine runs it, and the hooks are wrapped after it and before the engine's backward, where
+    they are whatever the forward registered:
+    - a leaf (a parameter, an argument) keeps them in its own dicts; in a compiled forward dynamo replays
+      fn's registrations on the real leaves after its graph (side effects), so they are there too;
+    - a non-leaf's hooks are found through the tensor, which a TorchFunctionMode sees being hooked: a
+      plain forward (no transform) runs under _HookMode, harmless there. A forward under a transform runs
+      under none, so its non-leaves' hooks are not recorded: torch.compile (2.13) traces a hook on an
+      intermediate into its graph (the register_hook higher-order op), so that it runs inside the compiled
+      backward, and no Python call of it could be recorded anyway. ``looked_for_non_leaves`` says which.
+    """
+
+    def __init__(self, numbering: Optional[dict[tuple[str, str, int], int]] = None):
+        self.fired: list[str] = []
+        self.labels: list[str] = []  # the hooks wrapped, in registration order
+        self.non_leaf_labels: list[str] = []
+        self.looked_for_non_leaves = True
+        # (tensor, kind, index among that tensor's hooks of that kind) -> the label's number; given: eager's
+        self.numbering = None if numbering is None else dict(numbering)
+
+    def forward(self, subject: "_Subject", transform: Optional[Callable], device: str) -> Forward:
+        """subject's fresh forward (under _HookMode when it is plain), its hooks wrapped."""
+        finder = _HookMode() if transform is None else None
+        run = subject.forward(transform, device, finder)
+        self.looked_for_non_leaves = finder is not None
+        owners = [(name, leaf, True) for name, leaf in run.leaves.items()]
+        if finder is not None:
+            owners += [(owner, tensor, False) for owner, tensor in zip(finder.owners, finder.non_leaves)]
+        self.wrap(owners)
+        return run
+
+    def wrap(self, owners: list[tuple[str, torch.Tensor, bool]]) -> None:
+        """Replaces each hook of each (owner, tensor, is_leaf) by one that records its call first."""
+        found = []
+        for owner, tensor, is_leaf in owners:
+            for attribute, kind in _HOOK_DICTS:
+                hooks = getattr(tensor, attribute, None) or {}
+                found += [(handle_id, (owner, kind, index), hooks, is_leaf) for index, handle_id in enumerate(hooks)]
+        found.sort(key=lambda hook: hook[0])  # handle ids count up: registration order, across tensors
+        if self.numbering is None:
+            self.numbering = {key: number for number, (_, key, _, _) in enumerate(found)}
+        for handle_id, key, hooks, is_leaf in found:
+            owner, kind, _ = key
+            number = self.numbering.setdefault(key, len(self.numbering))  # one eager's forward did not register
+            label = f"{kind} {number} on {owner}"
+            hooks[handle_id] = self._recorded(hooks[handle_id], label)
+            self.labels.append(label)
+            if not is_leaf:
+                self.non_leaf_labels.append(label)
+
+    def _recorded(self, hook: Callable, label: str) -> Callable:
         fired = self.fired
 
         def recorded(*hook_args):
             fired.append(label)
             return hook(*hook_args)
 
-        return func(tensor, recorded)
-
+        return recorded
 
 
 _PROBE = "~probe"  # leaf names of probes: no parameter or argument is named so
