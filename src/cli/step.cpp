@@ -62,6 +62,11 @@ std::size_t register_count(const ResultSet& set) {
       std::count_if(set.tensors.begin(), set.tensors.end(), [](const auto& entry) { return entry.first.starts_with('%'); }));
 }
 
+// "1 register", "2 registers"
+std::string counted(std::size_t count, const std::string& noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
 class Stepper {
  public:
   // `results`: the bundle's result sets; `shown`: the one whose values are shown beside refgrad's.
@@ -313,9 +318,9 @@ class Stepper {
       for (std::size_t i = 0; i < results_.size(); ++i) {
         const ResultSet& set = results_[i];
         const std::size_t registers = register_count(set);
-        out_ << fmt::format("{} {}  {}  {} results{}\n", shown_ == i ? "=>" : "  ", i, set.engine,
-                            set.tensors.size() - registers,
-                            registers == 0 ? "" : fmt::format(", {} registers recorded", registers));
+        out_ << fmt::format("{} {}  {}  {}{}\n", shown_ == i ? "=>" : "  ", i, set.engine,
+                            counted(set.tensors.size() - registers, "result"),
+                            registers == 0 ? "" : fmt::format(", {} recorded", counted(registers, "register")));
       }
       return;
     }
@@ -495,10 +500,10 @@ int step_command(const StepOptions& options) {
   if (shown) {
     const ResultSet& set = bundle.results[*shown];
     const std::size_t registers = register_count(set);
-    std::cout << fmt::format("showing {}'s values (result set {}: {} results{}) beside refgrad's; engine lists the "
+    std::cout << fmt::format("showing {}'s values (result set {}: {}{}) beside refgrad's; engine lists the "
                              "result sets\n",
-                             set.engine, *shown, set.tensors.size() - registers,
-                             registers == 0 ? "" : fmt::format(" and {} registers it recorded", registers));
+                             set.engine, *shown, counted(set.tensors.size() - registers, "result"),
+                             registers == 0 ? "" : fmt::format(" and {} it recorded", counted(registers, "register")));
   }
   stepper.show_position();
   std::string line;

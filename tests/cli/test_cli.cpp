@@ -383,6 +383,113 @@ TEST_CASE("cli: every example runs to the end under step, and its results pass c
   }
 }
 
+// ------------------------------------------- an engine's values at a divergence ---
+
+// mul.bwd checked against an engine "buggy" whose MulBackward0 makes x's gradient 12.001 where it is 12, as
+// refgrad.check writes its reproducer (docs/program.md, "Bundles"): the engine's result set holds its leaf
+// grads and its values of the divergent register %3 and of the node's incoming grad %0; the provenance
+// names the divergence.
+std::string buggy_mul_bundle() {
+  refgrad::Bundle bundle = refgrad::make_bundle(refgrad::load_program_file(example("mul.bwd")).program, {});
+  bundle.results.push_back({"eager", {{"@x", tensor({4.0, 5.0, 12.0})}, {"@y", tensor({1.0, 2.0, 6.0})}}, {}});
+  bundle.results.push_back({"buggy",
+                            {{"@x", tensor({4.0, 5.0, 12.001})},
+                             {"@y", tensor({1.0, 2.0, 6.0})},
+                             {"%3", tensor({4.0, 5.0, 12.001})},
+                             {"%0", tensor({1.0, 1.0, 2.0})}},
+                            {{"device", "cpu"}}});
+  bundle.comparison = refgrad::Comparison{};
+  bundle.provenance = {{"engine", "buggy"},
+                       {"divergence", "MulBackward0 at pc 1: off by 0.001 in output 0 (to AccumulateGrad(@x))"},
+                       {"divergence_instruction", "%1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x "
+                                                  "self_scalar_type=f32"},
+                       {"divergence_register", "%3"}};
+  const std::string path = in_scratch("mul_buggy.safetensors");
+  refgrad::save_bundle(bundle, path);
+  return path;
+}
+
+TEST_CASE("cli: a result set's register values load, round-trip and are not judged as gradients") {
+  const std::string path = buggy_mul_bundle();
+  const refgrad::Bundle bundle = refgrad::load_bundle(path);
+  REQUIRE(bundle.results.size() == 2);
+  CHECK(bundle.results[1].tensors.at("%3").to_vector<float>() == std::vector<float>{4.0f, 5.0f, 12.001f});
+  const std::string again = in_scratch("mul_buggy_again.safetensors");
+  refgrad::save_bundle(bundle, again);
+  CHECK(read_text(again) == read_text(path));
+
+  const Output check = cli("check " + path);
+  CHECK(check.status == 1);
+  CHECK(contains(check.out, "3 of 4 gradients pass\n"));  // @x and @y of each set; not %3 or %0
+  CHECK_FALSE(contains(check.out, "  %3  "));
+  CHECK_FALSE(contains(check.out, "  %0  "));
+  // the divergence, and the engine's value of %3 beside refgrad's (float64: R under the rule reference)
+  CHECK(contains(check.out,
+                 "first divergence found by refgrad.check for buggy: MulBackward0 at pc 1: off by 0.001 in output 0 "
+                 "(to AccumulateGrad(@x))\n"
+                 "    %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32\n"
+                 "    %3: buggy's value (result 1) beside refgrad's (float64):\n"
+                 "      buggy    f32[3]  norm=13.602353  [4.0, 5.0, 12.001]\n"
+                 "      refgrad  f64[3]  norm=13.601470508735444  [4.0, 5.0, 12.0]\n"
+                 "      max|E - R| 0.001\n"));
+}
+
+TEST_CASE("cli: step runs a bundle in its comparison's precision and shows an engine's values beside refgrad's") {
+  const std::string path = buggy_mul_bundle();
+  const Output output = cli("step " + path, "step 3\nprint %3\nengine\nengine eager\ncontinue\nengine off\np @x\n");
+  CHECK(output.status == 0);
+  CHECK(output.err.empty());
+  CHECK(output.out ==
+        "program mul: 5 instructions, float64, as refgrad check compares under the bundle's rule reference "
+        "(--precision float32 runs it as written); type help for the commands\n"
+        "showing buggy's values (result set 1: 2 results and 2 registers it recorded) beside refgrad's; engine lists "
+        "the result sets\n"
+        "=>   0  %0 = validate %g : f64[3]\n"
+        "(refgrad) step 3\n"
+        "     0  %0 = validate %g : f64[3]\n"
+        "          %0 = f64[3]  norm=2.449489742783178  [1.0, 1.0, 2.0]\n"
+        "            buggy: f32[3]  norm=2.4494898  [1.0, 1.0, 2.0]  max|E - R| 0\n"
+        "     1  %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f64 self=$x self_scalar_type=f64\n"
+        "          %1 = f64[3]  norm=13.601470508735444  [4.0, 5.0, 12.0]\n"
+        "          %2 = f64[3]  norm=6.4031242374328485  [1.0, 2.0, 6.0]\n"
+        "     2  %3, %4 = validate %1, %2 : f64[3], f64[3]\n"
+        "          %3 = f64[3]  norm=13.601470508735444  [4.0, 5.0, 12.0]\n"
+        "            buggy: f32[3]  norm=13.602353  [4.0, 5.0, 12.001]  max|E - R| 0.001\n"
+        "          %4 = f64[3]  norm=6.4031242374328485  [1.0, 2.0, 6.0]\n"
+        "=>   3  accumulate_grad @x %3\n"
+        "(refgrad) print %3\n"
+        "%3 = tensor([ 4.,  5., 12.], dtype=torch.float64)\n"
+        "buggy's %3 = tensor([ 4.0000,  5.0000, 12.0010])\n"
+        "max|E - R| 0.001\n"
+        "(refgrad) engine\n"
+        "   0  eager  2 results\n"
+        "=> 1  buggy  2 results, 2 registers recorded\n"
+        "(refgrad) engine eager\n"
+        "showing result set 0 (eager) beside refgrad's values\n"
+        "(refgrad) continue\n"
+        "finished: all 5 instructions ran\n"
+        "@x  f64[3]  norm=13.601470508735444  [4.0, 5.0, 12.0]\n"
+        "            eager: f32[3]  norm=13.601471  [4.0, 5.0, 12.0]  max|E - R| 0\n"
+        "@y  f64[3]  norm=6.4031242374328485  [1.0, 2.0, 6.0]\n"
+        "            eager: f32[3]  norm=6.4031243  [1.0, 2.0, 6.0]  max|E - R| 0\n"
+        "(refgrad) engine off\n"
+        "no engine's values are shown\n"
+        "(refgrad) p @x\n"
+        "@x.grad = tensor([ 4.,  5., 12.], dtype=torch.float64)\n");
+
+  // --precision float32 runs the program as written; --engine chooses the result set, or none
+  const Output as_written = cli("step --precision float32 --engine off " + path, "step\n");
+  CHECK(contains(as_written.out, "program mul: 5 instructions, float32; type help for the commands\n=>   0"));
+  CHECK(contains(as_written.out, "          %0 = f32[3]  norm=2.4494898  [1.0, 1.0, 2.0]\n=>   1"));
+  const Output eager = cli("step --engine 0 " + path, "");
+  CHECK(contains(eager.out, "showing eager's values (result set 0: 2 results) beside refgrad's"));
+  const Output unknown = cli("step --engine compiled " + path, "");
+  CHECK(unknown.status == 2);
+  CHECK(contains(unknown.err, "no result set 'compiled'; the bundle holds 0 (eager), 1 (buggy)"));
+  // a program without a comparison runs as written, and shows no engine
+  CHECK(contains(cli("step " + example("mul.bwd"), "").out, "program mul: 5 instructions, float32; type help"));
+}
+
 // ---------------------------------------------------------- dis, asm, dot ---
 
 TEST_CASE("cli: dis prints the canonical text with instruction numbers") {
