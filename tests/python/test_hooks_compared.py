@@ -152,3 +152,17 @@ def test_a_compiled_engine_that_fires_each_hook_twice_fails(tmp_path):
     assert report.hooks_not_recorded[engine.name] == [NON_LEAF_HOOK]
     assert not report.engine_passed(engine.name)
     assert f"{engine.name}: FAIL: hooks fired otherwise than eager's: {once + once} (eager: {once})" in str(report)
+
+
+def test_a_compiled_model_whose_hooks_fire_out_of_eager_order_fails(tmp_path):
+    """The issue's case: a torch.compile'd model passed as fn is checked as the torch_compile engine it is,
+    and its post-accumulate-grad hooks, out of eager's order, fail it."""
+    torch.manual_seed(0)
+    model, x = torch.compile(EveryLeafHooked(), backend="aot_eager"), torch.randn(5, 3)
+    report = refgrad_check.check(model, x, engines=("eager",), reproducer_dir=str(tmp_path))
+    engine = "torch.compile(fn, backend=aot_eager)"
+    assert list(report.hooks) == ["eager", engine]
+    eager, compiled = report.hooks["eager"], report.hooks[engine]
+    assert sorted(compiled) == sorted(eager) and compiled != eager
+    assert all_gradients_pass(report, engine) and not report.engine_passed(engine) and not report.passed
+    assert f"{engine}: FAIL: hooks fired otherwise than eager's" in str(report)

@@ -193,8 +193,8 @@ class Report:
                 lines.append(f"{engine}: hooks fired as eager's ({len(calls)} calls)")
             if self.hooks_not_recorded.get(engine):
                 lines.append(f"{engine}: hooks not recorded: {', '.join(self.hooks_not_recorded[engine])} (on "
-                             "non-leaf tensors of a forward run under a transform, torch.compile's: it traces them "
-                             "into its backward)")
+                             "non-leaf tensors of a forward run under a transform, such as torch.compile, which "
+                             "traces them into its backward)")
         lines += [f"{engine}: reproducer {path}" for engine, path in self.reproducers.items()]
         lines += [f"{engine}: skipped: {why}" for engine, why in self.skipped.items()]
         lines += self.notes
