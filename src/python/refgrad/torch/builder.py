@@ -19,7 +19,8 @@ from refgrad.graph import Edge, Graph, GraphNode
 from refgrad.torch.in_place import _record_of
 from refgrad.torch.host import _FunctionNode
 from refgrad.torch.nodes import (_dtype_name, _freed_error, _is_compiled_function, _is_function_node, _is_leaf_node,
-                                 _schema_of, _schemas, _short_name, _snapshot)
+                                 _is_module_hook_node, _node_post_hooks, _schema_of, _schemas, _short_name,
+                                 _snapshot)
 from refgrad.torch.saved import _TensorInfo, _saved_fields
 from refgrad.torch.walk import _Walk
 
@@ -99,6 +100,7 @@ class _Builder:
         self.leaves: dict[str, torch.Tensor] = {}
         self.tensor_hooks: dict[str, Callable] = {}  # by hook name: the user's callables
         self.post_acc_hooks: dict[str, Callable] = {}
+        self.node_post_hooks: dict[str, Callable] = {}  # by hook name: hook(grad_inputs, grad_outputs)
         self.function_nodes: dict[str, _FunctionNode] = {}  # by function name: the autograd.Function node
 
     def build(self) -> Graph:
@@ -110,8 +112,9 @@ class _Builder:
         return self.graph
 
     def edge(self, edge) -> Optional[Edge]:
-        node, input_nr = edge
-        return None if node is None else Edge(self.walk.index[node], input_nr)
+        """The graph edge of torch's edge (node, input_nr), through reentrant checkpoints (see _Walk.resolve)."""
+        resolved = self.walk.resolve(edge[0], edge[1])
+        return None if resolved is None else Edge(self.walk.index[resolved[0]], resolved[1])
 
     def _add(self, fn) -> None:
         index = len(self.graph.nodes)
@@ -130,6 +133,10 @@ class _Builder:
             saved, count = self._function_saved(fn)
             node.function_saved = saved
             self.function_nodes[node.name] = _FunctionNode(fn, count, [tensor.dtype for tensor in saved])
+            if _is_module_hook_node(fn):  # nn.Module full backward (pre-)hooks: post hooks of this node
+                for i, hook in enumerate(_node_post_hooks(fn)):
+                    node.post_hooks.append(f"{node.name}_post_hook{i}")
+                    self.node_post_hooks[node.post_hooks[-1]] = hook
         elif _short_name(fn) == "CopySlices":
             record = _record_of(fn)
             wrapped = record.wrapped()
@@ -173,15 +180,18 @@ class _Builder:
 
     def add_non_leaf_hooks(self, tensor: torch.Tensor) -> None:
         """A non-leaf tensor's hooks and retain_grad() act on its grad_fn's input output_nr."""
-        if tensor.grad_fn is None or tensor.grad_fn not in self.walk.index:
+        if tensor.grad_fn is None or not (tensor._backward_hooks or tensor.retains_grad):
             return
-        if not (tensor._backward_hooks or tensor.retains_grad):
-            return
+        if tensor.grad_fn not in self.walk.index and tensor.grad_fn not in self.walk.checkpoints:
+            return  # not in this backward
+        edge = self.edge((tensor.grad_fn, tensor.output_nr))  # a reentrant checkpoint's output: its recomputed one's
+        if edge is None:
+            return  # the recomputed output needs no grad
         name = self.names(tensor, "output")
-        node = self.graph.nodes[self.walk.index[tensor.grad_fn]]
-        self._add_tensor_hooks(node, tensor.output_nr, name, tensor._backward_hooks)
+        node = self.graph.nodes[edge.node]
+        self._add_tensor_hooks(node, edge.input_nr, name, tensor._backward_hooks)
         if tensor.retains_grad:
-            node.retains_grad[tensor.output_nr] = name
+            node.retains_grad[edge.input_nr] = name
 
     def _add_tensor_hooks(self, node: GraphNode, slot: int, name: str, hooks) -> None:
         """A tensor's hooks are tensor pre-hooks of the node its grad flows into, at its slot."""

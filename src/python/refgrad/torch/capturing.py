@@ -12,7 +12,9 @@ import torch
 import refgrad
 from refgrad.graph import Edge, FunctionalizeOptions, Graph, Order, functionalize
 from refgrad.torch.builder import _Builder, _Names
-from refgrad.torch.host import Host, _function_backward, _post_accumulate_grad_hook, _tensor_hook, _to_torch
+from refgrad.torch.checkpointing import _REENTRANT_WITH_INPUTS, _Recomputation
+from refgrad.torch.host import (Host, _function_backward, _node_post_hook, _post_accumulate_grad_hook, _tensor_hook,
+                               _to_torch)
 from refgrad.torch.walk import UnsupportedError, _outputs_list, _root_edges, _Walk
 
 
@@ -71,6 +73,8 @@ class Capture:
             host.hooks[name] = _tensor_hook(hook)
         for name, hook in builder.post_acc_hooks.items():
             host.hooks[name] = _post_accumulate_grad_hook(hook, self.leaves)
+        for name, hook in builder.node_post_hooks.items():
+            host.hooks[name] = _node_post_hook(hook)
         for name, fn in builder.function_nodes.items():
             host.functions[name] = _function_backward(fn, promote)
         return host
@@ -147,17 +151,30 @@ def _capture_graph(outputs, inputs, grad_outputs, names) -> _Captured:
             raise refgrad.Error("One of the differentiated Tensors does not require grad")
         capture_edges.append((tensor_names(tensor, "input"), torch.autograd.graph.get_gradient_edge(tensor)))
 
-    walk = _Walk([edge.node for edge in root_edges] + [edge.node for _, edge in capture_edges])
-    unsupported = walk.unsupported()
-    if unsupported:
-        raise UnsupportedError(unsupported)
-    builder = _Builder(walk, tensor_names)
-    graph = builder.build()
+    # Reading saved values may recompute checkpointed regions: the capture's own recomputation.
+    recomputation = _Recomputation()
+    with recomputation.active():
+        walk = _Walk(root_edges + [edge for _, edge in capture_edges], recomputation)
+        unsupported = walk.unsupported()
+        if unsupported:
+            raise UnsupportedError(unsupported)
+        if capture_edges and walk.checkpoints:
+            raise refgrad.Error(f"refgrad.torch.capture: torch refuses this backward: {_REENTRANT_WITH_INPUTS}")
+        builder = _Builder(walk, tensor_names)
+        graph = builder.build()
     for i, (edge, grad) in enumerate(zip(root_edges, root_grads)):
-        graph.roots.append(Edge(walk.index[edge.node], edge.output_nr))
+        root = builder.edge(edge)
+        if root is None:
+            raise refgrad.Error(f"refgrad.torch.capture: output {i} is a checkpointed output whose recomputation "
+                                "needs no grad: torch's checkpoint gives it none")
+        graph.roots.append(root)
         graph.root_grads.append((f"grad_output{i}", grad))
+    for i, (edge, zeros) in enumerate(walk.zero_roots()):
+        # a checkpoint output no grad reaches: torch's node runs its inner backward with zeros for it
+        graph.roots.append(builder.edge(edge))
+        graph.root_grads.append((f"checkpoint_zeros{i}", zeros))
     for name, edge in capture_edges:
-        graph.captures.append((name, Edge(walk.index[edge.node], edge.output_nr)))
+        graph.captures.append((name, builder.edge(edge)))
     given = {id(tensor): tensor for tensor in outputs + inputs + tensor_names.tensors()}
     for tensor in given.values():
         builder.add_non_leaf_hooks(tensor)

@@ -94,6 +94,18 @@ def _post_accumulate_grad_hook(hook: Callable, leaves: Mapping[str, torch.Tensor
     return call
 
 
+def _node_post_hook(hook: Callable) -> Callable:
+    """torch calls a node's post hook as hook(grad_inputs, grad_outputs), both tuples: the node's
+    validated results and its incoming grads; what it returns (a tuple, or None: unchanged) replaces
+    the results."""
+
+    def call(grad_inputs, grad_outputs):
+        result = hook(tuple(_to_torch(g) for g in grad_inputs), tuple(_to_torch(g) for g in grad_outputs))
+        return None if result is None else list(result)
+
+    return call
+
+
 @dataclass
 class _FunctionNode:
     """An autograd.Function node as capture read it: the node, how many of the program's saved

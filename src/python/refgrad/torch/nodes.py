@@ -31,6 +31,25 @@ def _is_compiled_function(fn) -> bool:
     return _is_function_node(fn) and hasattr(fn._forward_cls, "_aot_id")
 
 
+def _is_module_hook_node(fn) -> bool:
+    """BackwardHookFunctionBackward: the node nn.Module full backward hooks and backward pre-hooks put
+    around a module's inputs and outputs (torch.utils.hooks.BackwardHook); the hooks are its post hooks."""
+    return _is_function_node(fn) and fn._forward_cls is torch.nn.modules._functions.BackwardHookFunction
+
+
+def _node_post_hooks(fn) -> list:
+    """The Python post hooks of node ``fn`` (``grad_fn.register_hook``), in the order torch calls them.
+    torch keeps them in one dict per node and does not show it, but the handle that registering a hook
+    returns refers to that dict: one hook is registered, the dict read, and the hook removed at once.
+    A node that had no post hook is left with an empty dict (torch calls nothing from it): call this
+    for nodes known to have hooks."""
+    handle = fn.register_hook(lambda grad_inputs, grad_outputs: None)
+    try:
+        return [hook for key, hook in handle.hooks_dict_ref().items() if key != handle.id]
+    finally:
+        handle.remove()
+
+
 def _signed(value: int) -> int:
     """torch shows a saved int64 as unsigned 64-bit: 2**64 - 1 is -1."""
     return value - 2**64 if value >= 2**63 else value

@@ -1,12 +1,14 @@
-"""The nodes reachable from some start nodes, and what capture refuses.
+"""The nodes reachable from some start edges, and what capture refuses.
 
 Refused, with an UnsupportedError naming the node, its saved fields and its
-path from the root: nodes refgrad lacks (and CopySlices outside
-recording(), see refgrad.torch.in_place), activation checkpointing (both
-modes; the non-reentrant one by its saved-tensor hooks), and nn.Module full
-backward hooks. coverage() lists them without raising. The functionalizer
-refuses what it cannot express yet, and its message names the node and
-where it sits.
+path from the root: nodes refgrad lacks, CopySlices outside recording() (see
+refgrad.torch.in_place), and a reentrant checkpoint whose forward cannot be
+recomputed. coverage() lists them without raising. Activation checkpointing
+is captured (refgrad.torch.checkpointing): a reentrant checkpoint's node is
+replaced by its recomputed graph here, a non-reentrant one's saved values are
+read through their unpack hooks. nn.Module full backward hooks are captured
+(refgrad.torch.host). The functionalizer refuses what it cannot express yet,
+and its message names the node and where it sits.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Optional
 import torch
 
 import refgrad
+from refgrad.torch.checkpointing import _is_reentrant_checkpoint, _Recomputation, _ReentrantCheckpoint
 from refgrad.torch.in_place import _copy_slices_reason
 from refgrad.torch.nodes import _is_function_node, _is_leaf_node, _raw_saved, _saved_attributes, _schemas, _short_name
 
@@ -45,74 +48,128 @@ class Unsupported:
         return f"{self.name}: {self.reason} (saved fields: {saved}; at {self.where})"
 
 
-def _saved_tensor_hook_reason(fn) -> Optional[str]:
-    """Saved-tensor hooks are captured (reading a saved field runs its unpack hook, as the engine
-    does), except non-reentrant checkpointing's: its unpack hook recomputes the forward."""
-    for saved in _raw_saved(fn):
-        unpack = getattr(saved, "unpack_hook", None)
-        if unpack is not None and "checkpoint" in getattr(unpack, "__module__", ""):
-            return ("activation checkpointing (torch.utils.checkpoint, use_reentrant=False) keeps its saved "
-                    "tensors behind saved-tensor hooks that recompute the forward, which refgrad does not run")
-    return None
-
-
-def _function_reason(fn) -> Optional[str]:
-    qualname = fn._forward_cls.__qualname__
-    if qualname == "CheckpointFunction":
-        return ("activation checkpointing (torch.utils.checkpoint, use_reentrant=True) recomputes the forward "
-                "inside the backward, which refgrad does not run")
-    if qualname == "BackwardHookFunction":
-        return ("nn.Module full backward hooks are node hooks, which torch does not show to Python "
-                "(remove them to capture the module)")
-    return None
-
-
 def _unsupported_reason(fn) -> Optional[str]:
-    if _is_leaf_node(fn):
-        return None
-    if _is_function_node(fn):
-        reason = _function_reason(fn)
-    elif _short_name(fn) == "CopySlices":
-        reason = _copy_slices_reason(fn)
-    elif fn.name() not in _schemas():
-        reason = f"refgrad has no node {_short_name(fn)} (refgrad.nodes() lists those it has)"
-    else:
-        reason = None
-    return reason or _saved_tensor_hook_reason(fn)
+    if _is_leaf_node(fn) or _is_function_node(fn):
+        return None  # autograd.Function nodes are host calls (refgrad.torch.host)
+    if _short_name(fn) == "CopySlices":
+        return _copy_slices_reason(fn)
+    if fn.name() not in _schemas():
+        return f"refgrad has no node {_short_name(fn)} (refgrad.nodes() lists those it has)"
+    return None
 
 
 class _Walk:
-    """The nodes reachable from some start nodes, breadth first, each with the node it was reached from."""
+    """The nodes reachable from some start edges, breadth first, each with the node it was reached from.
 
-    def __init__(self, starts):
+    A reentrant checkpoint's node (CheckpointFunctionBackward) is not among them: its recomputed graph is
+    (refgrad.torch.checkpointing). ``resolve`` follows an edge into that graph: to the recomputed output's
+    node, and from a detached input's AccumulateGrad on along the checkpoint's edge for that input. Where
+    the recomputation fails the node stays, refused with the reason. Non-reentrant checkpoints' frames are
+    given to ``recomputation`` before any of their saved values is unpacked.
+    """
+
+    def __init__(self, starts, recomputation: Optional[_Recomputation] = None):
         self.order: list = []
         self.parent: dict = {}
-        queue = collections.deque()
-        for fn in starts:
-            if fn not in self.parent:
-                self.parent[fn] = None
-                self.order.append(fn)
-                queue.append(fn)
-        while queue:
-            fn = queue.popleft()
-            for next_fn, _ in fn.next_functions:
-                if next_fn is not None and next_fn not in self.parent:
-                    self.parent[next_fn] = fn
-                    self.order.append(next_fn)
-                    queue.append(next_fn)
+        self.through: dict = {}  # a node first reached through a reentrant checkpoint -> that node's name
+        self.checkpoints: dict = {}  # CheckpointFunctionBackward -> _ReentrantCheckpoint
+        self.refused: dict = {}  # a node whose recomputation failed -> why
+        self.recomputation = recomputation or _Recomputation()
+        self._queue = collections.deque()
+        for edge in starts:
+            self._reach(edge, None)
+        self._run()
+        # An output of a checkpoint that no grad reaches gets zeros in torch: its inner graph runs too.
+        while True:
+            unused = [(checkpoint, k) for checkpoint in self.checkpoints.values() for k in checkpoint.unused_outputs()]
+            if not unused:
+                break
+            for checkpoint, k in unused:
+                checkpoint.fed_zeros.append(k)
+                self._reach((checkpoint.node, k), None)
+            self._run()
         self.index = {fn: i for i, fn in enumerate(self.order)}
+
+    def _run(self) -> None:
+        while self._queue:
+            fn = self._queue.popleft()
+            for edge in fn.next_functions:
+                self._reach(edge, fn)
+
+    def _reach(self, edge, parent) -> None:
+        through = []
+        resolved = self.resolve(edge[0], edge[1], through=through)
+        if resolved is None or resolved[0] in self.parent:
+            return
+        fn = resolved[0]
+        self.parent[fn] = parent
+        if through:
+            self.through[fn] = " -> ".join(through)
+        self.order.append(fn)
+        self._queue.append(fn)
+        self.recomputation.keep_frames_of(_raw_saved(fn))
+
+    def resolve(self, node, input_nr: int, through: Optional[list] = None) -> Optional[tuple]:
+        """Where a grad sent along edge (node, input_nr) lands among the walk's nodes; None where it is
+        dropped (a recomputed output that needs no grad). ``through`` collects the checkpoints passed."""
+        while node is not None:
+            if _is_reentrant_checkpoint(node) and node not in self.refused:
+                checkpoint = self._checkpoint(node)
+                if checkpoint is None:
+                    continue  # refused: the node itself is the target
+                checkpoint.used.add(input_nr)
+                if through is not None:
+                    through.append(_short_name(node))
+                root = checkpoint.roots[input_nr] if input_nr < len(checkpoint.roots) else None
+                if root is None:
+                    return None
+                node, input_nr = root
+                continue
+            forwarded = self._forwarded(node)
+            if forwarded is None:
+                return node, input_nr
+            node, input_nr = forwarded
+        return None
+
+    def _checkpoint(self, fn) -> Optional[_ReentrantCheckpoint]:
+        if fn not in self.checkpoints:
+            self.recomputation.keep_frames_of(_raw_saved(fn))
+            try:
+                self.checkpoints[fn] = _ReentrantCheckpoint.of(fn)
+            except Exception as error:  # the user's function, recomputed
+                self.refused[fn] = ("activation checkpointing (use_reentrant=True): recomputing the forward as "
+                                    f"its backward does raised {type(error).__name__}: {error}")
+                return None
+        return self.checkpoints[fn]
+
+    def _forwarded(self, fn) -> Optional[tuple]:
+        """The checkpoint's next edge, when fn is the AccumulateGrad of a checkpoint's detached input."""
+        if not _is_leaf_node(fn):
+            return None
+        for checkpoint in self.checkpoints.values():
+            if fn in checkpoint.inputs:
+                return checkpoint.inputs[fn]
+        return None
+
+    def zero_roots(self) -> list[tuple[tuple, torch.Tensor]]:
+        """(edge, zeros) for each checkpoint output that no grad reaches: extra roots of the program, as
+        torch's node materializes zeros for them (refgrad.torch.checkpointing)."""
+        return [((checkpoint.node, k), checkpoint.zeros(k))
+                for checkpoint in self.checkpoints.values() for k in checkpoint.fed_zeros]
 
     def where(self, fn) -> str:
         path = []
         while fn is not None:
             path.append(_short_name(fn))
+            if fn in self.through:
+                path.append(self.through[fn])
             fn = self.parent[fn]
         return " -> ".join(reversed(path))
 
     def unsupported(self) -> list[Unsupported]:
         found = []
         for fn in self.order:
-            reason = _unsupported_reason(fn)
+            reason = self.refused.get(fn) or _unsupported_reason(fn)
             if reason is not None:
                 found.append(Unsupported(_short_name(fn), reason, self.where(fn), _saved_attributes(fn)))
         return found
@@ -132,6 +189,8 @@ def _root_edges(outputs: list[torch.Tensor]):
 
 
 def coverage(outputs) -> list[Unsupported]:
-    """The nodes of ``outputs``' backward graph that capture() would refuse, without raising."""
-    walk = _Walk(edge.node for edge in _root_edges(_outputs_list(outputs)))
-    return walk.unsupported()
+    """The nodes of ``outputs``' backward graph that capture() would refuse, without raising. Reentrant
+    checkpoints are recomputed to see their inner nodes (refgrad.torch.checkpointing)."""
+    recomputation = _Recomputation()
+    with recomputation.active():
+        return _Walk(_root_edges(_outputs_list(outputs)), recomputation).unsupported()
