@@ -389,7 +389,7 @@ TEST_CASE("cli: every example runs to the end under step, and its results pass c
 // refgrad.check writes its reproducer (docs/program.md, "Bundles"): the engine's result set holds its leaf
 // grads and its values of the divergent register %3 and of the node's incoming grad %0; the provenance
 // names the divergence.
-std::string buggy_mul_bundle() {
+std::string buggy_mul_bundle(const std::string& divergent = "%3") {
   refgrad::Bundle bundle = refgrad::make_bundle(refgrad::load_program_file(example("mul.bwd")).program, {});
   bundle.results.push_back({"eager", {{"@x", tensor({4.0, 5.0, 12.0})}, {"@y", tensor({1.0, 2.0, 6.0})}}, {}});
   bundle.results.push_back({"buggy",
@@ -403,8 +403,8 @@ std::string buggy_mul_bundle() {
                        {"divergence", "MulBackward0 at pc 1: off by 0.001 in output 0 (to AccumulateGrad(@x))"},
                        {"divergence_instruction", "%1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x "
                                                   "self_scalar_type=f32"},
-                       {"divergence_register", "%3"}};
-  const std::string path = in_scratch("mul_buggy.safetensors");
+                       {"divergence_register", divergent}};
+  const std::string path = in_scratch("mul_buggy" + divergent.substr(1) + ".safetensors");
   refgrad::save_bundle(bundle, path);
   return path;
 }
@@ -429,6 +429,12 @@ TEST_CASE("cli: a result set's register values load, round-trip and are not judg
                  "(to AccumulateGrad(@x))\n"
                  "    %1, %2 = MulBackward0 %0  other=$y other_scalar_type=f32 self=$x self_scalar_type=f32\n"
                  "    %3: buggy's value (result 1) beside refgrad's (float64):\n"
+                 "      buggy    f32[3]  norm=13.602353  [4.0, 5.0, 12.001]\n"
+                 "      refgrad  f64[3]  norm=13.601470508735444  [4.0, 5.0, 12.0]\n"
+                 "      max|E - R| 0.001\n"));
+  // a leaf's .grad as the divergent value (AccumulateGrad's outgoing grad): the result set's @x, refgrad's .grad
+  CHECK(contains(cli("check " + buggy_mul_bundle("@x")).out,
+                 "    @x: buggy's value (result 1) beside refgrad's (float64):\n"
                  "      buggy    f32[3]  norm=13.602353  [4.0, 5.0, 12.001]\n"
                  "      refgrad  f64[3]  norm=13.601470508735444  [4.0, 5.0, 12.0]\n"
                  "      max|E - R| 0.001\n"));
