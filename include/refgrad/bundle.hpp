@@ -28,7 +28,9 @@
 
 namespace refgrad {
 
-// What one engine computed: leaf grads by "@name", outputs by "^name".
+// What one engine computed: leaf grads by "@name", outputs by "^name", and
+// its values of the program's registers by "%name" (what refgrad.check
+// recorded at a divergence; shown beside refgrad's, not judged as results).
 struct ResultSet {
   std::string engine;                         // "refgrad", "eager", "compiled_autograd:inductor", ...
   TensorMap tensors;

@@ -39,8 +39,8 @@ def _divergence_provenance(divergence: Divergence, engine: str) -> dict[str, str
     values = {}
     if divergence.values:
         values["divergence_values"] = (
-            f"{', '.join(divergence.values)} in {engine}'s result set: its values of those registers, recorded by "
-            f"the run that localized the divergence ({divergence.graph})")
+            f"{', '.join(divergence.values)} in {engine}'s result set: its values of those registers, as the run "
+            f"that localized the divergence recorded them: {divergence.graph}")
     return {
         "divergence": str(divergence).splitlines()[0],
         "divergence_node": divergence.node,
