@@ -9,7 +9,7 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 # once; after that ninja keeps it up to date (and so does `import refgrad`).
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
-.PHONY: all bootstrap build test test-cpp test-python test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
+.PHONY: all bootstrap build test test-cpp test-python test-planted test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
         fuzz-seeds demo bench docs notebooks clean
 
 all: build
@@ -45,6 +45,11 @@ test-cpp:
 
 test-python:
 	set -o pipefail; $(PYTHON) -m pytest -q tests/python | tee $(BUILD)/pytest.log
+
+# Planted bugs at every position of tests/python/test_planted_matrix.py for every engine kind, and the
+# accuracy table (make test runs the MLP's positions).
+test-planted: build
+	REFGRAD_PLANTED_MATRIX=1 $(PYTHON) -m pytest -q -s tests/python/test_planted_matrix.py
 
 # Each notebook in notebooks/ runs twice in a fresh kernel: with the solutions of notebooks/solutions/
 # (every check prints ✓) and as committed (every check prints ○). Executed copies: build/notebooks/.

@@ -1,4 +1,5 @@
 """Planted bugs for the check tests: an FX compiler that scales what one aten op computes."""
+import operator
 from typing import Optional
 
 import torch
@@ -6,7 +7,7 @@ import torch
 
 def scale_op_results(op, occurrence: Optional[int] = None, factor: float = 1.01):
     """A compiler for aot_autograd (fw_compiler: compiled autograd hands it the whole backward;
-    bw_compiler: torch.compile's backward) that multiplies the result of aten ``op`` by ``factor``:
+    bw_compiler: torch.compile's backward) that multiplies the result of aten ``op`` (its first used one, for an op with several) by ``factor``:
     every call of it, or only the ``occurrence``-th in the graph's order (for compiled autograd's
     graph that is the backward's: 0 is nearest the loss, -1 nearest the inputs)."""
 
@@ -16,6 +17,10 @@ def scale_op_results(op, occurrence: Optional[int] = None, factor: float = 1.01)
             assert calls, f"no {op} in the graph"
             calls = [calls[occurrence]]
         for target in calls:
+            getitems = sorted((user for user in target.users if user.target is operator.getitem),
+                              key=lambda user: user.args[1])
+            if getitems:  # an op with several outputs (native_layer_norm_backward): its first used output is scaled
+                target = getitems[0]
             with graph_module.graph.inserting_after(target):
                 scaled = graph_module.graph.call_function(torch.ops.aten.mul.Tensor, (target, factor))
             target.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)

@@ -21,21 +21,24 @@ What check does (DESIGN.md, "Numbers and precision"):
    noise to measure) keeps assert_close's atol: max|E - R| <= 2 max|eager - R| + atol + rtol max|R|.
    Given rtol and atol, the rule is plain instead: max|E - R| <= atol + rtol max|R| for every engine. A
    missing gradient, a shape or dtype that differs, a NaN where R has none or where eager has none fails.
-4. The first divergent node of a failed engine, found by a second run of it:
+4. The first divergent node of a failed engine:
    - an engine that runs torch's autograd graph (eager, compiled autograd, and engines whose
-     gradients() takes observe=) gets a pre-hook (incoming grads) and a post-hook (validated outgoing
-     grads) on every grad_fn node; compiled autograd traces them into its graph;
-   - any other engine (a black box: torch_compile, an engine of your own) runs a forward under a
-     TorchFunctionMode that adds a zero "probe" leaf to each tensor a torch function returns, and is
-     asked, as for any leaf, for the probes' gradients: the gradients with respect to the forward's
-     intermediates, i.e. the incoming grads of their grad_fn nodes;
-   both are compared, in the oracle's program order, with the oracle's registers under the same rule:
+     gradients() takes observe=) runs again with a pre-hook (incoming grads) and a post-hook (validated
+     outgoing grads) on every grad_fn node; compiled autograd traces them into its graph;
+   - a black box that ran torch.compile'd code (torch_compile): the compiled backwards of its plain run,
+     recorded as they ran, are read node by node where they are FX graphs (refgrad.check.compiled): its
+     compilation is the plain run's, nothing is added to it;
+   - any other black box (an engine of your own) runs a forward under a TorchFunctionMode that adds a
+     zero "probe" leaf to each tensor a torch function returns, and is asked, as for any leaf, for the
+     probes' gradients: the gradients with respect to the forward's intermediates, i.e. the incoming
+     grads of their grad_fn nodes;
+   all are compared, in the oracle's program order, with the oracle's registers under the same rule:
    the first node whose incoming grads agree and one of whose outgoing grads (for AccumulateGrad: the
    leaf's .grad) does not is the first divergent node. Where gradients meet, the sum of a node's input
    buffer belongs to that node (DESIGN.md: its incoming grad k is its summed input-buffer slot k): a node
    whose incoming grad disagrees while each outgoing grad added into it agrees is named, for a wrong sum
-   (node hooks only: a black box shows no gradient before the sum). Either way the second run's graph is
-   not the plain run's: Divergence.graph says which was used.
+   (not for probes: they show no gradient before the sum). A second run's graph is not the plain run's,
+   so it must fail the plain run's gradients; Divergence.graph says which run was used.
 5. The hooks fn registers in its forward (Tensor.register_hook, register_post_accumulate_grad_hook) are
    recorded for every engine, compiled ones and black boxes included: after the engine's forward has run
    and before its backward, each hook on the forward's leaves and on its hooked non-leaf tensors is
@@ -62,6 +65,7 @@ import refgrad
 from refgrad import engines as engines_module
 from refgrad.engines import Forward
 from refgrad.check.localize import _Localizer, _NodeRecorder, _Probing
+from refgrad.check.compiled import _CompiledRegions, recording_compiled_backwards
 from refgrad.check.oracle import _Oracle
 from refgrad.check.report import Divergence, GradientResult, Report
 from refgrad.check.reproducer import _write_reproducer
@@ -110,6 +114,7 @@ class _Checker:
         self._eager_record: Optional[tuple[_NodeRecorder, dict]] = None
         self._probing: Optional[_Probing] = None
         self._probed: dict[int, dict] = {}
+        self._compiled_calls: dict[int, tuple[list, dict]] = {}  # a failed black box's compiled backwards
         self._eager_hooks: Optional[_HookRecorder] = None  # eager's record of fn's hooks
 
     def forward_for(self, engine: Any, mode: Optional[Union[_ProbeMode, _HookMode]] = None,
@@ -161,7 +166,10 @@ class _Checker:
         self.eager_grads = eager_grads
         for engine in engines:
             try:
-                grads = eager_grads if engine is self.eager else self.gradients(engine)
+                # a black box's compiled backwards (torch.compile's) are recorded as they run: if it fails,
+                # its divergence is looked for in this very run (refgrad.check.compiled)
+                with recording_compiled_backwards() as compiled_calls:
+                    grads = eager_grads if engine is self.eager else self.gradients(engine)
             except Exception as error:  # an engine that cannot run fails; the others are still checked
                 self.record_crash(engine, error)
                 continue
@@ -169,6 +177,7 @@ class _Checker:
             if self.report.engine_passed(engine.name):
                 self.report.first_divergence[engine.name] = None
                 continue
+            self._compiled_calls[id(engine)] = (compiled_calls, grads)
             try:
                 self.report.first_divergence[engine.name] = self.localize(engine)
             except Exception as error:
@@ -225,7 +234,19 @@ class _Checker:
                                  f"{', '.join(sorted(observed)) or 'no gradient'} (its results below)",
                           graph=graph, observed=observed_results)
 
+    def localize_compiled(self, engine: Any, calls: list, grads: dict) -> Divergence:
+        """The first divergence of a black box that ran compiled backwards, read from the run that failed
+        (refgrad.check.compiled): its compilation is the plain run's, as nothing was added to it."""
+        eager_recorder, eager_grads = self.eager_record()
+        eager_incoming = eager_recorder.incoming if len(eager_recorder.names) == len(self.oracle.capture.graph.nodes) \
+            else {}
+        regions = _CompiledRegions(self.oracle, calls, eager_incoming)
+        return regions.first_divergence(grads, eager_grads, self.rule, engine is self.eager, regions.describe())
+
     def localize_black_box(self, engine: Any) -> Divergence:
+        calls, grads = self._compiled_calls.pop(id(engine), ([], None))
+        if calls:
+            return self.localize_compiled(engine, calls, grads)
         eager_grads, grads = self.probed(self.eager), self.probed(engine)
         graph = (f"a second run of {engine.name} asked for the gradients of {len(self._probing.templates)} "
                  "intermediates of the forward (a zero leaf added to each torch function's result, so its graph "

@@ -1,0 +1,439 @@
+"""Localization inside torch.compile'd regions, without changing what is compiled.
+
+A torch.compile'd forward shows the autograd engine one node per compiled region,
+CompiledFunctionBackward, whose backward is AOTAutograd's compiled backward: a function of the saved
+tensors and the tangents (the gradients of the region's outputs) that returns the gradients of the
+region's inputs. Adding probes to the forward would split it into other graphs (dynamo breaks the graph
+at a TorchFunctionMode), so the run observed would not be the run that failed. Instead, check records
+what the compiled artifact itself exposes, during a run that compiles exactly as the plain one:
+
+1. every call of a compiled backward (AOTAutograd's _AutogradBackwardCompiler.get_or_compile hands the
+   compiled callable to CompiledFunction._backward_impl; check wraps what it returns, so that each call's
+   inputs and outputs are copied and the callable itself is kept: nothing is compiled differently);
+2. when that callable is an FX GraphModule (aot_eager, and any backend whose compiler returns the graph it
+   was given, changed or not), the graph is interpreted node by node on the recorded inputs: the same aten
+   calls on the same tensors, so each FX node's value is the engine's own intermediate (checked: the
+   interpreted outputs must equal the recorded ones bit for bit);
+3. each FX node of AOTAutograd's backward carries meta["seq_nr"], the autograd sequence number of the
+   forward op whose derivative it computes, and meta["stack_trace"], that op's forward source line. The
+   forward ops of a region get consecutive sequence numbers, as the oracle's forward's grad_fn nodes do, so
+   one offset maps the region's sequence numbers onto the oracle's nodes; it is accepted only when it is
+   the one offset under which every sequence number is an oracle node created on the same source line;
+4. the incoming grad of the oracle's node for sequence number s is the value that the FX nodes of s read
+   from outside their own group (a tangent, or another group's result) with the shape of the oracle's
+   register; where that is not one value, the node is not read.
+
+Those readings are compared in the oracle's program order as probes are (localize._Probing): the first
+that disagrees names the node that made it, and only when that node's own incoming grad was read and
+agrees; otherwise the report says it cannot name the node. Inductor's compiled code is not a graph: its
+intermediates are fused away, so a divergence inside an Inductor region is reported as not localized,
+naming the region.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+import torch.fx
+
+import refgrad
+from refgrad.check.localize import _Point, _Probing, _slot_error
+from refgrad.check.oracle import _Oracle, _node_label
+from refgrad.check.report import Divergence
+from refgrad.check.subject import _PROBE
+
+
+@dataclass
+class _BackwardCall:
+    """One call of a compiled backward: the callable AOTAutograd ran, copies of its inputs (the saved
+    tensors and SymInts, then the tangents) and of its outputs, and the graph it was compiled from."""
+
+    compiled: Any
+    inputs: list[Any]
+    outputs: list[Any]
+    aot_graph: Optional[torch.fx.GraphModule] = None
+
+
+def _copy(values) -> list[Any]:
+    return [value.detach().clone() if isinstance(value, torch.Tensor) else value for value in values]
+
+
+@contextlib.contextmanager
+def recording_compiled_backwards():
+    """Within it, every compiled backward AOTAutograd runs is recorded (a list of _BackwardCall, in call
+    order). The callables are wrapped, not replaced: their code and compilation stay as they are."""
+    import torch._dynamo  # noqa: F401  (runtime_wrappers imports dynamo; importing it first avoids a cycle)
+    from torch._functorch._aot_autograd import runtime_wrappers
+
+    compiler_class = runtime_wrappers._AutogradBackwardCompiler
+    original = compiler_class.get_or_compile
+    calls: list[_BackwardCall] = []
+
+    def get_or_compile(self, *args, **kwargs):
+        compiled = original(self, *args, **kwargs)
+        lazy = self.lazy_backward_info
+        aot_graph = getattr(lazy, "bw_module", None)
+
+        def recorded(boxed_args):
+            call = _BackwardCall(compiled, _copy(boxed_args), [], aot_graph)
+            calls.append(call)
+            if getattr(compiled, "_boxed_call", False):
+                outputs = compiled(boxed_args)
+            else:
+                outputs = compiled(*boxed_args)
+            call.outputs = _copy(outputs)
+            return outputs
+
+        recorded._boxed_call = True  # AOTAutograd then passes the argument list itself, as to a boxed callable
+        return recorded
+
+    compiler_class.get_or_compile = get_or_compile
+    try:
+        yield calls
+    finally:
+        compiler_class.get_or_compile = original
+
+
+def _graph_module_of(compiled: Any, depth: int = 4) -> Optional[torch.fx.GraphModule]:
+    """The FX GraphModule a compiled callable runs, when it is one (possibly wrapped: dynamo's
+    OptimizedModule, a bound forward, make_boxed_func's closure); None for anything else (Inductor's
+    compiled code)."""
+    if isinstance(compiled, torch.fx.GraphModule):
+        return compiled
+    if depth == 0:
+        return None
+    inner = getattr(compiled, "_orig_mod", None) or getattr(compiled, "__self__", None)
+    if inner is not None:
+        return _graph_module_of(inner, depth - 1)
+    for cell in getattr(compiled, "__closure__", None) or ():
+        try:
+            found = _graph_module_of(cell.cell_contents, depth - 1)
+        except ValueError:  # an empty cell
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+class _Recorder(torch.fx.Interpreter):
+    """Runs a GraphModule node by node, keeping every node's value."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule):
+        super().__init__(graph_module)
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, node):
+        value = super().run_node(node)
+        self.values[node.name] = value
+        return value
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    """Whether two outputs are the same: tensors of one dtype and shape with equal bits (NaN equal to NaN),
+    or both not tensors."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor)
+    return a.dtype == b.dtype and a.shape == b.shape and bool(torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all())
+
+
+_FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
+
+
+def _source_line(stack_trace: Optional[str]) -> str:
+    """The user's source line of an FX node's stack trace, written as capture writes a node's origin."""
+    from refgrad.torch.builder import _REFGRAD_DIR, _TORCH_DIR
+
+    for frame in reversed((stack_trace or "").splitlines()):
+        match = _FRAME.match(frame)
+        if match and not match.group(1).startswith((_TORCH_DIR, _REFGRAD_DIR)):
+            return refgrad.display.source_line(match.group(1), int(match.group(2)))
+    return ""
+
+
+@dataclass
+class _Region:
+    """One compiled backward: the FX nodes of each forward op (by sequence number), the oracle's graph
+    node each sequence number maps to, and the values the interpreted graph gave (None: not read)."""
+
+    number: int
+    call: _BackwardCall
+    graph_module: Optional[torch.fx.GraphModule]
+    values: Optional[dict[str, Any]] = None
+    groups: dict[int, list[torch.fx.Node]] = field(default_factory=dict)
+    node_of_seq: dict[int, int] = field(default_factory=dict)  # sequence number -> oracle graph node index
+    group_of: dict[str, int] = field(default_factory=dict)  # FX node name -> sequence number
+    problem: str = ""  # why the region's intermediates cannot be read ("" when they can)
+
+
+def _groups(graph_module: torch.fx.GraphModule) -> tuple[dict[int, list], dict[str, int]]:
+    """The call_function nodes by the sequence number of the forward op they differentiate; a node without
+    one (added by a compiler pass) joins its first input's group."""
+    group_of: dict[str, int] = {}
+    groups: dict[int, list] = {}
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        seq = node.meta.get("seq_nr")
+        if seq is None:
+            seq = next((group_of[a.name] for a in node.all_input_nodes if a.name in group_of), None)
+        if seq is None:
+            continue
+        group_of[node.name] = int(seq)
+        groups.setdefault(int(seq), []).append(node)
+    return groups, group_of
+
+
+class _CompiledRegions(_Probing):
+    """The points where a torch.compile engine's gradients can be read without changing its compilation:
+    the incoming grads of the oracle's nodes inside each compiled backward that is an FX graph (read from
+    the interpreted graph), and every leaf's .grad. First divergence as for probes (localize._Probing)."""
+
+    def __init__(self, oracle: _Oracle, calls: list[_BackwardCall], eager_incoming: dict[int, tuple]):
+        self.oracle = oracle
+        self.matches = True
+        self.templates = []
+        self.last_mode = None
+        code = oracle.capture.program.code
+        self.defined_at = {r: pc for pc, instr in enumerate(code) for r in instr.results if r is not None}
+        self.call_of_node = {index: pc for pc, index in oracle.node_calls()}
+        self.regions = [self._region(number, call) for number, call in enumerate(calls)]
+        self.points: list[_Point] = []
+        self.read: dict[str, tuple[_Region, torch.fx.Node]] = {}  # point name -> the FX node it reads
+        self.engine_values: dict[str, torch.Tensor] = {}
+        self.eager_values: dict[str, torch.Tensor] = {}
+        for region in self.regions:
+            if not region.problem:
+                self._read(region, eager_incoming)
+        for pc, instr in enumerate(code):
+            if instr.op == "accumulate_grad" and instr.operands[0] is not None:
+                self.points.append(_Point(pc, instr.operands[0], instr.target, f"@{instr.target}"))
+        self.points.sort(key=lambda point: point.pc)
+
+    # --------------------------------------------------------------- regions ---
+
+    def _region(self, number: int, call: _BackwardCall) -> _Region:
+        graph_module = _graph_module_of(call.compiled)
+        region = _Region(number, call, graph_module)
+        if graph_module is None:
+            region.problem = (f"compiled backward {number} is compiled code ({type(call.compiled).__name__}), not a "
+                              "graph: its intermediate gradients are fused away")
+            return region
+        recorder = _Recorder(graph_module)
+        try:
+            outputs = recorder.run(*_copy(call.inputs))
+        except Exception as error:  # an interpreted graph that fails cannot be read; say so
+            region.problem = f"interpreting compiled backward {number}'s graph raised {type(error).__name__}: {error}"
+            return region
+        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        if len(outputs) != len(call.outputs) or not all(map(_same_bits, outputs, call.outputs)):
+            region.problem = (f"compiled backward {number}'s graph, interpreted, does not give the outputs its "
+                              "compiled callable gave, bit for bit")
+            return region
+        region.values = recorder.values
+        region.groups, region.group_of = _groups(graph_module)
+        region.node_of_seq, region.problem = self._map(region)
+        return region
+
+    def _map(self, region: _Region) -> tuple[dict[int, int], str]:
+        """The one offset that maps every sequence number of the region onto an oracle node created on the
+        same source line (see the module docstring); an empty map and the reason when there is not one."""
+        nodes = self.oracle.capture.graph.nodes
+        by_seq = {node.sequence_nr: index for index, node in enumerate(nodes) if node.kind != "accumulate_grad"}
+        lines = {seq: next((line for line in map(_source_line, (n.meta.get("stack_trace") for n in group)) if line), "")
+                 for seq, group in region.groups.items()}
+        if not lines:
+            return {}, f"compiled backward {region.number}'s graph has no nodes with sequence numbers"
+        first = min(lines)
+        found = []
+        for seq in by_seq:
+            offset = seq - first
+            mapping = {s: by_seq.get(s + offset) for s in lines}
+            if any(index is None for index in mapping.values()):
+                continue
+            if all(not line or not nodes[mapping[s]].origin or line == nodes[mapping[s]].origin
+                   for s, line in lines.items()):
+                found.append(mapping)
+        if len(found) != 1:
+            return {}, (f"the forward ops of compiled backward {region.number} match "
+                        f"{'no' if not found else len(found)} runs of the oracle's nodes (by sequence number and "
+                        "source line)")
+        # the forward ops between whose derivative is no op at all (AddBackward0 passes its grad on): their
+        # nodes are in the region too, with no group of their own
+        offset = next(index_seq for index_seq, index in by_seq.items() if index == found[0][first]) - first
+        for seq in range(first, max(lines) + 1):
+            if seq not in found[0] and seq + offset in by_seq:
+                found[0][seq] = by_seq[seq + offset]
+        return found[0], ""
+
+    def _read(self, region: _Region, eager_incoming: dict[int, tuple]) -> None:
+        """A point for each oracle node of the region whose incoming grad is one value of the graph."""
+        code = self.oracle.capture.program.code
+        graph_nodes = self.oracle.capture.graph.nodes
+        read: dict[tuple[int, int], torch.fx.Node] = {}  # (oracle node, incoming slot) -> the FX node read
+        for seq, group in region.groups.items():
+            index = region.node_of_seq[seq]
+            pc = self.call_of_node.get(index)
+            if pc is None:
+                continue
+            members = {node.name for node in group}
+            outside = []
+            for node in group:
+                for source in node.all_input_nodes:
+                    saved = source.op == "placeholder" and not source.name.startswith("tangents")
+                    if source.name not in members and not saved and source not in outside:
+                        outside.append(source)
+            for slot, register in enumerate(code[pc].operands):
+                fitting = [source for source in outside if self._fits(region, source, register)]
+                if len(fitting) == 1:
+                    read[(index, slot)] = fitting[0]
+        # a node whose derivative is no op passes its incoming grad on unchanged: what a child reads through
+        # an edge from it (when no other node adds into that slot) is its incoming grad too
+        feeds = collections.Counter((edge.node, edge.input_nr) for node in graph_nodes
+                                    for edge in node.next_edges if edge is not None)
+        for seq, index in region.node_of_seq.items():
+            pc = self.call_of_node.get(index)
+            if seq in region.groups or pc is None or len(code[pc].operands) != 1:
+                continue
+            passed = {read.get((edge.node, edge.input_nr)) for edge in graph_nodes[index].next_edges
+                      if edge is not None and feeds[(edge.node, edge.input_nr)] == 1}
+            if len(passed) == 1 and None not in passed and self._fits(region, next(iter(passed)), code[pc].operands[0]):
+                read[(index, 0)] = next(iter(passed))
+        for (index, slot), source in read.items():
+            pc = self.call_of_node[index]
+            name = f"{_PROBE}:region{region.number}:{source.name}:{index}"
+            self.read[name] = (region, source)
+            self.engine_values[name] = region.values[source.name]
+            eager = eager_incoming.get(index, ())
+            if slot < len(eager) and eager[slot] is not None:
+                self.eager_values[name] = eager[slot]
+            self.points.append(_Point(pc, code[pc].operands[slot], name,
+                                      f"`{source.name}` in compiled backward {region.number}"))
+
+    def _fits(self, region: _Region, source: torch.fx.Node, register: Optional[str]) -> bool:
+        """Whether the FX node's value can be the oracle register's: a tensor of its shape."""
+        if register is None:
+            return False
+        value = region.values.get(source.name)
+        return isinstance(value, torch.Tensor) and list(value.shape) == list(self.oracle.register(register).shape)
+
+    # ---------------------------------------------------------- the verdict ---
+
+    def first_divergence(self, grads: dict, eager_grads: dict, rule, is_eager: bool, graph: str) -> Divergence:
+        """As _Probing's, over the region's readings and the leaves' .grad; not localized when the first
+        disagreeing reading's node did not have its own incoming grad read, or lies in a region that could
+        not be read."""
+        self.rule = rule
+        if not self.engine_values:
+            problems = [region.problem for region in self.regions if region.problem] or ["no gradient of them was read"]
+            return Divergence(reason=f"the engine ran {len(self.regions)} compiled backward(s) and none could be read: "
+                                     + "; ".join(problems), graph=graph)
+        return super().first_divergence({**grads, **self.engine_values}, {**eager_grads, **self.eager_values},
+                                         rule, is_eager, graph)
+
+    def _blame(self, point, measured, agreeing, graph, *rest) -> Divergence:
+        producers = self.producers(point.register)
+        if len(producers) > 1:
+            return self._blame_sum(point, measured, producers, agreeing, graph)
+        if producers and min(producers) not in agreeing:
+            node = self._graph_node(min(producers))
+            unreadable = [region.problem for region in self.regions if region.problem]
+            return Divergence(
+                reason=(f"the first gradient that disagrees, at {point.what}, comes from {_node_label(node)}, whose "
+                        "own incoming gradient could not be read, so the error is in it or in a node before it"
+                        + (f" ({'; '.join(unreadable)})" if unreadable else "")),
+                graph=graph)
+        return super()._blame(point, measured, agreeing, graph, *rest)
+
+    def _blame_sum(self, point, measured, producers: list[int], agreeing: set, graph: str) -> Divergence:
+        """A disagreeing gradient that several nodes add into: the compiled graph computes it as a tree of
+        aten adds; each part, matched to the node that made it (by the part's group, or as the incoming grad
+        a pass-through node hands on), is compared with that node's outgoing grad. A part that disagrees
+        names its node (when that node's incoming grad agrees); parts that all agree name the consumer,
+        whose input buffer was summed wrongly (DESIGN.md); anything else is not localized."""
+        region, summed = self.read.get(point.name, (None, None))
+        names = ", ".join(_node_label(self._graph_node(pc)) for pc in producers)
+        cannot = Divergence(reason=(f"the first gradient that disagrees, at {point.what}, is the sum of what "
+                                    f"{len(producers)} nodes ({names}) add into the incoming grad of "
+                                    f"{self._consumer(point)}, and the compiled graph does not show each part"),
+                            graph=graph)
+        if region is None:
+            return cannot
+        while summed.op == "call_function" and "seq_nr" not in summed.meta and summed.args \
+                and isinstance(summed.args[0], torch.fx.Node):
+            summed = summed.args[0]  # an op a compiler pass added after the sum: part of computing the sum
+        parts, stack = [], [summed]
+        while stack:
+            node = stack.pop()
+            if node.op == "call_function" and node.target is torch.ops.aten.add.Tensor and not node.kwargs \
+                    and all(isinstance(arg, torch.fx.Node) for arg in node.args):
+                stack.extend(node.args)
+            else:
+                parts.append(node)
+        part_of = {}
+        for pc in producers:
+            index = self.oracle.capture.node_of_instruction[pc]
+            mine = [part for part in parts if region.node_of_seq.get(region.group_of.get(part.name)) == index
+                    or any(read == (region, part) and name.endswith(f":{index}") for name, read in self.read.items())]
+            if len(mine) != 1:
+                return cannot
+            part_of[pc] = mine[0]
+        if len(set(map(id, part_of.values()))) != len(parts):
+            return cannot
+        consumer = self.oracle.capture.program.code[point.pc]
+        for pc, part in part_of.items():
+            register = self._outgoing_register(pc, consumer, point)
+            if register is None:
+                return cannot
+            part_measured = _slot_error(region.values[part.name], self.oracle.register(register), None, self.rule,
+                                        False, self.oracle.register_noise(register))
+            if not part_measured.agrees:
+                if pc not in agreeing:
+                    return cannot
+                divergence = self.oracle.divergence_at(pc, part_measured, f"its outgoing grad, read at `{part.name}` "
+                                                       f"in compiled backward {region.number} (one of the "
+                                                       f"{len(producers)} parts of {point.what})")
+                divergence.graph = graph
+                return divergence
+        divergence = self.oracle.divergence_at(point.pc, measured, (
+            f"incoming grad, the sum of its input buffer ({point.what}): each of the {len(producers)} gradients "
+            f"added into it (from {names}) agrees, their sum does not"))
+        divergence.graph = graph
+        return divergence
+
+    def _outgoing_register(self, pc: int, consumer, point) -> Optional[str]:
+        """The oracle's register for what the node called at ``pc`` hands to ``point``'s slot of its
+        consumer (a validated outgoing grad of it that feeds the consumer's register)."""
+        for register in self.oracle.validated_outputs(pc):
+            if register is not None and pc in self.producers(register) and \
+                    self._feeds(register, point.register):
+                return register
+        return None
+
+    def _feeds(self, register: str, target: str) -> bool:
+        """Whether ``register`` is ``target`` or one of the registers added (or hooked) into it."""
+        if register == target:
+            return True
+        pc = self.defined_at.get(target)
+        if pc is None:
+            return False
+        instr = self.oracle.capture.program.code[pc]
+        if instr.op in ("add", "validate", "hook"):
+            return any(operand is not None and self._feeds(register, operand) for operand in instr.operands)
+        return False
+
+    def _graph_node(self, pc: int):
+        return self.oracle.capture.graph.nodes[self.oracle.capture.node_of_instruction[pc]]
+
+    def _consumer(self, point: _Point) -> str:
+        instr = self.oracle.capture.program.code[point.pc]
+        return f"AccumulateGrad(@{instr.target})" if instr.op == "accumulate_grad" else instr.node
+
+    def describe(self) -> str:
+        read = sum(1 for region in self.regions if not region.problem)
+        return (f"a second run of the engine, compiled as the plain run (no probes), its {len(self.regions)} compiled "
+                f"backward(s) recorded: {read} read node by node from the graph they run, {len(self.points)} "
+                "gradients compared")

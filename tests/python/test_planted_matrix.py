@@ -1,0 +1,224 @@
+"""Issue 15, Deliver 1: planted bugs at fourteen positions across an MLP, a CNN and a transformer block, for
+every kind of engine check localizes, and the accuracy of the node named.
+
+The kinds, and how each is observed:
+- compiled autograd (a backend whose FX pass scales one aten op of the backward graph): node hooks traced
+  into compiled autograd's graph;
+- torch.compile (a backward compiler whose FX pass scales one aten op): the compiled backward recorded as it
+  ran and its own graph read node by node (refgrad.check.compiled), so nothing is compiled differently;
+- a black box that scales one node's outgoing gradients in torch's engine: probes on the forward's
+  intermediates.
+
+Each position is worked out by hand from the model's source: the aten op the backward computes the node
+with, its occurrence in the backward graph's order (0: nearest the loss; both compiled graphs list a
+node's op in backward order), the node's name and the forward line that created it ("# at: NAME"). A
+wrong sum where two gradients meet is tested on its own (test_a_wrong_sum_inside_a_compiled_backward_...).
+
+`make test` runs the positions of the Deep model (test_planted.py's) for every kind; the whole matrix,
+and the accuracy table, run with REFGRAD_PLANTED_MATRIX=1 (`make test-planted`).
+"""
+import inspect
+import os
+
+import pytest
+import torch
+from torch._dynamo.backends.common import aot_autograd
+
+import refgrad.check as refgrad_check
+from refgrad.engines import CompiledAutograd, TorchCompile
+
+from planting import scale_op_results
+from test_planted import Deep, PerturbsOneNode, assert_names
+
+aten = torch.ops.aten
+
+
+class CNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.Conv2d(4, 4, 3)
+        self.fc = torch.nn.Linear(4 * 2 * 2, 5)
+
+    def forward(self, x, target):
+        h = torch.relu(self.conv1(x))  # at: conv1
+        h = torch.nn.functional.max_pool2d(h, 2)  # at: pool
+        h = torch.tanh(self.conv2(h))  # at: conv2
+        logits = self.fc(h.flatten(1))  # at: fc
+        log_probs = torch.log_softmax(logits, dim=1)  # at: log_softmax
+        return torch.nn.functional.nll_loss(log_probs, target)  # at: loss
+
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer block with attention written out (one head) and a GELU MLP."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.up, self.down = torch.nn.Linear(d, 2 * d), torch.nn.Linear(2 * d, d)
+
+    def forward(self, x, target):
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)  # at: ln1
+        weights = torch.softmax(q @ k.transpose(-2, -1) / 8 ** 0.5, dim=-1)  # at: softmax
+        h = x + self.proj(weights @ v)  # at: attention-out
+        m = torch.nn.functional.gelu(self.up(self.ln2(h)))  # at: ln2
+        out = h + self.down(m)  # at: gelu-out
+        return torch.nn.functional.mse_loss(out, target)  # at: loss
+
+
+def line_of(cls, marker):
+    """The forward source line of ``cls`` marked ``# at: marker`` (Deep: ``# depth: marker``), as file:line."""
+    lines, first = inspect.getsourcelines(cls.forward)
+    tags = (f"# at: {marker}", f"# depth: {marker}")
+    numbers = [first + i for i, text in enumerate(lines) if text.rstrip().endswith(tags)]
+    assert len(numbers) == 1, marker
+    return f"{inspect.getsourcefile(cls)}:{numbers[0]}"
+
+
+def deep():
+    torch.manual_seed(0)
+    return Deep(), torch.randn(5, 6), torch.randn(5, 3)
+
+
+def cnn():
+    torch.manual_seed(1)
+    return CNN(), torch.randn(3, 2, 8, 8), torch.tensor([0, 4, 2])
+
+
+def block():
+    torch.manual_seed(2)
+    return Block(), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+
+
+MODELS = {"mlp": (Deep, deep), "cnn": (CNN, cnn), "transformer": (Block, block)}
+
+# (model, aten op, occurrence in the backward graph, the node, its forward line's marker)
+POSITIONS = [
+    ("mlp", aten.mse_loss_backward.default, 0, "MseLossBackward0", "loss"),
+    ("mlp", aten.sigmoid_backward.default, 0, "SigmoidBackward0", "middle"),
+    ("mlp", aten.tanh_backward.default, 0, "TanhBackward0", "residual"),
+    ("mlp", aten.tanh_backward.default, -1, "TanhBackward0", "inputs"),
+    ("cnn", aten.nll_loss_backward.default, 0, "NllLossBackward0", "loss"),
+    ("cnn", aten._log_softmax_backward_data.default, 0, "LogSoftmaxBackward0", "log_softmax"),
+    ("cnn", aten.tanh_backward.default, 0, "TanhBackward0", "conv2"),
+    ("cnn", aten.max_pool2d_with_indices_backward.default, 0, "MaxPool2DWithIndicesBackward0", "pool"),
+    ("cnn", aten.threshold_backward.default, 0, "ReluBackward0", "conv1"),
+    ("transformer", aten.mse_loss_backward.default, 0, "MseLossBackward0", "loss"),
+    ("transformer", aten.gelu_backward.default, 0, "GeluBackward0", "ln2"),
+    ("transformer", aten.native_layer_norm_backward.default, 0, "NativeLayerNormBackward0", "ln2"),
+    ("transformer", aten._softmax_backward_data.default, 0, "SoftmaxBackward0", "softmax"),
+    ("transformer", aten.native_layer_norm_backward.default, -1, "NativeLayerNormBackward0", "ln1"),
+]
+
+
+def compiled_autograd_engine(op, occurrence):
+    return CompiledAutograd(backend=aot_autograd(fw_compiler=scale_op_results(op, occurrence)), name="planted")
+
+
+def torch_compile_engine(op, occurrence):
+    backend = aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=scale_op_results(op, occurrence))
+    return TorchCompile(backend=backend, name="planted")
+
+
+def black_box_engine(model_class, node, marker):
+    engine = PerturbsOneNode(node, line_of(model_class, marker))
+    engine.name = "planted"
+    return engine
+
+
+KINDS = ["compiled_autograd", "torch_compile", "black_box"]
+FULL = os.environ.get("REFGRAD_PLANTED_MATRIX") == "1"
+
+
+def planted_engine(kind, model_class, op, occurrence, node, marker):
+    if kind == "compiled_autograd":
+        return compiled_autograd_engine(op, occurrence)
+    if kind == "torch_compile":
+        return torch_compile_engine(op, occurrence)
+    return black_box_engine(model_class, node, marker)
+
+
+def positions() -> list:
+    params = []
+    for model, op, occurrence, node, marker in POSITIONS:
+        for kind in KINDS:
+            marks = [] if FULL or model == "mlp" else [pytest.mark.skip(reason="the whole matrix runs in make "
+                                                                               "test-planted")]
+            params.append(pytest.param(kind, model, op, occurrence, node, marker, marks=marks,
+                                       id=f"{kind}-{model}-{node}-{marker}"))
+    return params
+
+
+ACCURACY: dict[str, list[bool]] = {kind: [] for kind in KINDS}
+
+
+@pytest.mark.parametrize("kind, model, op, occurrence, node, marker", positions())
+def test_the_planted_node_is_named(kind, model, op, occurrence, node, marker, tmp_path):
+    model_class, make = MODELS[model]
+    engine = planted_engine(kind, model_class, op, occurrence, node, marker)
+    report = refgrad_check.check(*make(), engines=("eager", engine), reproducer_dir=str(tmp_path))
+    named = report.first_divergence.get("planted")
+    ACCURACY[kind].append(named is not None and named.node == node and named.source == line_of(model_class, marker))
+    divergence = assert_names(report, "planted", node, line_of(model_class, marker))
+    if kind == "torch_compile":  # read from the run that failed, compiled as it was: no probes
+        assert "no probes" in divergence.graph and "read node by node" in divergence.graph
+
+
+def test_accuracy_table(capsys):
+    """Prints, after the matrix (run it in one pytest call), the share of positions named exactly per kind."""
+    if not any(ACCURACY.values()):
+        pytest.skip("the matrix did not run in this pytest process")
+    with capsys.disabled():
+        for kind, named in ACCURACY.items():
+            print(f"\nplanted-bug accuracy, {kind}: {sum(named)}/{len(named)} positions named exactly")
+    assert all(all(named) for named in ACCURACY.values())
+
+
+@pytest.mark.parametrize("make, node, marker", [(deep, "SigmoidBackward0", "middle"),
+                                                 (block, "AddBackward0", "attention-out")], ids=["mlp", "transformer"])
+def test_a_wrong_sum_inside_a_compiled_backward_names_the_node_whose_input_buffer_it_is(make, node, marker, tmp_path):
+    """Deep's h2 feeds l3 and the residual, Block's h feeds ln2 and the residual: AOTAutograd's backward adds
+    their two gradients with one aten add, the first add of its graph. Scaled, the sum is wrong while each
+    part is right: the node named is the one whose input buffer that sum is (DESIGN.md)."""
+    model, x, target = make()
+    report = refgrad_check.check(model, x, target, engines=("eager", torch_compile_engine(aten.add.Tensor, 0)),
+                                 reproducer_dir=str(tmp_path))
+    divergence = assert_names(report, "planted", node, line_of(type(model), marker), gradient="input buffer")
+    assert "each of the 2 gradients added into it" in divergence.gradient and "their sum does not" in divergence.gradient
+
+
+def test_a_torch_compile_check_compiles_once_and_reads_the_run_that_failed(tmp_path):
+    """The divergence comes from the plain run itself: the backend compiles the forward once and the backward
+    once for the engine (no second run, no per-op graphs)."""
+    compilations = []
+
+    def counting(gm, example_inputs):
+        compilations.append(len(gm.graph.nodes))
+        return gm
+
+    backend = aot_autograd(fw_compiler=counting, bw_compiler=lambda gm, ex: (
+        counting(gm, ex), scale_op_results(aten.sigmoid_backward.default, 0)(gm, ex))[1])
+    report = refgrad_check.check(*deep(), engines=("eager", TorchCompile(backend=backend, name="planted")),
+                                 reproducer_dir=str(tmp_path))
+    assert report.first_divergence["planted"].node == "SigmoidBackward0", str(report)
+    assert len(compilations) == 2, compilations
+
+
+def test_inside_inductor_code_the_region_is_reported_and_no_node_is_named(tmp_path):
+    """Inductor's compiled backward is code, not a graph: its intermediate gradients are fused away. A bug
+    planted in the graph it compiles is reported as not localized, naming the compiled backward."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    def planted_then_inductor(gm, example_inputs):
+        return compile_fx_inner(scale_op_results(aten.mm.default, -1)(gm, example_inputs), example_inputs)
+
+    def backend(gm, example_inputs):
+        return compile_fx(gm, example_inputs, inner_compile=lambda g, ex, **kw: (
+            planted_then_inductor(g, ex) if kw.get("is_backward") else compile_fx_inner(g, ex, **kw)))
+
+    report = refgrad_check.check(*deep(), engines=("eager", TorchCompile(backend=backend, name="planted")),
+                                 reproducer_dir=str(tmp_path))
+    assert not report.engine_passed("planted")
+    divergence = report.first_divergence["planted"]
+    assert not divergence.localized, str(divergence)
+    assert "compiled backward 0 is compiled code" in divergence.reason, divergence.reason
