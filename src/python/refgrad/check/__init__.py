@@ -13,7 +13,10 @@ What check does (DESIGN.md, "Numbers and precision"):
    module among args, or in fn's closure or the globals it names) deep-copied, parameters and buffers
    alike, the RNG state restored, tensor args cloned, every .grad None. The user's module, tensors and RNG are left as they were.
 2. The oracle R: one more fresh forward, captured by refgrad.torch.capture and run by refgrad's Machine
-   at ``precision`` ("float64" promotes a float32 program).
+   at ``precision`` ("float64" promotes a float32 program). Where capture refuses the backward
+   (refgrad.torch.UnsupportedError), R is eager's backward instead: the engines are checked against
+   eager, report.uncovered names each node refgrad could not capture and why, and no divergence is
+   localized nor reproducer written (there is no program).
 3. Per gradient, the rule (docs/check.md, "The rule, and why"): noise = max|R' - R|, R' refgrad's run of
    the same program in the other precision (the rounding error of this very gradient in float32); eager
    passes when max|eager - R| <= rtol max|R| + 32 noise, engine E when max|E - R| <= rtol max|R| +
@@ -66,7 +69,7 @@ from refgrad import engines as engines_module
 from refgrad.engines import Forward
 from refgrad.check.localize import _Localizer, _NodeRecorder, _Probing
 from refgrad.check.compiled import _CompiledRegions, recording_compiled_backwards
-from refgrad.check.oracle import _Oracle
+from refgrad.check.oracle import _EagerOracle, _Oracle, _oracle_for
 from refgrad.check.report import Divergence, GradientResult, Report
 from refgrad.check.reproducer import _write_reproducer
 from refgrad.check.rule import _Rule, _compare
@@ -310,8 +313,13 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
                          f"{_kind(inner.original)} (pass the compiled module as fn to check torch.compile)")
     subject = _Subject(fn, args, keep_grad)
     try:
-        oracle = _Oracle(subject, precision)
+        oracle = _oracle_for(subject, precision)
         report = Report(fn=subject.qualname, precision=precision, rule=rule.describe(), notes=notes)
+        if isinstance(oracle, _EagerOracle):  # capture refused the backward: the engines are checked against eager
+            report.uncovered = oracle.uncovered
+            if reproducer_dir is not None:
+                report.notes.append("no reproducers: refgrad could not capture the backward as a program")
+            reproducer_dir = None
         calls = oracle.python_calls()
         if calls:
             report.notes.append("the program calls Python (reproducers need it; refgrad check takes --hook for "

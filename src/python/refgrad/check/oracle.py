@@ -1,13 +1,15 @@
-"""The oracle R: the captured program of one fresh forward, run by refgrad's Machine."""
+"""The oracle R: the captured program of one fresh forward, run by refgrad's Machine; or, where
+refgrad.torch.capture refuses the backward, eager's backward, saying which nodes it could not cover."""
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
 import refgrad
 import refgrad.torch as refgrad_torch
+from refgrad import engines as engines_module
 from refgrad.check.report import Divergence
 from refgrad.check.rule import _Measured, _max_abs
 from refgrad.check.subject import _HookMode, _Subject, _ones
@@ -114,3 +116,35 @@ class _Oracle:
             if instr.op == "validate" and list(instr.operands) == results:
                 return list(instr.results)
         return results
+
+
+class _EagerOracle:
+    """R where capture refuses fn's backward (refgrad.torch.UnsupportedError): eager's own gradients, from
+    one more fresh forward and torch's backward, so that the engines are still checked, against eager.
+    ``uncovered`` names each node refgrad could not capture and why; there is no program, so no
+    divergence can be localized and no reproducer written."""
+
+    def __init__(self, subject: _Subject, refused: refgrad_torch.UnsupportedError):
+        self.uncovered = [str(item) for item in refused.unsupported]
+        run = subject.forward()
+        self.grad_outputs = _ones(run.outputs)
+        grads = engines_module.Eager().gradients(lambda transform=None: run, self.grad_outputs)
+        self.grads = {name: grad for name, grad in grads.items() if grad is not None}
+        self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
+        self.noise: dict[str, Optional[float]] = {}  # R's own rounding is unknown: the rule falls back on atol
+
+    @property
+    def capture(self):
+        raise refgrad.Error("refgrad.check: R is eager's backward, as refgrad could not capture it (see "
+                            "report.uncovered): there is no program to localize a divergence in")
+
+    def python_calls(self) -> list[str]:
+        return []
+
+
+def _oracle_for(subject: _Subject, precision: str) -> Union[_Oracle, _EagerOracle]:
+    """refgrad's run of the captured backward; eager's backward where capture refuses it."""
+    try:
+        return _Oracle(subject, precision)
+    except refgrad_torch.UnsupportedError as refused:
+        return _EagerOracle(subject, refused)

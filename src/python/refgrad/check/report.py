@@ -105,6 +105,16 @@ class Report:
     hooks_not_recorded: dict[str, list[str]] = field(default_factory=dict)  # engine -> hooks its run could not see
     eager: str = "eager"  # the engine that ran as the rule's baseline
     errors: dict[str, str] = field(default_factory=dict)  # engine -> why it produced no gradients
+    # The nodes refgrad could not capture, and why: R is then eager's backward, not refgrad's run.
+    uncovered: list[str] = field(default_factory=list)
+
+    @property
+    def reference(self) -> str:
+        """What R is."""
+        if self.uncovered:
+            return (f"eager's backward (refgrad could not capture {len(self.uncovered)} node(s), listed below: "
+                    "the engines are checked against eager, not against refgrad)")
+        return f"refgrad's run at {self.precision}"
 
     @property
     def passed(self) -> bool:
@@ -129,7 +139,7 @@ class Report:
             "results": {e: {g: asdict(r) for g, r in grads.items()} for e, grads in self.results.items()},
             "first_divergence": {e: None if d is None else _divergence_dict(d) for e, d in self.first_divergence.items()},
             "reproducers": dict(self.reproducers), "skipped": dict(self.skipped), "notes": list(self.notes),
-            "errors": dict(self.errors),
+            "errors": dict(self.errors), "uncovered": list(self.uncovered),
             "hooks": {e: list(calls) for e, calls in self.hooks.items()},
             "hooks_not_recorded": {e: list(labels) for e, labels in self.hooks_not_recorded.items()},
         }
@@ -197,6 +207,7 @@ class Report:
                              "traces them into its backward)")
         lines += [f"{engine}: reproducer {path}" for engine, path in self.reproducers.items()]
         lines += [f"{engine}: skipped: {why}" for engine, why in self.skipped.items()]
+        lines += [f"not covered by the oracle: {node}" for node in self.uncovered]
         lines += self.notes
         return lines
 
@@ -204,7 +215,7 @@ class Report:
         """The report as text; eager: show eager's rows (None: only when eager failed)."""
         table = [self._HEADER] + self._rows(eager)
         widths = [max(len(row[c]) for row in table) for c in range(len(self._HEADER))]
-        lines = [self.summary(), f"  R = refgrad's run at {self.precision}", f"  {self.rule}"]
+        lines = [self.summary(), f"  R = {self.reference}", f"  {self.rule}"]
         lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
         return "\n".join(lines + self._footer(eager))
 
@@ -215,6 +226,6 @@ class Report:
         escape = html.escape
         footer = "".join(f"<li><pre>{escape(line)}</pre></li>" for line in self._footer())
         return display.block_html(
-            f"<p><b>{escape(self.summary())}</b><br>R = refgrad's run at {escape(self.precision)}</p>"
+            f"<p><b>{escape(self.summary())}</b><br>R = {escape(self.reference)}</p>"
             f"<pre>{escape(self.rule)}</pre>" + display.text_table_html(self._HEADER, self._rows())
             + (f"<ul>{footer}</ul>" if footer else ""))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import os
 import re
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -100,7 +100,7 @@ class _Builder:
         self.leaves: dict[str, torch.Tensor] = {}
         self.tensor_hooks: dict[str, Callable] = {}  # by hook name: the user's callables
         self.post_acc_hooks: dict[str, Callable] = {}
-        self.node_post_hooks: dict[str, Callable] = {}  # by hook name: hook(grad_inputs, grad_outputs)
+        self.node_post_hooks: dict[str, tuple[Callable, Any]] = {}  # by hook name: (the hook, its node)
         self.function_nodes: dict[str, _FunctionNode] = {}  # by function name: the autograd.Function node
 
     def build(self) -> Graph:
@@ -136,7 +136,7 @@ class _Builder:
             if _is_module_hook_node(fn):  # nn.Module full backward (pre-)hooks: post hooks of this node
                 for i, hook in enumerate(_node_post_hooks(fn)):
                     node.post_hooks.append(f"{node.name}_post_hook{i}")
-                    self.node_post_hooks[node.post_hooks[-1]] = hook
+                    self.node_post_hooks[node.post_hooks[-1]] = (hook, fn)
         elif _short_name(fn) == "CopySlices":
             record = _record_of(fn)
             wrapped = record.wrapped()

@@ -13,7 +13,7 @@ import refgrad
 from refgrad.graph import Edge, FunctionalizeOptions, Graph, Order, functionalize
 from refgrad.torch.builder import _Builder, _Names
 from refgrad.torch.checkpointing import _REENTRANT_WITH_INPUTS, _Recomputation
-from refgrad.torch.host import (Host, _function_backward, _node_post_hook, _post_accumulate_grad_hook, _tensor_hook,
+from refgrad.torch.host import (Host, _function_backward, _module_hook, _post_accumulate_grad_hook, _tensor_hook,
                                _to_torch)
 from refgrad.torch.walk import UnsupportedError, _outputs_list, _root_edges, _Walk
 
@@ -73,8 +73,8 @@ class Capture:
             host.hooks[name] = _tensor_hook(hook)
         for name, hook in builder.post_acc_hooks.items():
             host.hooks[name] = _post_accumulate_grad_hook(hook, self.leaves)
-        for name, hook in builder.node_post_hooks.items():
-            host.hooks[name] = _node_post_hook(hook)
+        for name, (hook, fn) in builder.node_post_hooks.items():
+            host.hooks[name] = _module_hook(hook, fn, promote)
         for name, fn in builder.function_nodes.items():
             host.functions[name] = _function_backward(fn, promote)
         return host

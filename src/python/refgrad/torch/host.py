@@ -94,16 +94,39 @@ def _post_accumulate_grad_hook(hook: Callable, leaves: Mapping[str, torch.Tensor
     return call
 
 
-def _node_post_hook(hook: Callable) -> Callable:
-    """torch calls a node's post hook as hook(grad_inputs, grad_outputs), both tuples: the node's
-    validated results and its incoming grads; what it returns (a tuple, or None: unchanged) replaces
-    the results."""
+def _module_hook(hook: Callable, fn, promote: bool) -> Callable:
+    """A post hook of a BackwardHookFunctionBackward node (nn.Module full backward hooks and pre-hooks),
+    which torch calls as hook(grad_inputs, grad_outputs), both tuples: the node's validated results and
+    its incoming grads; what it returns (a tuple, or None: unchanged) replaces the results. Its backward
+    is the identity, and torch's node hands its hooks every result, each its incoming grad or, where
+    none came, the zeros PyNode materializes: the hooks get those here too. One difference: for an input
+    that needs no grad (no edge; torch marks its output non-differentiable and shows no metadata of it)
+    torch hands the hooks zeros of that input's shape, which Python cannot read, and refgrad None.
+    What the hooks return for such an input is dropped, as in torch."""
+    metadata = list(fn._input_metadata)
+    valid = [node is not None for node, _ in fn.next_functions]
+
+    def handed(i: int, grad_input, grad_output) -> Optional[torch.Tensor]:
+        if grad_input is not None:
+            return _to_torch(grad_input)
+        if grad_output is not None:
+            return grad_output
+        return _zeros(metadata[i], promote) if valid[i] else None
 
     def call(grad_inputs, grad_outputs):
-        result = hook(tuple(_to_torch(g) for g in grad_inputs), tuple(_to_torch(g) for g in grad_outputs))
+        grad_outputs = tuple(_to_torch(g) for g in grad_outputs)
+        grad_inputs = tuple(handed(i, grad_input, grad_output)
+                            for i, (grad_input, grad_output) in enumerate(zip(grad_inputs, grad_outputs)))
+        result = hook(grad_inputs, grad_outputs)
         return None if result is None else list(result)
 
     return call
+
+
+def _zeros(metadata, promote: bool) -> torch.Tensor:
+    """The zeros PyNode materializes for an undefined grad of an output (in a float64 run, promoted)."""
+    dtype = torch.float64 if promote and metadata.dtype == torch.float32 else metadata.dtype
+    return torch.zeros(list(metadata.shape), dtype=dtype, device=metadata.device)
 
 
 @dataclass
@@ -161,13 +184,9 @@ def _function_backward(function: _FunctionNode, promote: bool) -> Callable:
     valid_edges = [node is not None for node, _ in fn.next_functions]
     metadata = list(fn._input_metadata)
 
-    def zeros(i: int) -> torch.Tensor:  # PyNode materializes an undefined grad as zeros of the output
-        dtype = torch.float64 if promote and metadata[i].dtype == torch.float32 else metadata[i].dtype
-        return torch.zeros(list(metadata[i].shape), dtype=dtype, device=metadata[i].device)
-
     def call(saved, need, grads):
         saved = [_to_torch(t) for t in saved]
-        grads = [zeros(i) if g is None else _to_torch(g) for i, g in enumerate(grads)]
+        grads = [_zeros(metadata[i], promote) if g is None else _to_torch(g) for i, g in enumerate(grads)]
         if compiled:
             saved = [t.to(dtype) for t, dtype in zip(saved, function.saved_dtypes)]
             grads = [g.to(metadata[i].dtype) for i, g in enumerate(grads)]

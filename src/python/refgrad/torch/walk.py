@@ -76,8 +76,8 @@ class _Walk:
         self.refused: dict = {}  # a node whose recomputation failed -> why
         self.recomputation = recomputation or _Recomputation()
         self._queue = collections.deque()
-        for edge in starts:
-            self._reach(edge, None)
+        for start in starts:  # edges (node, input_nr), or nodes (their input 0)
+            self._reach((start, 0) if hasattr(start, "next_functions") else start, None)
         self._run()
         # An output of a checkpoint that no grad reaches gets zeros in torch: its inner graph runs too.
         while True:
