@@ -23,6 +23,8 @@ What torch 2.13 shows to Python, and so what a capture holds
 * refgrad.torch.saved: a node's saved fields, those torch shows and the hidden ones derived;
   Tensor[] inputs (cat, stack).
 * refgrad.torch.in_place: recording(), which lets capture take in-place ops on views (CopySlices).
+* refgrad.torch.checkpointing: activation checkpointing, both modes (saved values recomputed as the
+  engine recomputes them; a reentrant checkpoint's node replaced by its recomputed graph).
 * refgrad.torch.builder: the graph model from a walk: nodes, leaves, names, origins, hooks read.
 * refgrad.torch.host: the Python side of a run: which hooks are captured and how they are called,
   autograd.Function backwards.

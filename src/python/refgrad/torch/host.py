@@ -8,13 +8,21 @@ Machine calls, by program name.
   values of ``names``). A post-accumulate-grad hook is given a stand-in leaf
   (the parameter's values, refgrad's .grad), so a run never changes the
   user's parameters.
+* nn.Module full backward hooks and backward pre-hooks (``register_full_backward_hook``,
+  ``register_full_backward_pre_hook``, global ones too): torch puts a BackwardHookFunctionBackward node
+  (an identity autograd.Function) around the module's inputs and one around its outputs, and
+  torch.utils.hooks.BackwardHook registers the hooks as those nodes' post hooks. torch does not show a
+  node's hooks to Python, but the handle that ``register_hook`` returns refers to the node's dict of
+  them: capture reads it (refgrad.torch.nodes._node_post_hooks) and the program calls them as ``post``
+  hooks right after the node, where torch's engine calls them, with what torch hands them; their
+  return values replace the grads as in torch. They run with the user's BackwardHook objects (the
+  output node's hook keeps grad_output there for the input node's) and modules.
 * Hooks that are registered but invisible from Python, and so NOT captured
   (the program runs without them): node hooks and pre-hooks
   (``grad_fn.register_hook`` / ``register_prehook``, on C++ and
   autograd.Function nodes alike, so also nn.Module's legacy
   register_backward_hook), and hooks or retain_grad() of non-leaf tensors
-  capture is not given. nn.Module full backward hooks put a
-  BackwardHookFunctionBackward node in the graph, which is refused.
+  capture is not given.
 * autograd.Function nodes become host functions that call
   ``_forward_cls.backward(ctx, *grads)`` (its ``vjp`` if it defines one) with
   the program's saved tensors (ctx is the node, its ``saved_tensors``

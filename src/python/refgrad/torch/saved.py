@@ -18,7 +18,9 @@
   the backward is seen as it was at capture, and one that allows a single
   unpack (pops its store) leaves nothing for a later torch backward.
   autograd.Function's ctx.saved_tensors are unpacked the same way.
-  Non-reentrant checkpointing's hooks are refused (refgrad.torch.walk).
+  Non-reentrant checkpointing's unpack hooks recompute the region's forward:
+  capture reads them in a scope of its own (refgrad.torch.checkpointing), so
+  that a later torch backward recomputes and unpacks for itself.
 * CatBackward0 and StackBackward0 take a Tensor[]: torch gives them one
   next edge per list item, and their call has one result per item (``_``
   for an item with no edge, a constant) under one need bit for the list.
