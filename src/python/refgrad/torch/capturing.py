@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import torch
 
 import refgrad
-from refgrad.graph import Edge, FunctionalizeOptions, Graph, Order, functionalize
+from refgrad.graph import FunctionalizeOptions, Graph, Order, functionalize
 from refgrad.torch.builder import _Builder, _Names
 from refgrad.torch.checkpointing import _REENTRANT_WITH_INPUTS, _Recomputation
 from refgrad.torch.host import (Host, _function_backward, _module_hook, _post_accumulate_grad_hook, _tensor_hook,

@@ -53,7 +53,9 @@ def _checkpoint_frame(saved) -> Optional[Any]:
     read from the hook's closure (torch/utils/checkpoint.py, _checkpoint_hook); None for any other."""
     unpack = getattr(saved, "unpack_hook", None)
     code = getattr(unpack, "__code__", None)
-    if code is None or getattr(unpack, "__module__", "") != torch_checkpoint.__name__ or "frame" not in code.co_freevars:
+    if code is None or getattr(unpack, "__module__", "") != torch_checkpoint.__name__:
+        return None
+    if "frame" not in code.co_freevars:
         return None
     return unpack.__closure__[code.co_freevars.index("frame")].cell_contents
 
