@@ -436,7 +436,7 @@ def test_first_divergence_of_a_black_box_compiled_forward(mlp, tmp_path, op, nod
     assert not report.passed
     divergence = report.first_divergence["buggy_torch_compile"]
     assert divergence.node == node, str(divergence)
-    assert "no probes" in divergence.graph and "read node by node" in divergence.graph
+    assert "no probes" in divergence.graph and "1 read node by node" in divergence.graph
 
 
 def test_an_engine_without_the_probes_gradients_is_not_localized(mlp, tmp_path):

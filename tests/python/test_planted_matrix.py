@@ -161,7 +161,7 @@ def test_the_planted_node_is_named(kind, model, op, occurrence, node, marker, tm
     ACCURACY[kind].append(named is not None and named.node == node and named.source == line_of(model_class, marker))
     divergence = assert_names(report, "planted", node, line_of(model_class, marker))
     if kind == "torch_compile":  # read from the run that failed, compiled as it was: no probes
-        assert "no probes" in divergence.graph and "read node by node" in divergence.graph
+        assert "no probes" in divergence.graph and "1 read node by node" in divergence.graph
 
 
 def test_accuracy_table(capsys):
@@ -222,3 +222,27 @@ def test_inside_inductor_code_the_region_is_reported_and_no_node_is_named(tmp_pa
     divergence = report.first_divergence["planted"]
     assert not divergence.localized, str(divergence)
     assert "compiled backward 0 is compiled code" in divergence.reason, divergence.reason
+
+
+def test_a_bug_in_the_graph_inductor_compiles_is_named_from_that_graph(tmp_path):
+    """A bug AOTAutograd's graph already holds when Inductor gets it (planted by a joint-graph pass, before
+    the forward and backward are split) is in the graph the compiled backward was compiled from: interpreted,
+    its outputs are Inductor's within rounding, so its intermediates stand for Inductor's fused ones and the
+    node is named: the last backward mm of Deep is the weight gradient of l1's AddmmBackward0."""
+    from torch._inductor.compile_fx import compile_fx
+
+    def scale_last_backward_mm(graph):
+        target = [node for node in graph.nodes if node.target is aten.mm.default
+                  and node.meta.get("partitioner_tag") == "is_backward"][-1]
+        with graph.inserting_after(target):
+            scaled = graph.call_function(aten.mul.Tensor, (target, 1.01))
+        target.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+
+    def backend(gm, example_inputs):
+        with torch._inductor.config.patch(joint_custom_post_pass=scale_last_backward_mm):
+            return compile_fx(gm, example_inputs)
+
+    report = refgrad_check.check(*deep(), engines=("eager", TorchCompile(backend=backend, name="planted")),
+                                 reproducer_dir=str(tmp_path))
+    divergence = assert_names(report, "planted", "AddmmBackward0", line_of(Deep, "inputs"))
+    assert "1 from the graph they were compiled from" in divergence.graph, divergence.graph

@@ -243,7 +243,7 @@ class _Checker:
         eager_recorder, eager_grads = self.eager_record()
         eager_incoming = eager_recorder.incoming if len(eager_recorder.names) == len(self.oracle.capture.graph.nodes) \
             else {}
-        regions = _CompiledRegions(self.oracle, calls, eager_incoming)
+        regions = _CompiledRegions(self.oracle, calls, eager_incoming, grads)
         return regions.first_divergence(grads, eager_grads, self.rule, engine is self.eager, regions.describe())
 
     def localize_black_box(self, engine: Any) -> Divergence:

@@ -25,9 +25,15 @@ what the compiled artifact itself exposes, during a run that compiles exactly as
 
 Those readings are compared in the oracle's program order as probes are (localize._Probing): the first
 that disagrees names the node that made it, and only when that node's own incoming grad was read and
-agrees; otherwise the report says it cannot name the node. Inductor's compiled code is not a graph: its
-intermediates are fused away, so a divergence inside an Inductor region is reported as not localized,
-naming the region.
+agrees (a node the graph computes with no op, a TBackward0 whose transpose was cancelled, is passed
+through to the node before it); a disagreeing sum is taken apart into its parts; otherwise the report says
+it cannot name the node.
+
+Inductor's compiled code is not a graph: its intermediates are fused away. AOTAutograd keeps the graph it
+handed Inductor (for compiled autograd); interpreted on the recorded inputs, its outputs are either the
+compiled code's within rounding (_REPLAY_RTOL), and then its intermediates stand for Inductor's and are
+read as above, or they are not, and the error is in Inductor's code: not localized, naming the compiled
+backward.
 """
 from __future__ import annotations
 
@@ -140,6 +146,24 @@ def _same_bits(a: Any, b: Any) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and bool(torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all())
 
 
+# Two float32 computations of one graph, fused differently, differ by rounding: a few ulps of float32
+# (rtol 1.3e-6, assert_close's) per op, times 32 as the rule allows. The errors check hunts are larger.
+_REPLAY_RTOL = 32 * 1.3e-6
+
+
+def _within_rounding(replayed: Any, compiled: Any) -> bool:
+    """Whether an output of the graph a compiled backward came from is the compiled code's, within rounding:
+    max|replayed - compiled| <= _REPLAY_RTOL max|compiled| (exactly equal for float64 and non-floats)."""
+    if not isinstance(replayed, torch.Tensor) or not isinstance(compiled, torch.Tensor):
+        return _same_bits(replayed, compiled)
+    if replayed.shape != compiled.shape:
+        return False
+    if not compiled.is_floating_point() or compiled.numel() == 0:
+        return _same_bits(replayed, compiled)
+    a, b = replayed.double(), compiled.double()
+    return bool((a - b).abs().max() <= _REPLAY_RTOL * b.abs().max())
+
+
 _FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 
 
@@ -166,6 +190,7 @@ class _Region:
     groups: dict[int, list[torch.fx.Node]] = field(default_factory=dict)
     node_of_seq: dict[int, int] = field(default_factory=dict)  # sequence number -> oracle graph node index
     group_of: dict[str, int] = field(default_factory=dict)  # FX node name -> sequence number
+    replayed: bool = False  # read from the graph it was compiled from, not from its own
     problem: str = ""  # why the region's intermediates cannot be read ("" when they can)
 
 
@@ -192,8 +217,10 @@ class _CompiledRegions(_Probing):
     the incoming grads of the oracle's nodes inside each compiled backward that is an FX graph (read from
     the interpreted graph), and every leaf's .grad. First divergence as for probes (localize._Probing)."""
 
-    def __init__(self, oracle: _Oracle, calls: list[_BackwardCall], eager_incoming: dict[int, tuple]):
+    def __init__(self, oracle: _Oracle, calls: list[_BackwardCall], eager_incoming: dict[int, tuple],
+                 leaf_grads: dict[str, Optional[torch.Tensor]]):
         self.oracle = oracle
+        self.leaf_grads = leaf_grads
         self.matches = True
         self.templates = []
         self.last_mode = None
@@ -203,6 +230,7 @@ class _CompiledRegions(_Probing):
         self.regions = [self._region(number, call) for number, call in enumerate(calls)]
         self.points: list[_Point] = []
         self.read: dict[str, tuple[_Region, torch.fx.Node]] = {}  # point name -> the FX node it reads
+        self.no_op_calls: set[int] = set()  # pcs of the nodes a readable region computes with no op
         self.engine_values: dict[str, torch.Tensor] = {}
         self.eager_values: dict[str, torch.Tensor] = {}
         for region in self.regions:
@@ -216,11 +244,17 @@ class _CompiledRegions(_Probing):
     # --------------------------------------------------------------- regions ---
 
     def _region(self, number: int, call: _BackwardCall) -> _Region:
+        """Interprets the compiled backward's graph: its own, when the compiled callable is a graph (its values
+        are the engine's), else the graph it was compiled from, when AOTAutograd kept it (Inductor's input:
+        its values stand for the engine's only where its outputs are the compiled code's, within rounding)."""
         graph_module = _graph_module_of(call.compiled)
-        region = _Region(number, call, graph_module)
+        replayed = graph_module is None
+        if replayed:
+            graph_module = call.aot_graph
+        region = _Region(number, call, graph_module, replayed=replayed)
+        compiled_code = f"compiled backward {number} is compiled code ({type(call.compiled).__name__}), not a graph"
         if graph_module is None:
-            region.problem = (f"compiled backward {number} is compiled code ({type(call.compiled).__name__}), not a "
-                              "graph: its intermediate gradients are fused away")
+            region.problem = f"{compiled_code}, and the graph it was compiled from was not kept"
             return region
         recorder = _Recorder(graph_module)
         try:
@@ -229,14 +263,47 @@ class _CompiledRegions(_Probing):
             region.problem = f"interpreting compiled backward {number}'s graph raised {type(error).__name__}: {error}"
             return region
         outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        if len(outputs) != len(call.outputs) or not all(map(_same_bits, outputs, call.outputs)):
+        if len(outputs) != len(call.outputs):
+            region.problem = f"compiled backward {number}'s graph, interpreted, gives another number of outputs"
+            return region
+        if not replayed and not all(map(_same_bits, outputs, call.outputs)):
             region.problem = (f"compiled backward {number}'s graph, interpreted, does not give the outputs its "
                               "compiled callable gave, bit for bit")
+            return region
+        if replayed and not all(map(_within_rounding, outputs, call.outputs)):
+            region.problem = (f"{compiled_code}, and the graph it was compiled from, interpreted, gives other "
+                              f"outputs (beyond {_REPLAY_RTOL:.0e} of their size): the error is in the compiled "
+                              "code, whose intermediate gradients are fused away")
             return region
         region.values = recorder.values
         region.groups, region.group_of = _groups(graph_module)
         region.node_of_seq, region.problem = self._map(region)
+        if not region.problem:
+            self._add_trailing_nodes(region)
         return region
+
+    def _add_trailing_nodes(self, region: _Region) -> None:
+        """Adds to the region the nodes just before leaves that its graph computes with no op (a TBackward0
+        whose transpose the compiler cancelled): a node one sequence number below the region's, whose every
+        child is the AccumulateGrad of a leaf whose .grad is, bit for bit, one of the region's outputs (the
+        compiled backward handed it to the leaf: nothing ran between)."""
+        nodes = self.oracle.capture.graph.nodes
+        by_seq = {node.sequence_nr: index for index, node in enumerate(nodes) if node.kind != "accumulate_grad"}
+        outputs = [output for output in region.call.outputs if isinstance(output, torch.Tensor)]
+        offset = nodes[region.node_of_seq[min(region.node_of_seq)]].sequence_nr - min(region.node_of_seq)
+
+        def handed_over(edge) -> bool:
+            child = nodes[edge.node]
+            grad = self.leaf_grads.get(child.leaf) if child.kind == "accumulate_grad" else None
+            return grad is not None and any(_same_bits(grad.detach().cpu(), output.cpu()) for output in outputs)
+
+        seq = min(region.node_of_seq) - 1
+        while seq + offset in by_seq:
+            edges = [edge for edge in nodes[by_seq[seq + offset]].next_edges if edge is not None]
+            if not edges or not all(map(handed_over, edges)):
+                break
+            region.node_of_seq[seq] = by_seq[seq + offset]
+            seq -= 1
 
     def _map(self, region: _Region) -> tuple[dict[int, int], str]:
         """The one offset that maps every sequence number of the region onto an oracle node created on the
@@ -290,6 +357,8 @@ class _CompiledRegions(_Probing):
                 fitting = [source for source in outside if self._fits(region, source, register)]
                 if len(fitting) == 1:
                     read[(index, slot)] = fitting[0]
+        self.no_op_calls.update(self.call_of_node[index] for seq, index in region.node_of_seq.items()
+                                if seq not in region.groups and index in self.call_of_node)
         # a node whose derivative is no op passes its incoming grad on unchanged: what a child reads through
         # an edge from it (when no other node adds into that slot) is its incoming grad too
         feeds = collections.Counter((edge.node, edge.input_nr) for node in graph_nodes
@@ -310,8 +379,9 @@ class _CompiledRegions(_Probing):
             eager = eager_incoming.get(index, ())
             if slot < len(eager) and eager[slot] is not None:
                 self.eager_values[name] = eager[slot]
-            self.points.append(_Point(pc, code[pc].operands[slot], name,
-                                      f"`{source.name}` in compiled backward {region.number}"))
+            where = (f"the graph compiled backward {region.number} was compiled from (interpreted; its outputs are "
+                     "the compiled code's within rounding)" if region.replayed else f"compiled backward {region.number}")
+            self.points.append(_Point(pc, code[pc].operands[slot], name, f"`{source.name}` in {where}"))
 
     def _fits(self, region: _Region, source: torch.fx.Node, register: Optional[str]) -> bool:
         """Whether the FX node's value can be the oracle register's: a tensor of its shape."""
@@ -338,6 +408,20 @@ class _CompiledRegions(_Probing):
         producers = self.producers(point.register)
         if len(producers) > 1:
             return self._blame_sum(point, measured, producers, agreeing, graph)
+        passed_through = []
+        while len(producers) == 1 and producers[0] not in agreeing and producers[0] in self.no_op_calls:
+            # the compiled graph computes this node with no op at all (a transpose cancelled by another): the
+            # error cannot arise in it, so it lies with the node that makes its incoming grad
+            passed_through.append(_node_label(self._graph_node(producers[0])))
+            operands = [r for r in self.oracle.capture.program.code[producers[0]].operands if r is not None]
+            producers = self.producers(operands[0]) if len(operands) == 1 else []
+        if passed_through and len(producers) == 1 and producers[0] in agreeing:
+            consumer = self._consumer(point)
+            divergence = self.oracle.divergence_at(
+                producers[0], measured, f"its outgoing grad, read at {point.what} (the incoming grad of {consumer}) "
+                f"through {', '.join(passed_through)}, which the compiled graph computes with no op")
+            divergence.graph = graph
+            return divergence
         if producers and min(producers) not in agreeing:
             node = self._graph_node(min(producers))
             unreadable = [region.problem for region in self.regions if region.problem]
@@ -433,7 +517,9 @@ class _CompiledRegions(_Probing):
         return f"AccumulateGrad(@{instr.target})" if instr.op == "accumulate_grad" else instr.node
 
     def describe(self) -> str:
-        read = sum(1 for region in self.regions if not region.problem)
-        return (f"a second run of the engine, compiled as the plain run (no probes), its {len(self.regions)} compiled "
-                f"backward(s) recorded: {read} read node by node from the graph they run, {len(self.points)} "
-                "gradients compared")
+        own = sum(1 for region in self.regions if not region.problem and not region.replayed)
+        replayed = sum(1 for region in self.regions if not region.problem and region.replayed)
+        return (f"the engine's plain run, compiled as it was (no probes), its {len(self.regions)} compiled backward(s) "
+                f"recorded: {own} read node by node from the graph they run, {replayed} from the graph they were "
+                f"compiled from (its outputs the compiled code's within rounding), {len(self.points)} gradients "
+                "compared")
