@@ -44,7 +44,7 @@ test-cpp:
 	@grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt
 
 test-python:
-	set -o pipefail; $(PYTHON) -m pytest -q tests/python | tee $(BUILD)/pytest.log
+	set -o pipefail; $(PYTHON) -m pytest -q -rs tests/python | tee $(BUILD)/pytest.log
 
 # Planted bugs at every position of tests/python/test_planted_matrix.py for every engine kind, and the
 # accuracy table (make test runs the MLP's positions).

@@ -171,7 +171,10 @@ void bind_program_class(py::module_& m) {
 }
 
 void bind_bundle(py::module_& m) {
-  py::class_<ResultSet>(m, "ResultSet", "What one engine computed: leaf grads by '@name', outputs by '^name'.")
+  py::class_<ResultSet>(m, "ResultSet",
+                        "What one engine computed: leaf grads by '@name', outputs by '^name', and its values of "
+                        "registers by '%name' (refgrad.check keeps them at a divergence; refgrad check does not "
+                        "judge them).")
       .def(py::init([](std::string engine, py::handle tensors, std::map<std::string, std::string> config) {
              return ResultSet{std::move(engine), tensor_map_from_python(tensors, "ResultSet.tensors"),
                               std::move(config)};

@@ -272,40 +272,20 @@ def test_module_hooks_inside_a_checkpointed_region_run_as_in_torch(mode):
 # ----------------------------------------------------------------- refgrad.check ---
 
 
-class CompiledAutogradWithGraphBreaks:
-    """Compiled autograd, its graph compiled without fullgraph: refgrad's "compiled_autograd" engine asks
-    for one graph, and torch 2.13's compiled autograd breaks the graph at a checkpoint's recomputation
-    (dynamo skips torch.utils.checkpoint)."""
-
-    name = "compiled_autograd (graph breaks)"
-
-    def gradients(self, forward, grad_outputs):
-        from torch._dynamo import compiled_autograd
-        from torch._dynamo.utils import counters
-
-        run = forward()
-        captures = counters["compiled_autograd"]["captures"]
-        compiled_autograd.reset()
-        with compiled_autograd._enable(lambda gm: torch.compile(gm, backend="aot_eager")):
-            torch.autograd.backward(run.outputs, grad_outputs)
-        compiled_autograd.reset()
-        assert counters["compiled_autograd"]["captures"] > captures, "compiled autograd captured nothing"
-        return {name: leaf.grad for name, leaf in run.leaves.items()}
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_check_passes_a_checkpointed_mlp(mode):
     torch.manual_seed(8)
+    # compiled autograd breaks its graph at a checkpoint's recomputation (dynamo skips torch.utils.checkpoint),
+    # as under torch._dynamo.config.compiled_autograd: the engine compiles without fullgraph, as that does
     report = refgrad.check(CheckpointedMLP(MODES[mode]), torch.randn(4, 6, requires_grad=True),
-                           engines=["eager", CompiledAutogradWithGraphBreaks()], reproducer_dir=None)
+                           engines=["eager", "compiled_autograd"], reproducer_dir=None)
     assert report.passed, str(report)
     assert not report.uncovered
-    assert len(report.results["compiled_autograd (graph breaks)"]) == 10  # 9 parameters and the input
+    assert len(report.results["compiled_autograd"]) == 10  # 9 parameters and the input
 
 
 def test_check_passes_a_model_with_module_hooks():
     model = hooked_model(torch.float32, [])
-    # x requires grad: with none, torch's hook warns, which compiled autograd (one graph) cannot trace
     report = refgrad.check(lambda x: hooked_loss(model, x, torch.float32), torch.randn(5, 3, requires_grad=True),
                            engines=["eager", "compiled_autograd"], reproducer_dir=None)
     assert report.passed, str(report)

@@ -176,11 +176,18 @@ class CompiledAutograd:
 
     ``captures`` and ``compiled_calls`` say what the last backward did: how many graphs compiled
     autograd captured (torch._dynamo.utils.counters["compiled_autograd"]["captures"]) and how many
-    times compiled code ran; a backward with either at 0 raises EngineError."""
+    times compiled code ran; a backward with either at 0 raises EngineError.
 
-    def __init__(self, backend: Union[str, Callable] = "aot_eager", device: str = "cpu", name: Optional[str] = None):
+    ``fullgraph`` is torch.compile's for the backward's graph. It is False by default, as under
+    torch._dynamo.config.compiled_autograd, which compiles the backward with the user's torch.compile
+    arguments (torch.compile's default; config.compiled_autograd_kwargs_override may set it): dynamo then
+    breaks the graph where it cannot trace (a checkpoint's recomputation) instead of failing."""
+
+    def __init__(self, backend: Union[str, Callable] = "aot_eager", device: str = "cpu", name: Optional[str] = None,
+                 fullgraph: bool = False):
         self.backend = backend
         self.device = device
+        self.fullgraph = fullgraph
         self.name = name or _engine_name("compiled_autograd", backend, "aot_eager", device)
         self.captures = 0
         self.compiled_calls = 0
@@ -193,7 +200,7 @@ class CompiledAutograd:
         run = forward()
         captures, (_, calls) = counters["compiled_autograd"]["captures"], _CountingBackend.snapshot()
         compiled_autograd.reset()  # never reuse a graph compiled earlier, perhaps by another backend
-        with compiled_autograd._enable(lambda gm: torch.compile(gm, backend=backend, fullgraph=True)):
+        with compiled_autograd._enable(lambda gm: torch.compile(gm, backend=backend, fullgraph=self.fullgraph)):
             _backward(run, grad_outputs, observe)
         compiled_autograd.reset()
         self.captures = counters["compiled_autograd"]["captures"] - captures
