@@ -24,6 +24,7 @@ import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
+import refgrad
 import refgrad.check as refgrad_check
 from refgrad.engines import CompiledAutograd, TorchCompile
 
@@ -162,6 +163,14 @@ def test_the_planted_node_is_named(kind, model, op, occurrence, node, marker, tm
     divergence = assert_names(report, "planted", node, line_of(model_class, marker))
     if kind == "torch_compile":  # read from the run that failed, compiled as it was: no probes
         assert "no probes" in divergence.graph and "1 read node by node" in divergence.graph
+        # the engine's value of the divergent gradient, kept for the reproducer: its error against refgrad's
+        # float64 run of the bundle is the divergence's
+        bundle = refgrad.Bundle.load(report.reproducers["planted"])
+        machine = refgrad.Machine(refgrad.promote_to_float64(bundle), keep_values=True)
+        machine.run()
+        reference = machine.register_value(divergence.register.lstrip("%")).torch()
+        value = divergence.values[divergence.register].double()
+        assert (value - reference).abs().max().item() == pytest.approx(divergence.error, rel=1e-6)
 
 
 def test_accuracy_table(capsys):

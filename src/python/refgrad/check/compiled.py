@@ -23,7 +23,7 @@ what the compiled artifact itself exposes, during a run that compiles exactly as
    from outside their own group (a tangent, or another group's result) with the shape of the oracle's
    register; where that is not one value, the node is not read.
 
-Those readings are compared in the oracle's program order as probes are (localize._Probing): the first
+Those readings are compared in the oracle's program order as probes' are (localize._Readings): the first
 that disagrees names the node that made it, and only when that node's own incoming grad was read and
 agrees (a node the graph computes with no op, a TBackward0 whose transpose was cancelled, is passed
 through to the node before it); a disagreeing sum is taken apart into its parts; otherwise the report says
@@ -47,10 +47,9 @@ import torch
 import torch.fx
 
 import refgrad
-from refgrad.check.localize import _Point, _Probing, _slot_error
+from refgrad.check.localize import _Point, _Readings, _slot_error
 from refgrad.check.oracle import _Oracle, _node_label
 from refgrad.check.report import Divergence
-from refgrad.check.subject import _PROBE
 
 
 @dataclass
@@ -212,23 +211,17 @@ def _groups(graph_module: torch.fx.GraphModule) -> tuple[dict[int, list], dict[s
     return groups, group_of
 
 
-class _CompiledRegions(_Probing):
-    """The points where a torch.compile engine's gradients can be read without changing its compilation:
-    the incoming grads of the oracle's nodes inside each compiled backward that is an FX graph (read from
-    the interpreted graph), and every leaf's .grad. First divergence as for probes (localize._Probing)."""
+class _CompiledRegions(_Readings):
+    """The readings of a torch.compile engine's gradients made without changing its compilation: the
+    incoming grads of the oracle's nodes inside each compiled backward whose graph could be interpreted,
+    and every leaf's .grad; the first divergence among them (localize._Readings), sums taken apart."""
 
     def __init__(self, oracle: _Oracle, calls: list[_BackwardCall], eager_incoming: dict[int, tuple],
                  leaf_grads: dict[str, Optional[torch.Tensor]]):
-        self.oracle = oracle
+        super().__init__(oracle)
         self.leaf_grads = leaf_grads
-        self.matches = True
-        self.templates = []
-        self.last_mode = None
-        code = oracle.capture.program.code
-        self.defined_at = {r: pc for pc, instr in enumerate(code) for r in instr.results if r is not None}
         self.call_of_node = {index: pc for pc, index in oracle.node_calls()}
         self.regions = [self._region(number, call) for number, call in enumerate(calls)]
-        self.points: list[_Point] = []
         self.read: dict[str, tuple[_Region, torch.fx.Node]] = {}  # point name -> the FX node it reads
         self.no_op_calls: set[int] = set()  # pcs of the nodes a readable region computes with no op
         self.engine_values: dict[str, torch.Tensor] = {}
@@ -236,10 +229,7 @@ class _CompiledRegions(_Probing):
         for region in self.regions:
             if not region.problem:
                 self._read(region, eager_incoming)
-        for pc, instr in enumerate(code):
-            if instr.op == "accumulate_grad" and instr.operands[0] is not None:
-                self.points.append(_Point(pc, instr.operands[0], instr.target, f"@{instr.target}"))
-        self.points.sort(key=lambda point: point.pc)
+        self.add_leaf_points()
 
     # --------------------------------------------------------------- regions ---
 
@@ -373,7 +363,7 @@ class _CompiledRegions(_Probing):
                 read[(index, 0)] = next(iter(passed))
         for (index, slot), source in read.items():
             pc = self.call_of_node[index]
-            name = f"{_PROBE}:region{region.number}:{source.name}:{index}"
+            name = f"~region{region.number}:{source.name}:{index}"  # no leaf's name begins with "~"
             self.read[name] = (region, source)
             self.engine_values[name] = region.values[source.name]
             eager = eager_incoming.get(index, ())
@@ -393,10 +383,9 @@ class _CompiledRegions(_Probing):
     # ---------------------------------------------------------- the verdict ---
 
     def first_divergence(self, grads: dict, eager_grads: dict, rule, is_eager: bool, graph: str) -> Divergence:
-        """As _Probing's, over the region's readings and the leaves' .grad; not localized when the first
+        """Over the regions' readings and the leaves' .grad (``grads``); not localized when the first
         disagreeing reading's node did not have its own incoming grad read, or lies in a region that could
         not be read."""
-        self.rule = rule
         if not self.engine_values:
             problems = [region.problem for region in self.regions if region.problem] or ["no gradient of them was read"]
             return Divergence(reason=f"the engine ran {len(self.regions)} compiled backward(s) and none could be read: "
@@ -404,10 +393,10 @@ class _CompiledRegions(_Probing):
         return super().first_divergence({**grads, **self.engine_values}, {**eager_grads, **self.eager_values},
                                          rule, is_eager, graph)
 
-    def _blame(self, point, measured, agreeing, graph, *rest) -> Divergence:
+    def _blame(self, point, measured, agreeing, graph, values) -> Divergence:
         producers = self.producers(point.register)
         if len(producers) > 1:
-            return self._blame_sum(point, measured, producers, agreeing, graph)
+            return self._blame_sum(point, measured, producers, agreeing, graph, values)
         passed_through = []
         while len(producers) == 1 and producers[0] not in agreeing and producers[0] in self.no_op_calls:
             # the compiled graph computes this node with no op at all (a transpose cancelled by another): the
@@ -416,12 +405,10 @@ class _CompiledRegions(_Probing):
             operands = [r for r in self.oracle.capture.program.code[producers[0]].operands if r is not None]
             producers = self.producers(operands[0]) if len(operands) == 1 else []
         if passed_through and len(producers) == 1 and producers[0] in agreeing:
-            consumer = self._consumer(point)
-            divergence = self.oracle.divergence_at(
-                producers[0], measured, f"its outgoing grad, read at {point.what} (the incoming grad of {consumer}) "
-                f"through {', '.join(passed_through)}, which the compiled graph computes with no op")
-            divergence.graph = graph
-            return divergence
+            return self._divergence_at(
+                producers[0], measured, f"its outgoing grad, read at {point.what} (the incoming grad of "
+                f"{self._consumer(point)}) through {', '.join(passed_through)}, which the compiled graph computes "
+                "with no op", point.register, values, graph)
         if producers and min(producers) not in agreeing:
             node = self._graph_node(min(producers))
             unreadable = [region.problem for region in self.regions if region.problem]
@@ -430,9 +417,9 @@ class _CompiledRegions(_Probing):
                         "own incoming gradient could not be read, so the error is in it or in a node before it"
                         + (f" ({'; '.join(unreadable)})" if unreadable else "")),
                 graph=graph)
-        return super()._blame(point, measured, agreeing, graph, *rest)
+        return super()._blame(point, measured, agreeing, graph, values)
 
-    def _blame_sum(self, point, measured, producers: list[int], agreeing: set, graph: str) -> Divergence:
+    def _blame_sum(self, point, measured, producers: list[int], agreeing: set, graph: str, values: dict) -> Divergence:
         """A disagreeing gradient that several nodes add into: the compiled graph computes it as a tree of
         aten adds; each part, matched to the node that made it (by the part's group, or as the incoming grad
         a pass-through node hands on), is compared with that node's outgoing grad. A part that disagrees
@@ -467,30 +454,30 @@ class _CompiledRegions(_Probing):
             part_of[pc] = mine[0]
         if len(set(map(id, part_of.values()))) != len(parts):
             return cannot
-        consumer = self.oracle.capture.program.code[point.pc]
+        registers = {pc: self._outgoing_register(pc, point) for pc in part_of}
+        if None in registers.values():
+            return cannot
+        values = {**values, **{f"%{registers[pc]}": region.values[part.name] for pc, part in part_of.items()}}
         for pc, part in part_of.items():
-            register = self._outgoing_register(pc, consumer, point)
-            if register is None:
-                return cannot
+            register = registers[pc]
             part_measured = _slot_error(region.values[part.name], self.oracle.register(register), None, self.rule,
                                         False, self.oracle.register_noise(register))
             if not part_measured.agrees:
                 if pc not in agreeing:
                     return cannot
-                divergence = self.oracle.divergence_at(pc, part_measured, f"its outgoing grad, read at `{part.name}` "
-                                                       f"in compiled backward {region.number} (one of the "
-                                                       f"{len(producers)} parts of {point.what})")
-                divergence.graph = graph
-                return divergence
-        divergence = self.oracle.divergence_at(point.pc, measured, (
+                return self._divergence_at(pc, part_measured, f"its outgoing grad, read at `{part.name}` in compiled "
+                                           f"backward {region.number} (one of the {len(producers)} parts of "
+                                           f"{point.what})", register, values, graph)
+        divergence = self._divergence_at(point.pc, measured, (
             f"incoming grad, the sum of its input buffer ({point.what}): each of the {len(producers)} gradients "
-            f"added into it (from {names}) agrees, their sum does not"))
-        divergence.graph = graph
+            f"added into it (from {names}) agrees, their sum does not"), point.register, values, graph)
+        divergence.values.update({f"%{register}": values[f"%{register}"].detach().cpu().contiguous()
+                                  for register in registers.values()})
         return divergence
 
-    def _outgoing_register(self, pc: int, consumer, point) -> Optional[str]:
-        """The oracle's register for what the node called at ``pc`` hands to ``point``'s slot of its
-        consumer (a validated outgoing grad of it that feeds the consumer's register)."""
+    def _outgoing_register(self, pc: int, point: _Point) -> Optional[str]:
+        """The oracle's register for what the node called at ``pc`` hands to the slot ``point`` reads (a
+        validated outgoing grad of it that feeds that register)."""
         for register in self.oracle.validated_outputs(pc):
             if register is not None and pc in self.producers(register) and \
                     self._feeds(register, point.register):

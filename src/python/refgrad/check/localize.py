@@ -189,49 +189,24 @@ class _Point:
     what: str  # for the report: "the output of torch.tanh" or "@0.weight"
 
 
-class _Probing:
-    """Black-box localization (issue 7, Deliver 4): one recording forward finds the tensors torch
-    functions return; each engine then runs a forward that adds a zero probe leaf to each of them and
-    is asked for the probes' gradients, which are the gradients with respect to those intermediates:
-    the incoming grads of their grad_fn nodes, compared with the oracle's registers in program order."""
+class _Readings:
+    """Places where an engine's gradients were read (``points``, each an incoming grad of an oracle node, or a
+    leaf's .grad), in the oracle's program order, and the first divergence among them: the first reading
+    that disagrees blames the node whose outgoing grad makes it. Probes (_Probing) and compiled backwards
+    (refgrad.check.compiled) make the readings."""
 
-    def __init__(self, subject: _Subject, oracle: _Oracle):
+    def __init__(self, oracle: _Oracle):
         self.oracle = oracle
-        recording = _ProbeMode(record=True)
-        run = subject.forward(mode=recording)
-        walk = refgrad_torch._Walk(torch.autograd.graph.get_gradient_edge(o).node for o in run.outputs)
-        graph_nodes = oracle.capture.graph.nodes
-        self.matches = len(walk.order) == len(graph_nodes) and all(
-            map(_same_node, graph_nodes, [node.name() for node in walk.order]))
-        call_of_node = {index: pc for pc, index in oracle.node_calls()}
         code = oracle.capture.program.code
-        self.templates = [(t.shape, t.dtype) for t in recording.recorded]
         self.points: list[_Point] = []
-        for i, (tensor, function) in enumerate(zip(recording.recorded, recording.functions)):
-            pc = call_of_node.get(walk.index.get(tensor.grad_fn, -1))
-            register = None if pc is None else code[pc].operands[tensor.output_nr]
-            if register is not None:
-                self.points.append(_Point(pc, register, f"{_PROBE}{i}", f"the output of {function}"))
-        for pc, instr in enumerate(code):
+        self.defined_at = {r: pc for pc, instr in enumerate(code) for r in instr.results if r is not None}
+
+    def add_leaf_points(self) -> None:
+        """A reading for each leaf: its .grad is the incoming grad of its AccumulateGrad."""
+        for pc, instr in enumerate(self.oracle.capture.program.code):
             if instr.op == "accumulate_grad" and instr.operands[0] is not None:
                 self.points.append(_Point(pc, instr.operands[0], instr.target, f"@{instr.target}"))
         self.points.sort(key=lambda point: point.pc)
-        self.last_mode: Optional[_ProbeMode] = None
-        self.defined_at = {r: pc for pc, instr in enumerate(code) for r in instr.results if r is not None}
-
-    def probes(self, device: str) -> _ProbeMode:
-        self.last_mode = _ProbeMode([torch.zeros(shape, dtype=dtype, device=device, requires_grad=True)
-                                     for shape, dtype in self.templates])
-        return self.last_mode
-
-    def misaligned(self) -> str:
-        """Why the last probed forward's intermediates were not the recording's ("" when they were)."""
-        mode = self.last_mode
-        if mode is not None and mode.aligned and mode.count == len(mode.probes):
-            return ""
-        count = "?" if mode is None else mode.count
-        return (f"the probed forward's torch function results differ from the recording's ({count} results, "
-                f"{len(self.templates)} recorded, or of other shapes)")
 
     def producers(self, register: str) -> list[int]:
         """The pcs of the node calls whose outgoing grads make ``register`` (through validate, add, hooks)."""
@@ -247,11 +222,8 @@ class _Probing:
         return [p for operand in instr.operands if operand is not None for p in self.producers(operand)]
 
     def first_divergence(self, grads: dict, eager_grads: dict, rule: _Rule, is_eager: bool, graph: str) -> Divergence:
-        if not self.matches:
-            return Divergence(reason="the recording forward's graph differs from the oracle's", graph=graph)
-        if not any(name.startswith(_PROBE) for name in grads):
-            return Divergence(reason="the engine returned no gradients for the recorded intermediates (probe leaves)",
-                              graph=graph)
+        """``grads``: the engine's readings by point name; ``eager_grads``: eager's, for the rule's bound."""
+        self.rule = rule
         recorded, values = set(), {}
         for point in self.points:
             measured = _slot_error(grads.get(point.name), self.oracle.register(point.register),
@@ -272,16 +244,74 @@ class _Probing:
             return Divergence(reason=f"the gradient of {point.what} disagrees and no node makes it (a root's grad)",
                               graph=graph)
         pc = min(producers)
-        consumer = self.oracle.capture.program.code[point.pc]
-        gradient = f"its outgoing grad, read at {point.what} (the incoming grad of {consumer.node or 'AccumulateGrad'})"
+        gradient = f"its outgoing grad, read at {point.what} (the incoming grad of {self._consumer(point)})"
         if pc not in agreeing:
             gradient += ("; its own incoming grad was not recorded: the error is in it or in a node between it "
                          "and the last recorded gradient that agrees")
         if len(producers) > 1:
             gradient += f"; {len(producers)} nodes add into that gradient, this is the first"
+        return self._divergence_at(pc, measured, gradient, point.register, values, graph)
+
+    def _divergence_at(self, pc: int, measured: _Measured, gradient: str, register: str, values: dict,
+                       graph: str) -> Divergence:
+        """A Divergence at the node called by ``pc``, off in ``register``, keeping the engine's values (by
+        "%register") there and at that node's incoming grads."""
         operands = self.oracle.capture.program.code[pc].operands
-        kept = {f"%{point.register}"} | {f"%{r}" for r in operands if r is not None}
-        divergence = self.oracle.divergence_at(pc, measured, gradient, f"%{point.register}",
+        kept = {f"%{register}"} | {f"%{r}" for r in operands if r is not None}
+        divergence = self.oracle.divergence_at(pc, measured, gradient, f"%{register}",
                                                {name: value for name, value in values.items() if name in kept})
         divergence.graph = graph
         return divergence
+
+    def _consumer(self, point: _Point) -> str:
+        """The node whose incoming grad ``point`` reads."""
+        instr = self.oracle.capture.program.code[point.pc]
+        return f"AccumulateGrad(@{instr.target})" if instr.op == "accumulate_grad" else instr.node
+
+
+class _Probing(_Readings):
+    """Black-box localization (issue 7, Deliver 4): one recording forward finds the tensors torch
+    functions return; each engine then runs a forward that adds a zero probe leaf to each of them and
+    is asked for the probes' gradients, which are the gradients with respect to those intermediates:
+    the incoming grads of their grad_fn nodes, compared with the oracle's registers in program order."""
+
+    def __init__(self, subject: _Subject, oracle: _Oracle):
+        super().__init__(oracle)
+        recording = _ProbeMode(record=True)
+        run = subject.forward(mode=recording)
+        walk = refgrad_torch._Walk(torch.autograd.graph.get_gradient_edge(o).node for o in run.outputs)
+        graph_nodes = oracle.capture.graph.nodes
+        self.matches = len(walk.order) == len(graph_nodes) and all(
+            map(_same_node, graph_nodes, [node.name() for node in walk.order]))
+        call_of_node = {index: pc for pc, index in oracle.node_calls()}
+        code = oracle.capture.program.code
+        self.templates = [(t.shape, t.dtype) for t in recording.recorded]
+        for i, (tensor, function) in enumerate(zip(recording.recorded, recording.functions)):
+            pc = call_of_node.get(walk.index.get(tensor.grad_fn, -1))
+            register = None if pc is None else code[pc].operands[tensor.output_nr]
+            if register is not None:
+                self.points.append(_Point(pc, register, f"{_PROBE}{i}", f"the output of {function}"))
+        self.add_leaf_points()
+        self.last_mode: Optional[_ProbeMode] = None
+
+    def probes(self, device: str) -> _ProbeMode:
+        self.last_mode = _ProbeMode([torch.zeros(shape, dtype=dtype, device=device, requires_grad=True)
+                                     for shape, dtype in self.templates])
+        return self.last_mode
+
+    def misaligned(self) -> str:
+        """Why the last probed forward's intermediates were not the recording's ("" when they were)."""
+        mode = self.last_mode
+        if mode is not None and mode.aligned and mode.count == len(mode.probes):
+            return ""
+        count = "?" if mode is None else mode.count
+        return (f"the probed forward's torch function results differ from the recording's ({count} results, "
+                f"{len(self.templates)} recorded, or of other shapes)")
+
+    def first_divergence(self, grads: dict, eager_grads: dict, rule: _Rule, is_eager: bool, graph: str) -> Divergence:
+        if not self.matches:
+            return Divergence(reason="the recording forward's graph differs from the oracle's", graph=graph)
+        if not any(name.startswith(_PROBE) for name in grads):
+            return Divergence(reason="the engine returned no gradients for the recorded intermediates (probe leaves)",
+                              graph=graph)
+        return super().first_divergence(grads, eager_grads, rule, is_eager, graph)
