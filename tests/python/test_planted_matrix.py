@@ -255,3 +255,45 @@ def test_a_bug_in_the_graph_inductor_compiles_is_named_from_that_graph(tmp_path)
                                  reproducer_dir=str(tmp_path))
     divergence = assert_names(report, "planted", "AddmmBackward0", line_of(Deep, "inputs"))
     assert "1 from the graph they were compiled from" in divergence.graph, divergence.graph
+
+
+class Deep12(torch.nn.Module):
+    """The issue's twelve-layer MLP: every layer's nodes come from one source line, so only the sequence
+    numbers tell the layers apart."""
+
+    def __init__(self):
+        super().__init__()
+        self.ls = torch.nn.ModuleList([torch.nn.Linear(16, 16) for _ in range(12)])
+
+    def forward(self, x, target):
+        for layer in self.ls:
+            x = torch.tanh(layer(x))
+        return torch.nn.functional.mse_loss(x, target)
+
+
+def weight_leaf_of(program, pc):
+    """The leaf that the weight gradient (output 2) of the AddmmBackward0 called at ``pc`` is accumulated into,
+    followed through validate and TBackward0."""
+    register = program.code[pc].results[2]
+    for instr in program.code[pc + 1:]:
+        if register in instr.operands:
+            if instr.op == "accumulate_grad":
+                return instr.target
+            register = instr.results[list(instr.operands).index(register)] if instr.op == "validate" else \
+                instr.results[0]
+    return None
+
+
+@pytest.mark.parametrize("occurrence, layer", [(-1, 0), (11, 6), (3, 10)])
+def test_a_twelve_layer_mlp_of_one_source_line(occurrence, layer, tmp_path):
+    """The backward's mm occurrences come two per layer from the loss down (input grad, weight grad): the
+    planted one fails only ls.<layer>.weight, and the node named is that layer's AddmmBackward0."""
+    torch.manual_seed(0)
+    report = refgrad_check.check(Deep12(), torch.randn(8, 16), torch.randn(8, 16),
+                                 engines=("eager", torch_compile_engine(aten.mm.default, occurrence)),
+                                 reproducer_dir=str(tmp_path))
+    assert [name for name, result in report.results["planted"].items() if not result.passed] == [f"ls.{layer}.weight"]
+    divergence = report.first_divergence["planted"]
+    assert divergence.node == "AddmmBackward0", str(divergence)
+    program = refgrad.Bundle.load(report.reproducers["planted"]).program
+    assert weight_leaf_of(program, divergence.pc) == f"ls.{layer}.weight"
