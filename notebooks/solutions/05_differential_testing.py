@@ -32,6 +32,8 @@ def failing_gradients(path):
     rtol = 1.3e-6
     failing = set()
     for key, value in engine.tensors.items():
+        if not key.startswith("@"):  # the engine's values of registers at the divergence (%12): not gradients
+            continue
         name = key.lstrip("@")
         R = np.asarray(reference.leaf_grad(name))
         noise = np.abs(np.asarray(as_written.leaf_grad(name)).astype(np.float64) - R).max()
