@@ -21,6 +21,18 @@ that runs dynamo on a backward, its saved values come as unnamed packed
 arguments, its calls must be matched back to torch's nodes by position,
 and it fails for whatever compiled autograd does not trace; the recorder
 reads only public values at the op itself.
+
+recording() also keeps what other nodes hide: the geometry (sizes, strides,
+storage offset) of each tensor it sees, at the tensor's gradient edge, and
+native_dropout's ``train``. AsStridedBackward0 saves ``self_geometry``, the
+geometry of the tensor at its edge (the as_strided's self, or the base of a
+view whose grad_fn torch regenerated after an in-place op), and torch shows
+no strides of a non-leaf tensor; refgrad.torch.saved reads these records.
+A geometry is noted for every non-leaf tensor that requires grad and is an
+argument of an op while grad mode is on (autograd has then made its
+grad_fn already, so reading it changes nothing), and for the tensor an
+in-place op writes (its base, for a view) after the op, at its new edge.
+Leaves need no record: their own geometry is what the forward saw.
 """
 from __future__ import annotations
 
@@ -38,10 +50,42 @@ from refgrad.torch.nodes import _dtype_name, _schema_of, _short_name
 
 # The key of an in-place op's record in its CopySlices node's metadata dict.
 _RECORD_KEY = "refgrad.torch.recording"
+# The key of the geometries recording() saw at a node's outputs, in its metadata dict:
+# {output_nr: {(sizes, strides, storage_offset), ...}}, one entry per distinct geometry.
+_GEOMETRY_KEY = "refgrad.torch.recording.geometry"
+# The key of a node's hidden saved values recording() saw, by field name: {"train": False}.
+_HIDDEN_KEY = "refgrad.torch.recording.hidden"
 
 
 def _geometry(tensor: torch.Tensor) -> refgrad.TensorGeometry:
     return refgrad.TensorGeometry(list(tensor.shape), list(tensor.stride()), tensor.storage_offset())
+
+
+def _geometry_key(tensor: torch.Tensor) -> tuple:
+    """A tensor's geometry as a hashable value: (sizes, strides, storage_offset)."""
+    return tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset()
+
+
+def _note_geometry(tensor: torch.Tensor) -> None:
+    """Keeps the geometry of a non-leaf tensor at its gradient edge (grad_fn, output_nr): what an
+    AsStridedBackward0 with that edge saved as self_geometry. All geometries seen there are kept,
+    so that a tensor whose metadata changed without a new grad_fn (.set_(), an in-place
+    metadata op under no_grad) shows as ambiguous instead of as one of them."""
+    node = tensor.grad_fn
+    if node is None:
+        return  # a leaf, or no grad: capture reads a leaf's own geometry
+    seen = node.metadata.setdefault(_GEOMETRY_KEY, {}).setdefault(tensor.output_nr, set())
+    seen.add(_geometry_key(tensor))
+
+
+def _recorded_geometries(node, output_nr: int) -> set:
+    """The geometries recording() saw at edge (node, output_nr); empty where it saw none."""
+    return node.metadata.get(_GEOMETRY_KEY, {}).get(output_nr, set())
+
+
+def _recorded_hidden(node) -> dict:
+    """The hidden saved values recording() kept for node, by field name."""
+    return node.metadata.get(_HIDDEN_KEY, {})
 
 
 def _view_fn_reason(view: torch.Tensor) -> Optional[str]:
@@ -121,38 +165,68 @@ def _any_requires_grad(args, kwargs) -> bool:
     return any(isinstance(value, torch.Tensor) and value.requires_grad for value in pytree.tree_leaves((args, kwargs)))
 
 
+def _train_argument(args: tuple, kwargs: dict):
+    """native_dropout(Tensor input, float p, bool? train)'s train."""
+    return args[2] if len(args) > 2 else kwargs.get("train")
+
+
 class _InPlaceOnViewRecorder(TorchDispatchMode):
-    """Records each in-place aten op on a view while grad mode is on. The op's CopySlices exists only
-    after the op returns (autograd's kernel makes it, above this mode), so a record waits until the
-    next op (or the end of recording) and then goes into the metadata dict of the base's grad_fn if
-    that is a CopySlices without one: it lives as long as the node does."""
+    """Records each in-place aten op on a view while grad mode is on, and the geometries and hidden
+    values the module's docstring lists. The op's node exists only after the op returns (autograd's
+    kernel makes it, above this mode), so a record waits until the next op (or the end of recording)
+    and then goes into the metadata dict of its node (for an in-place op on a view, the base's
+    grad_fn, if that is a CopySlices without one): it lives as long as the node does."""
 
     def __init__(self):
         super().__init__()
         self.pending: list[tuple[torch.Tensor, _InPlaceRecord]] = []
+        self.written: list[torch.Tensor] = []  # tensors an in-place op wrote: their geometry at their new edge
+        self.dropouts: list[tuple[torch.Tensor, Any]] = []  # (native_dropout's output, its train)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         self.attach_pending()
+        grad_enabled = torch.is_grad_enabled()
+        if grad_enabled:
+            for value in pytree.tree_leaves((args, kwargs)):
+                if isinstance(value, torch.Tensor) and value.requires_grad:
+                    _note_geometry(value)
         view = args[0] if args else None
-        if (_writes_self(func) and isinstance(view, torch.Tensor) and view._is_view()
-                and torch.is_grad_enabled() and _any_requires_grad(args, kwargs)):
-            self.pending.append((view._base, _InPlaceRecord.of(func, tuple(args), kwargs)))
-        return func(*args, **kwargs)
+        if _writes_self(func) and isinstance(view, torch.Tensor) and grad_enabled:
+            # A view's own new grad_fn is made lazily (regenerated on first use): its base's edge is what
+            # that node points to, so the base is the tensor whose geometry matters.
+            self.written.append(view._base if view._is_view() else view)
+            if view._is_view() and _any_requires_grad(args, kwargs):
+                self.pending.append((view._base, _InPlaceRecord.of(func, tuple(args), kwargs)))
+        result = func(*args, **kwargs)
+        if func is torch.ops.aten.native_dropout.default and grad_enabled:
+            # Not a view op: autograd sets the node on this very output tensor.
+            self.dropouts.append((result[0], _train_argument(args, kwargs)))
+        return result
 
     def attach_pending(self) -> None:
         for base, record in self.pending:
             node = base.grad_fn
             if node is not None and _short_name(node) == "CopySlices" and _RECORD_KEY not in node.metadata:
                 node.metadata[_RECORD_KEY] = record
+        for tensor in self.written:
+            if tensor.requires_grad:
+                _note_geometry(tensor)
+        for output, train in self.dropouts:
+            node = output.grad_fn
+            if node is not None and _short_name(node) == "NativeDropoutBackward0":
+                node.metadata.setdefault(_HIDDEN_KEY, {})["train"] = train
         self.pending.clear()
+        self.written.clear()
+        self.dropouts.clear()
 
 
 @contextlib.contextmanager
 def recording():
     """Run a forward under this to let capture() take the in-place ops on views it makes (their
-    CopySlices nodes): ``with refgrad.torch.recording(): loss = model(x)``. See the module's
-    docstring for what it records and why."""
+    CopySlices nodes), as_strided on non-leaf tensors and native_dropout called directly:
+    ``with refgrad.torch.recording(): loss = model(x)``. See the module's docstring for what it
+    records and why."""
     recorder = _InPlaceOnViewRecorder()
     try:
         with recorder:

@@ -7,10 +7,18 @@
   (../shared/reference/pytorch-autograd.md §3, §6 5.): the forward input's
   dtype, shape and device from the producer's ``_input_metadata`` at the
   edge's input_nr, else from the saved tensor of that name, else from the
-  node's own output metadata; the layout is strided. Two are assumptions:
-  ``*_geometry`` takes contiguous strides at offset 0 (torch shows no strides
-  of a forward input), and NativeDropoutBackward0's optional ``train`` is
-  True (native_dropout records a backward only when called for training).
+  node's own output metadata; the layout is strided (it only picks the
+  memory layout of mm's grads, not their values). Two hidden fields cannot
+  be derived from what torch shows, and a wrong guess is a wrong gradient,
+  so they are read where they are known and the node is refused where not
+  (walk.py lists it, naming the field and why):
+  ``*_geometry`` (AsStridedBackward0's ``self_geometry``: the sizes,
+  strides and storage offset of the tensor at the node's edge, which may be
+  non-contiguous or start at an offset, as a slice does) is a leaf's own
+  geometry, else what refgrad.torch.recording() saw at that edge; and
+  NativeDropoutBackward0's ``train`` (torch.native_dropout called with
+  train=False or None scales the grad by 1, not 1/(1-p)) is what
+  recording() saw, or needless when p is 0.
 * Saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks, save_on_cpu):
   a saved field is read as the engine reads it in the backward, through its
   unpack hook, so the program holds what the hook returns. capture runs each
@@ -33,7 +41,9 @@ from typing import Any, Optional
 import torch
 
 import refgrad
-from refgrad.torch.nodes import _dtype_name, _freed_error, _saved_attributes, _short_name, _signed, _snapshot
+from refgrad.torch.in_place import _geometry, _recorded_geometries, _recorded_hidden, _RECORD_KEY
+from refgrad.torch.nodes import (_dtype_name, _freed_error, _is_leaf_node, _saved_attributes, _short_name, _signed,
+                                 _snapshot)
 
 
 @dataclass
@@ -53,14 +63,6 @@ class _TensorInfo:
 
     def type_and_size(self) -> refgrad.TypeAndSize:
         return refgrad.TypeAndSize(self.shape, self.options())
-
-    def geometry(self) -> refgrad.TensorGeometry:
-        """Contiguous at offset 0: torch shows no strides of a forward input (an assumption)."""
-        strides, step = [], 1
-        for size in reversed(self.shape):
-            strides.insert(0, step)
-            step *= max(size, 1)
-        return refgrad.TensorGeometry(self.shape, strides, 0)
 
 
 def _list_inputs(schema) -> set[str]:
@@ -130,6 +132,60 @@ def _list_infos(fn, schema, name: str) -> list[_TensorInfo]:
     return infos
 
 
+class _Unknown(refgrad.Error):
+    """A hidden saved field that capture cannot know (walk.py refuses its node with this reason)."""
+
+
+def _geometry_text(geometry: tuple) -> str:
+    sizes, strides, offset = geometry
+    return f"sizes {list(sizes)}, strides {list(strides)}, storage offset {offset}"
+
+
+def _input_geometry(fn, schema, name: str) -> refgrad.TensorGeometry:
+    """TensorGeometry(name) as the forward saved it: the sizes, strides and storage offset of the
+    tensor at the node's edge for input ``name``. That is the input itself for a node made by its op
+    (as_strided's self), or the base of a view whose grad_fn torch regenerated (an AsStridedBackward0
+    whose edge is the base's). Read from a leaf (AccumulateGrad's variable), else from what
+    recording() saw at that edge; raises _Unknown where neither tells."""
+    field = f"{name}_geometry"
+    edges = _input_edges(fn, schema, name)
+    node, input_nr = edges[0] if edges is not None and len(edges) == 1 else (None, 0)
+    if node is None:
+        raise _Unknown(f"torch hides saved field '{field}' and '{name}' has no edge to read it from")
+    recorded = _recorded_geometries(node, input_nr)
+    if len(recorded) > 1:
+        seen = "; ".join(_geometry_text(g) for g in sorted(recorded))
+        raise _Unknown(f"torch hides saved field '{field}', and refgrad.torch.recording() saw the tensor at its "
+                       f"edge ({_short_name(node)}, output {input_nr}) with {len(recorded)} geometries ({seen}): "
+                       "its metadata changed without a new grad_fn, so which one the node saved is unknown")
+    if recorded:
+        sizes, strides, offset = next(iter(recorded))
+        return refgrad.TensorGeometry(list(sizes), list(strides), offset)
+    if _is_leaf_node(node):
+        return _geometry(node.variable)  # a leaf's geometry is the forward's (a view's offset and strides too)
+    copy_slices = node.metadata.get(_RECORD_KEY) if _short_name(node) == "CopySlices" else None
+    if copy_slices is not None:
+        return copy_slices.base  # the edge is the base of an in-place op on a view, recorded with it
+    raise _Unknown(f"torch hides saved field '{field}' (the sizes, strides and storage offset '{name}' had in the "
+                   f"forward; it need not be contiguous nor start at offset 0), and '{name}' is not a leaf, whose "
+                   f"own geometry capture could read, but an output of {_short_name(node)}: run the forward under "
+                   "refgrad.torch.recording() to record it")
+
+
+def _dropout_train(fn) -> Optional[bool]:
+    """NativeDropoutBackward0's train (bool?): what recording() saw. Without a record it does not
+    matter only when p is 0 (the grad is scaled by 1 either way); F.dropout calls native_dropout
+    with train=True, but torch.native_dropout may be called with False or None, which scale by 1."""
+    recorded = _recorded_hidden(fn)
+    if "train" in recorded:
+        return recorded["train"]
+    if float(fn._saved_p) == 0.0:
+        return True
+    raise _Unknown("torch hides saved field 'train' (native_dropout scales the grad by 1/(1-p) when it is True, by "
+                   "1 when False or None, as torch.native_dropout may be called): run the forward under "
+                   "refgrad.torch.recording() to record it")
+
+
 # (suffix, kind, what to read of the forward input the prefix names) for every hidden field refgrad's
 # nodes have; "_args_" fields are one per item of a list input. Each reads (node, schema, input
 # name, the exposed fields already read).
@@ -141,13 +197,36 @@ _HIDDEN = [
     ("_layout", "layout", lambda fn, s, x, e: "strided"),
     ("_options", "tensor_options", lambda fn, s, x, e: _input_info(fn, s, x, e).options()),
     ("_info", "type_and_size", lambda fn, s, x, e: _input_info(fn, s, x, e).type_and_size()),
-    ("_geometry", "tensor_geometry", lambda fn, s, x, e: _input_info(fn, s, x, e).geometry()),
+    ("_geometry", "tensor_geometry", lambda fn, s, x, e: _input_geometry(fn, s, x)),
 ]
 
 
+def _hidden_reason(fn, schema) -> Optional[str]:
+    """Why capture cannot know one of the node's hidden saved fields; None when it knows them all.
+    Only the fields above that can be unknown are read (no saved tensor is unpacked)."""
+    try:
+        for saved_field in schema.saved:
+            if saved_field.exposed:
+                continue
+            if saved_field.kind == "tensor_geometry":
+                _input_geometry(fn, schema, saved_field.name.removesuffix("_geometry"))
+            elif saved_field.name == "train" and _short_name(fn) == "NativeDropoutBackward0":
+                _dropout_train(fn)
+    except _Unknown as unknown:
+        return str(unknown)
+    return None
+
+
 def _hidden_field(fn, schema, saved_field, exposed: dict[str, Any]):
+    try:
+        return _derived_field(fn, schema, saved_field, exposed)
+    except _Unknown as unknown:
+        raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)}: {unknown}") from None
+
+
+def _derived_field(fn, schema, saved_field, exposed: dict[str, Any]):
     if saved_field.name == "train" and _short_name(fn) == "NativeDropoutBackward0":
-        return True  # native_dropout records a backward only when called for training
+        return _dropout_train(fn)
     for suffix, kind, read in _HIDDEN:
         if saved_field.name.endswith(suffix) and saved_field.kind == kind:
             return read(fn, schema, saved_field.name[: -len(suffix)], exposed)

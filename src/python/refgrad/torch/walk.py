@@ -2,8 +2,10 @@
 
 Refused, with an UnsupportedError naming the node, its saved fields and its
 path from the root: nodes refgrad lacks, CopySlices outside recording() (see
-refgrad.torch.in_place), and a reentrant checkpoint whose forward cannot be
-recomputed. coverage() lists them without raising. Activation checkpointing
+refgrad.torch.in_place), a node with a hidden saved field capture cannot know
+(refgrad.torch.saved: AsStridedBackward0's self_geometry of a non-leaf
+outside recording(), NativeDropoutBackward0's train), and a reentrant
+checkpoint whose forward cannot be recomputed. coverage() lists them without raising. Activation checkpointing
 is captured (refgrad.torch.checkpointing): a reentrant checkpoint's node is
 replaced by its recomputed graph here, a non-reentrant one's saved values are
 read through their unpack hooks. nn.Module full backward hooks are captured
@@ -22,6 +24,7 @@ import refgrad
 from refgrad.torch.checkpointing import _is_reentrant_checkpoint, _Recomputation, _ReentrantCheckpoint
 from refgrad.torch.in_place import _copy_slices_reason
 from refgrad.torch.nodes import _is_function_node, _is_leaf_node, _raw_saved, _saved_attributes, _schemas, _short_name
+from refgrad.torch.saved import _hidden_reason
 
 
 class UnsupportedError(refgrad.Error):
@@ -55,7 +58,7 @@ def _unsupported_reason(fn) -> Optional[str]:
         return _copy_slices_reason(fn)
     if fn.name() not in _schemas():
         return f"refgrad has no node {_short_name(fn)} (refgrad.nodes() lists those it has)"
-    return None
+    return _hidden_reason(fn, _schemas()[fn.name()])  # a hidden saved field capture cannot know
 
 
 class _Walk:
