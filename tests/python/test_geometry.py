@@ -243,3 +243,42 @@ def test_the_refusal_is_a_refgrad_error_naming_node_and_field():
     output = (x * 1).as_strided((2,), (2,))
     with pytest.raises(refgrad.Error, match=r"AsStridedBackward0.*'self_geometry'"):
         rt.capture(output.sum())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_view_of_a_leaf_at_an_offset_after_the_leaf_changed_under_no_grad(dtype):
+    # v's grad_fn is regenerated as an AsStridedBackward0 whose edge is x's AccumulateGrad: x's own geometry.
+    x = torch.randn(12, dtype=dtype)[2:].detach().requires_grad_()
+    v = x[1:]
+    with torch.no_grad():
+        x.add_(1)
+    captured = capture_and_compare(v * v, [x], dtype)
+    assert saved_geometries(captured) == [([10], [1], 2)]
+
+
+# ---------------------------------------------------------- checkpointing ---
+
+
+def as_strided_of_a_transpose(x):
+    return x.t().as_strided((2, 3), (4, 1), 1).exp()
+
+
+def test_a_reentrant_checkpoint_is_recomputed_under_recording():
+    # capture recomputes the region under recording(), so the forward itself need not run under it
+    from torch.utils.checkpoint import checkpoint
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    loss = (checkpoint(as_strided_of_a_transpose, x, use_reentrant=True) * torch.arange(6.0).view(2, 3)).sum()
+    ours = rt.capture(loss, names={"x": x}).run()
+    loss.backward()
+    assert_grads_close(ours["x"], x.grad, torch.float64)
+
+
+def test_a_non_reentrant_checkpoint_keeps_the_forward_graph():
+    # its nodes are the forward's own: recorded when the forward ran under recording(), else refused
+    from torch.utils.checkpoint import checkpoint
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(rt.UnsupportedError, match=r"AsStridedBackward0: torch hides saved field 'self_geometry'"):
+        rt.capture(checkpoint(as_strided_of_a_transpose, x, use_reentrant=False).sum())
+    with rt.recording():
+        output = checkpoint(as_strided_of_a_transpose, x, use_reentrant=False)
+    capture_and_compare(output, [x], torch.float64)

@@ -20,9 +20,11 @@ What torch 2.13 shows to Python, and so what a capture holds
 * refgrad.torch.nodes: reading one grad_fn node (its name, kind, SavedTensor objects).
 * refgrad.torch.walk: the nodes reachable from the outputs, and what capture refuses
   (UnsupportedError, coverage()).
-* refgrad.torch.saved: a node's saved fields, those torch shows and the hidden ones derived;
-  Tensor[] inputs (cat, stack).
-* refgrad.torch.in_place: recording(), which lets capture take in-place ops on views (CopySlices).
+* refgrad.torch.saved: a node's saved fields, those torch shows and the hidden ones derived
+  (or refused where nothing shows them: a non-leaf's geometry outside recording()); Tensor[]
+  inputs (cat, stack).
+* refgrad.torch.in_place: recording(), which lets capture take in-place ops on views (CopySlices)
+  and keeps the geometries and values other nodes hide (as_strided's self, native_dropout's train).
 * refgrad.torch.checkpointing: activation checkpointing, both modes (saved values recomputed as the
   engine recomputes them; a reentrant checkpoint's node replaced by its recomputed graph).
 * refgrad.torch.builder: the graph model from a walk: nodes, leaves, names, origins, hooks read.

@@ -74,6 +74,8 @@ def _note_geometry(tensor: torch.Tensor) -> None:
     node = tensor.grad_fn
     if node is None:
         return  # a leaf, or no grad: capture reads a leaf's own geometry
+    if tensor.layout != torch.strided or tensor.is_nested:
+        return  # no strides to keep (sparse, nested): capture refuses a node that would need them
     seen = node.metadata.setdefault(_GEOMETRY_KEY, {}).setdefault(tensor.output_nr, set())
     seen.add(_geometry_key(tensor))
 

@@ -161,7 +161,7 @@ def _input_geometry(fn, schema, name: str) -> refgrad.TensorGeometry:
     if recorded:
         sizes, strides, offset = next(iter(recorded))
         return refgrad.TensorGeometry(list(sizes), list(strides), offset)
-    if _is_leaf_node(node):
+    if _is_leaf_node(node) and node.variable.layout == torch.strided and not node.variable.is_nested:
         return _geometry(node.variable)  # a leaf's geometry is the forward's (a view's offset and strides too)
     copy_slices = node.metadata.get(_RECORD_KEY) if _short_name(node) == "CopySlices" else None
     if copy_slices is not None:
