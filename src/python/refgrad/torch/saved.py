@@ -174,8 +174,9 @@ def _input_geometry(fn, schema, name: str) -> refgrad.TensorGeometry:
 
 def _dropout_train(fn) -> Optional[bool]:
     """NativeDropoutBackward0's train (bool?): what recording() saw. Without a record it does not
-    matter only when p is 0 (the grad is scaled by 1 either way); F.dropout calls native_dropout
-    with train=True, but torch.native_dropout may be called with False or None, which scale by 1."""
+    matter only when p is 0 (the grad is scaled by 1 either way). F.dropout calls native_dropout
+    only with train=True (on CUDA; on the CPU it multiplies by a mask), but torch.native_dropout may
+    be called with False or None, which scale by 1: a guess of True would be a wrong gradient."""
     recorded = _recorded_hidden(fn)
     if "train" in recorded:
         return recorded["train"]
