@@ -10,7 +10,7 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
 .PHONY: all bootstrap build test test-cpp test-python test-planted test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
-        fuzz-seeds demo bench docs notebooks clean
+        fuzz-seeds demo bench docs notebooks conformance clean
 
 all: build
 
@@ -50,6 +50,13 @@ test-python:
 # accuracy table (make test runs the MLP's positions).
 test-planted: build
 	REFGRAD_PLANTED_MATRIX=1 $(PYTHON) -m pytest -q -s tests/python/test_planted_matrix.py
+
+# torch's OpInfo database: every sample of every autograd op, in each dtype its backward supports, captured
+# and run by refgrad and compared with torch; prints ops right / attempted per dtype and the missing nodes,
+# and fails where the run differs from tests/python/opinfo_expectations.py (docs/conformance.md; make test
+# runs the first sample of each op in float64 and float32).
+conformance: build
+	$(PYTHON) tools/conformance.py
 
 # Each notebook in notebooks/ runs twice in a fresh kernel: with the solutions of notebooks/solutions/
 # (every check prints ✓) and as committed (every check prints ○). Executed copies: build/notebooks/.

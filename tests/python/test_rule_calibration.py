@@ -17,6 +17,7 @@ import refgrad.check as refgrad_check
 from refgrad import zoo
 from refgrad.engines import CompiledAutograd
 
+from opinfo_samples import differentiable_call, first_variant, samples
 from planting import scale_op_results
 
 CLI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "refgrad")
@@ -63,13 +64,9 @@ EAGER_FLAGGED = {"nn.functional.layer_norm-2": "arg1"}
 
 
 def opinfo_samples():
-    from torch.testing._internal.common_methods_invocations import op_db
-    by_name = {}
-    for op in op_db:  # the first variant of each name (div's is no_rounding_mode)
-        by_name.setdefault(op.name, op)
     for name in OPINFO_OPS:
-        op = by_name[name]
-        for index, sample in enumerate(op.sample_inputs("cpu", torch.float32, requires_grad=True)):
+        op = first_variant(name)
+        for index, sample in enumerate(samples(op, torch.float32)):
             if index >= 3:
                 break
             yield pytest.param(op, sample, EAGER_FLAGGED.get(f"{name}-{index}"), id=f"{name}-{index}")
@@ -77,18 +74,14 @@ def opinfo_samples():
 
 @pytest.mark.parametrize("op, sample, flagged", list(opinfo_samples()))
 def test_eager_passes_on_opinfo_samples(op, sample, flagged, tmp_path):
-    tensors = [sample.input, *sample.args]
-    positions = [i for i, value in enumerate(tensors) if isinstance(value, torch.Tensor) and value.requires_grad]
-    if not positions:
+    call, inputs = differentiable_call(op, sample)
+    if not inputs:
         pytest.skip(f"{op.name}: this sample has no input that requires grad")
 
     def fn(*differentiable):
-        values = list(tensors)
-        for position, value in zip(positions, differentiable):
-            values[position] = value
-        return op.op(values[0], *values[1:], **sample.kwargs).sum()
+        return call(*differentiable).sum()
 
-    report = refgrad_check.check(fn, *[tensors[i] for i in positions], engines=("eager",),
+    report = refgrad_check.check(fn, *inputs, engines=("eager",),
                                  reproducer_dir=str(tmp_path))
     if flagged:
         failed = [name for name, result in report.results["eager"].items() if not result.passed]

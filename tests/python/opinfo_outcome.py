@@ -1,0 +1,377 @@
+"""The outcome of one OpInfo sample in one dtype: does refgrad compute torch's gradient? (docs/conformance.md)
+
+classify() runs one sample through torch and refgrad and says which of these it is, checked in this order:
+
+  skip               torch itself gives no gradient to compare with (the forward or torch.autograd.grad
+                     raises, or nothing requires grad): not refgrad's to answer; counted apart, never
+                     in the expectations file
+  unsupported dtype  refgrad has no such dtype (a probe capture in it fails so, or the capture's
+                     message says so for a dtype inside the program: complex from a real op)
+  missing nodes      capture refuses nodes (refgrad.torch.UnsupportedError): their names, sorted
+  refgrad error      capture or the run raised anything else (the message's first line)
+  wrong gradient     refgrad ran and a gradient is off (the worst one, with its error and bound): an
+                     oracle bug, listed so that it is seen
+  torch inaccurate   (dtypes below float64) only torch's gradient is off, and torch's own float64
+                     gradient says refgrad's formula is right: torch's kernel rounds worse than the
+                     rule allows (layer_norm over one element: weight gradient exactly 0, torch 2.6e-5)
+  pass               every gradient agrees
+
+Comparison (DESIGN.md "Numbers and precision", refgrad.check.rule):
+- float64 and complex128, tightly: refgrad's run against torch.autograd.grad, torch being the authority,
+  max|refgrad - torch| <= atol + rtol max|torch| with assert_close's float64 rtol = atol = 1e-7 (the
+  float64 rule of docs/check.md; complex tensors compared as their real and imaginary parts).
+- float32, float16, bfloat16, complex64: R is refgrad's float64 run of the captured program (its
+  saved values promoted: the exact backward of this very forward). Two checks, each DESIGN.md's rule
+  with the other side's error as the measured rounding noise of this computation in the dtype:
+    torch's gradient:   max|torch - R|   <= rtol max|R| + 32 max|refgrad_dtype - R|
+      (fails when refgrad's formula is wrong: torch is then far from R, refgrad's own run is not)
+    refgrad's dtype run: max|refgrad_dtype - R| <= rtol max|R| + 32 max|torch - R|
+      (fails when refgrad's low-precision path is wrong while its float64 formula is right).
+  Where only torch's gradient fails, torch's gradient with the sample promoted to float64 decides
+  between a wrong formula and torch's rounding: R ten times closer to it than torch's own gradient is
+  means torch inaccurate; otherwise wrong gradient.
+  A NaN where the other side has none, a missing gradient, or a shape or dtype that differs fails.
+
+Randomness is fixed: the samples come from a seed per op and dtype (opinfo_samples.samples) and the
+grad_outputs from a seed per op, dtype and sample index.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.utils._pytree as pytree
+
+import refgrad
+import refgrad.torch
+from refgrad.check.rule import _compare, _max_abs, _Rule
+
+from opinfo_samples import differentiable_call, dtype_name, op_id, samples, seed_of
+
+SKIP = "skip"
+UNSUPPORTED_DTYPE = "unsupported dtype"
+MISSING_NODES = "missing nodes"
+REFGRAD_ERROR = "refgrad error"
+WRONG_GRADIENT = "wrong gradient"
+TORCH_INACCURATE = "torch inaccurate"
+PASS = "pass"
+# The kinds an expectation may name, in the order the table prints them.
+FAILURES = (UNSUPPORTED_DTYPE, MISSING_NODES, REFGRAD_ERROR, WRONG_GRADIENT, TORCH_INACCURATE)
+# Kinds whose detail must match too: a node added or a dtype gained changes the entry. Errors' and
+# wrong gradients' details (a message, the measured errors) are shown, not matched: they are not a
+# verdict, and their digits may differ with the BLAS or the machine.
+MATCHED_DETAIL = (UNSUPPORTED_DTYPE, MISSING_NODES)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str
+    detail: str = ""
+
+    @property
+    def reason(self) -> str:
+        """The text an expectations entry holds: "missing nodes: CumprodBackward0", "pass"."""
+        return f"{self.kind}: {self.detail}" if self.detail else self.kind
+
+    @staticmethod
+    def parse(reason: str) -> "Outcome":
+        kind, _, detail = reason.partition(": ")
+        if kind not in FAILURES + (PASS,):
+            raise ValueError(f"an expectation's reason must start with one of {FAILURES}, got {reason!r}")
+        return Outcome(kind, detail)
+
+    def agrees_with(self, expected: "Outcome") -> bool:
+        if self.kind != expected.kind:
+            return False
+        return self.detail == expected.detail if self.kind in MATCHED_DETAIL else True
+
+    @property
+    def missing_nodes(self) -> list[str]:
+        return self.detail.split(", ") if self.kind == MISSING_NODES else []
+
+
+@functools.lru_cache(maxsize=None)
+def refgrad_has_dtype(dtype: torch.dtype) -> bool:
+    """Whether refgrad captures and runs a backward in ``dtype``: asked of refgrad itself (a NegBackward0
+    program), so the harness notices the day a dtype is added."""
+    x = torch.ones(2, dtype=dtype, requires_grad=True)
+    y = -x
+    try:
+        refgrad.torch.capture(y, inputs=[x], grad_outputs=[torch.ones_like(y)]).run("float64")
+    except refgrad.Error as error:
+        if _no_dtype(str(error)):
+            return False
+        raise
+    return True
+
+
+def _no_dtype(message: str) -> Optional[str]:
+    found = re.search(r"refgrad has no dtype (?:for NumPy's )?'?([\w.]+)'?", message)
+    return found.group(1) if found else None
+
+
+def _first_line(error: BaseException, limit: int = 200) -> str:
+    """The error, short enough for one line of the expectations file: its first line, and for a failed
+    instruction without the instruction's text (its node name follows)."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if not isinstance(error, refgrad.Error):
+        text = f"{type(error).__name__}: {text}"
+    text = re.sub(r"^instruction (\d+) \(.*?\): ", r"instruction \1: ", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def grad_outputs_for(outputs: list[torch.Tensor], *seed) -> list[torch.Tensor]:
+    """Random grads for the outputs, from a fixed seed: ones would hide errors that a sum hides (a
+    permuted or transposed gradient)."""
+    generator = torch.Generator().manual_seed(seed_of(*seed))
+    return [torch.randn(out.shape, dtype=out.dtype, generator=generator) for out in outputs]
+
+
+def _differentiable_outputs(output) -> list[torch.Tensor]:
+    leaves = pytree.tree_leaves(output)
+    return [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad
+            and (x.is_floating_point() or x.is_complex())]
+
+
+def classify(op, dtype: torch.dtype, index: int, sample) -> Outcome:
+    """Runs sample ``index`` of ``op`` in ``dtype`` through torch and refgrad; see the module's docstring."""
+    fn, inputs = differentiable_call(op, sample)
+    if not inputs:
+        return Outcome(SKIP, "no input requires grad")
+    try:
+        with refgrad.torch.recording():  # lets capture take in-place ops on views (CopySlices)
+            outputs = _differentiable_outputs(fn(*inputs))
+    except Exception as error:
+        return Outcome(SKIP, f"torch's forward fails: {_first_line(error)}")
+    if not outputs:
+        return Outcome(SKIP, "no output requires grad")
+    grad_outputs = grad_outputs_for(outputs, op_id(op), dtype_name(dtype), index)
+    try:  # retain_graph: capture reads the saved values afterwards
+        expected = torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph=True, allow_unused=True)
+    except Exception as error:
+        return Outcome(SKIP, f"torch.autograd.grad fails: {_first_line(error)}")
+
+    if not refgrad_has_dtype(dtype):
+        return Outcome(UNSUPPORTED_DTYPE, dtype_name(dtype))
+    try:
+        capture = refgrad.torch.capture(outputs, inputs=inputs, grad_outputs=grad_outputs, allow_unused=True)
+    except refgrad.torch.UnsupportedError as error:
+        return Outcome(MISSING_NODES, ", ".join(sorted({item.name for item in error.unsupported})))
+    except refgrad.Error as error:
+        return _refgrad_error(error)
+    tight = dtype in (torch.float64, torch.complex128)
+    try:
+        # Capture.run("float32") runs the program as captured: for a float64 sample that is its own
+        # dtypes (promoting would turn a float32 weight tensor of the sample into float64 too)
+        reference = capture.run("float32" if tight else "float64")
+        as_captured = None if tight else capture.run("float32")
+    except refgrad.Error as error:
+        return _refgrad_error(error)
+    names = capture.captures  # the program's outputs, in the order of inputs
+
+    def torch_float64():
+        """torch's gradient with the sample's floating tensors promoted to float64 (asked only when
+        torch's own gradient in the dtype is off: is it refgrad's formula or torch's rounding?)"""
+        promoted = [x.detach().to(_promoted(x.dtype)).requires_grad_() for x in inputs]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = _differentiable_outputs(fn(*promoted))
+            grads = [g.detach().to(_promoted(g.dtype)) for g in grad_outputs]
+            return torch.autograd.grad(out, promoted, grads, allow_unused=True)
+
+    return _compare_all(dtype, [reference[name] for name in names], list(expected),
+                        None if as_captured is None else [as_captured[name] for name in names], torch_float64)
+
+
+def _promoted(dtype: torch.dtype) -> torch.dtype:
+    return torch.complex128 if dtype.is_complex else torch.float64 if dtype.is_floating_point else dtype
+
+
+def _refgrad_error(error: refgrad.Error) -> Outcome:
+    missing = _no_dtype(str(error))
+    if missing:
+        return Outcome(UNSUPPORTED_DTYPE, f"{missing} inside the program")
+    return Outcome(REFGRAD_ERROR, _first_line(error))
+
+
+def _real(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """A complex gradient as its real and imaginary parts (the rule's comparisons are real)."""
+    if tensor is None or not tensor.is_complex():
+        return tensor
+    return torch.view_as_real(tensor.detach().resolve_conj())
+
+
+def _failure(k: int, what: str, result) -> tuple[float, str]:
+    """(how bad, what the entry says): the error, its bound and its size relative to max|R|."""
+    text = (f"input {k}: {what} {result.max_abs:.2g} > bound {result.tolerance:.2g} "
+            f"(relative {result.max_rel:.2g})")
+    return result.max_rel, f"{text}; {result.note}" if result.note else text
+
+
+def _compare_all(dtype, reference, expected, as_captured, torch_float64) -> Outcome:
+    """The worst gradient's verdict over all inputs (see the module's docstring for the rule)."""
+    rule = _Rule()
+    failures, torch_off = [], []
+    for k, r in enumerate(reference):
+        t = expected[k]
+        if (r is None) != (t is None):
+            failures.append((math.inf, f"input {k}: refgrad gives {'no' if r is None else 'a'} gradient, "
+                                       f"torch {'none' if t is None else 'one'}"))
+            continue
+        if r is None:
+            continue
+        r, t = _real(r), _real(t)
+        real_dtype = t.dtype
+        if as_captured is None:  # float64, complex128: against torch itself
+            result = _compare(r, t, real_dtype, rule, 0.0, is_eager=True)
+            if not result.passed:
+                failures.append(_failure(k, "max|refgrad - torch|", result))
+            continue
+        e = _real(as_captured[k])
+        if e is None:
+            failures.append((math.inf, f"input {k}: refgrad's {dtype_name(dtype)} run gives no gradient"))
+            continue
+        e_error, t_error = _max_abs(e, r), _max_abs(t, r)
+        checks = (("torch", t, e_error), (f"refgrad {dtype_name(dtype)}", e, t_error))
+        for who, value, noise in checks:
+            result = _compare(value, r, real_dtype, rule, 0.0, is_eager=True, noise=noise, eager=None)
+            if not result.passed:
+                failures.append(_failure(k, f"max|{who} - R|", result))
+                if who == "torch":
+                    torch_off.append((k, r, t_error, failures[-1]))
+    if torch_off and len(torch_off) == len(failures):
+        # Only torch's gradient is off, and refgrad's float32 run agrees with R: either refgrad's formula
+        # is wrong (R and its float32 run share it) or torch's float32 kernel rounds worse than the rule
+        # allows (layer_norm over one element: its weight gradient is exactly 0, torch's 2.6e-5). torch's
+        # own float64 gradient decides (_closer_to_torch_float64).
+        try:
+            exact = torch_float64()
+        except Exception:
+            exact = None
+        if exact is not None and all(_closer_to_torch_float64(r, exact[k], error) for k, r, error, _ in torch_off):
+            worst = max(torch_off, key=lambda item: _severity(item[3][0]))[3]
+            return Outcome(TORCH_INACCURATE, worst[1].strip())
+    if not failures:
+        return Outcome(PASS)
+    worst = max(failures, key=lambda failure: _severity(failure[0]))
+    return Outcome(WRONG_GRADIENT, worst[1].strip())
+
+
+def _severity(relative: float) -> float:
+    return math.inf if math.isnan(relative) else relative
+
+
+def _closer_to_torch_float64(reference, exact, torch_error: float) -> bool:
+    """Whether R is ten times closer to torch's float64 gradient than torch's own gradient in the dtype
+    is to R. Were refgrad's formula off by d, R would be about d from both (ratio about 1); where torch
+    rounds badly, R and torch's float64 gradient differ by the forward's rounding only."""
+    if exact is None:
+        return False
+    exact = _real(exact)
+    if list(exact.shape) != list(reference.shape):
+        return False
+    return _max_abs(exact, reference) * 10 <= torch_error  # NaN never is
+
+
+def run_op(op, dtype: torch.dtype, limit: Optional[int] = None) -> list[tuple[int, Outcome]]:
+    """Every sample's outcome (the first ``limit`` samples), by sample index. A sample whose drawing
+    fails is torch's failure: a skip."""
+    outcomes = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # op_db's deprecated ops and beta features warn on every sample
+        drawn = samples(op, dtype)
+        index = 0
+        while limit is None or index < limit:
+            try:
+                sample = next(drawn)
+            except StopIteration:
+                break
+            except Exception as error:
+                outcomes.append((index, Outcome(SKIP, f"drawing the sample fails: {_first_line(error)}")))
+                break
+            outcomes.append((index, classify(op, dtype, index, sample)))
+            index += 1
+    return outcomes
+
+
+# The expectations file (opinfo_expectations.py) holds entries (op, dtype, samples, reason): samples is
+# ALL, or the indices of the samples it is about where only some fail so.
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class Entry:
+    op: str
+    dtype: str
+    samples: object  # ALL or a tuple of sample indices
+    reason: str
+
+    def covers(self, index: int) -> bool:
+        return self.samples == ALL or index in self.samples
+
+    def line(self) -> str:
+        samples = "ALL" if self.samples == ALL else repr(tuple(self.samples))
+        return f"    ({self.op!r}, {self.dtype!r}, {samples}, {self.reason!r}),"
+
+
+class Expectations:
+    """The entries by (op, dtype), checked: reasons parse, no sample is named twice."""
+
+    def __init__(self, entries):
+        self.by_key: dict[tuple[str, str], list[Entry]] = {}
+        for entry in (Entry(*item) for item in entries):
+            Outcome.parse(entry.reason)
+            entries_here = self.by_key.setdefault((entry.op, entry.dtype), [])
+            for other in entries_here:
+                overlapping = ALL in (entry.samples, other.samples) or set(entry.samples) & set(other.samples)
+                assert not overlapping, f"two entries name the same samples: {entry} and {other}"
+            entries_here.append(entry)
+
+    def expected(self, op: str, dtype: str, index: int) -> Outcome:
+        for entry in self.by_key.get((op, dtype), []):
+            if entry.covers(index):
+                return Outcome.parse(entry.reason)
+        return Outcome(PASS)
+
+    def discrepancies(self, op: str, dtype: str, outcomes: list[tuple[int, Outcome]],
+                      all_samples: bool) -> list[str]:
+        """What differs between the run and the file, one line each: a regression, an unexpected pass, a
+        changed reason; with all_samples, also an entry naming a sample that no longer exists."""
+        lines = []
+        for index, outcome in outcomes:
+            if outcome.kind == SKIP:
+                continue
+            expected = self.expected(op, dtype, index)
+            if outcome.agrees_with(expected):
+                continue
+            if outcome.kind == PASS:
+                lines.append(f"sample {index}: unexpected pass (expected {expected.reason}): remove the entry")
+            else:
+                lines.append(f"sample {index}: {outcome.reason} (expected {expected.reason})")
+        if all_samples:
+            drawn = {index for index, _ in outcomes}
+            for entry in self.by_key.get((op, dtype), []):
+                if entry.samples != ALL and not set(entry.samples) <= drawn:
+                    lines.append(f"{entry}: names samples the op does not have")
+        return lines
+
+
+def entries_for(op: str, dtype: str, outcomes: list[tuple[int, Outcome]]) -> list[Entry]:
+    """The entries a run calls for: one for all samples where every sample (skips aside) fails in one way,
+    else one per way of failing, naming its samples; the reason shown is its first sample's."""
+    failing = [(index, outcome) for index, outcome in outcomes if outcome.kind not in (SKIP, PASS)]
+    compared = [outcome for _, outcome in outcomes if outcome.kind != SKIP]
+    if not failing:
+        return []
+    groups: dict[tuple[str, str], list[tuple[int, Outcome]]] = {}
+    for index, outcome in failing:
+        key = (outcome.kind, outcome.detail if outcome.kind in MATCHED_DETAIL else "")
+        groups.setdefault(key, []).append((index, outcome))
+    if len(groups) == 1 and len(failing) == len(compared):
+        return [Entry(op, dtype, ALL, failing[0][1].reason)]
+    return [Entry(op, dtype, tuple(index for index, _ in group), group[0][1].reason) for group in groups.values()]
