@@ -282,7 +282,8 @@ def run_op(op, dtype: torch.dtype, limit: Optional[int] = None) -> list[tuple[in
     """Every sample's outcome (the first ``limit`` samples), by sample index. A sample whose drawing
     fails is torch's failure: a skip."""
     outcomes = []
-    with warnings.catch_warnings():
+    # fork_rng: samples() seeds the global generator; the tests that run after these keep theirs
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
         warnings.simplefilter("ignore")  # op_db's deprecated ops and beta features warn on every sample
         drawn = samples(op, dtype)
         index = 0
