@@ -166,6 +166,42 @@ Grads CosBackward0(const Grads& grads, const CosBackward0Saved& saved, const Nee
   return Grads{mul(*grads[0], neg(sin(saved.self)))};
 }
 
+// AsinBackward0 — asin(Tensor self)
+//   self: grad * (-self * self + 1).rsqrt().conj()
+struct AsinBackward0Saved {
+  Tensor self;
+};
+
+Grads AsinBackward0(const Grads& grads, const AsinBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("AsinBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], rsqrt(add(mul(neg(saved.self), saved.self), 1)))};
+}
+
+// AcosBackward0 — acos(Tensor self)
+//   self: grad * -((-self * self + 1).rsqrt()).conj()
+struct AcosBackward0Saved {
+  Tensor self;
+};
+
+Grads AcosBackward0(const Grads& grads, const AcosBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("AcosBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], neg(rsqrt(add(mul(neg(saved.self), saved.self), 1))))};
+}
+
+// AtanBackward0 — atan(Tensor self)
+//   self: grad / (self * self + 1).conj()
+struct AtanBackward0Saved {
+  Tensor self;
+};
+
+Grads AtanBackward0(const Grads& grads, const AtanBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("AtanBackward0", *grads[0], saved.self, "self");
+  return Grads{div(*grads[0], add(mul(saved.self, saved.self), 1))};
+}
+
 // TanBackward0 — tan(Tensor self)
 //   self: grad * (1 + result.pow(2)).conj()
 struct TanBackward0Saved {
@@ -263,6 +299,81 @@ Grads SgnBackward0(const Grads& grads, const SgnBackward0Saved& saved, const Nee
 // RoundBackward1 (round.decimals), TruncBackward0 — piecewise constant ops:
 //   self: zeros_like(grad)
 // They save nothing.
+// ---------------------------------------------------------- hyperbolic ---
+
+// SinhBackward0 — sinh(Tensor self)
+//   self: grad * self.cosh().conj()
+struct SinhBackward0Saved {
+  Tensor self;
+};
+
+Grads SinhBackward0(const Grads& grads, const SinhBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("SinhBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], cosh(saved.self))};
+}
+
+// CoshBackward0 — cosh(Tensor self)
+//   self: grad * self.sinh().conj()
+struct CoshBackward0Saved {
+  Tensor self;
+};
+
+Grads CoshBackward0(const Grads& grads, const CoshBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("CoshBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], sinh(saved.self))};
+}
+
+// AsinhBackward0 — asinh(Tensor self)
+//   self: grad * (self.pow(2) + 1).rsqrt().conj()
+struct AsinhBackward0Saved {
+  Tensor self;
+};
+
+Grads AsinhBackward0(const Grads& grads, const AsinhBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("AsinhBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], rsqrt(add(mul(saved.self, saved.self), 1)))};
+}
+
+// AcoshBackward0 — acosh(Tensor self)
+//   self: grad * (self * self - 1).rsqrt()      (the real case; PyTorch splits the rsqrt for complex self)
+struct AcoshBackward0Saved {
+  Tensor self;
+};
+
+Grads AcoshBackward0(const Grads& grads, const AcoshBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("AcoshBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], rsqrt(sub(mul(saved.self, saved.self), 1)))};
+}
+
+// AtanhBackward0 — atanh(Tensor self)
+//   self: grad * 1 / (1 - self.pow(2)).conj()
+struct AtanhBackward0Saved {
+  Tensor self;
+};
+
+Grads AtanhBackward0(const Grads& grads, const AtanhBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("AtanhBackward0", *grads[0], saved.self, "self");
+  return Grads{div(*grads[0], add(neg(mul(saved.self, saved.self)), 1))};
+}
+
+// ErfcBackward0 — erfc(Tensor self)
+//   self: -2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad
+struct ErfcBackward0Saved {
+  Tensor self;
+};
+
+Grads ErfcBackward0(const Grads& grads, const ErfcBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("ErfcBackward0", *grads[0], saved.self, "self");
+  constexpr double minus_two_over_sqrt_pi = -1.12837916709551257390;  // -2 / sqrt(M_PI)
+  return Grads{mul(mul(exp(neg(mul(saved.self, saved.self))), minus_two_over_sqrt_pi), *grads[0])};
+}
+
 struct NothingSaved {};
 
 Grads zeros_like_grad(const Grads& grads, const Need& need) {
@@ -359,6 +470,24 @@ void add_unary_nodes(std::vector<NodeDef>& registry) {
       "SinBackward0", "sin", "self", "self: grad * self.cos().conj()"));
   registry.push_back(one_tensor_node<CosBackward0Saved, CosBackward0, &CosBackward0Saved::self>(
       "CosBackward0", "cos", "self", "self: grad * -self.sin().conj()"));
+  registry.push_back(one_tensor_node<AsinBackward0Saved, AsinBackward0, &AsinBackward0Saved::self>(
+      "AsinBackward0", "asin", "self", "self: grad * (-self * self + 1).rsqrt().conj()"));
+  registry.push_back(one_tensor_node<AcosBackward0Saved, AcosBackward0, &AcosBackward0Saved::self>(
+      "AcosBackward0", "acos", "self", "self: grad * -((-self * self + 1).rsqrt()).conj()"));
+  registry.push_back(one_tensor_node<AtanBackward0Saved, AtanBackward0, &AtanBackward0Saved::self>(
+      "AtanBackward0", "atan", "self", "self: grad / (self * self + 1).conj()"));
+  registry.push_back(one_tensor_node<SinhBackward0Saved, SinhBackward0, &SinhBackward0Saved::self>(
+      "SinhBackward0", "sinh", "self", "self: grad * self.cosh().conj()"));
+  registry.push_back(one_tensor_node<CoshBackward0Saved, CoshBackward0, &CoshBackward0Saved::self>(
+      "CoshBackward0", "cosh", "self", "self: grad * self.sinh().conj()"));
+  registry.push_back(one_tensor_node<AsinhBackward0Saved, AsinhBackward0, &AsinhBackward0Saved::self>(
+      "AsinhBackward0", "asinh", "self", "self: grad * (self.pow(2) + 1).rsqrt().conj()"));
+  registry.push_back(one_tensor_node<AcoshBackward0Saved, AcoshBackward0, &AcoshBackward0Saved::self>(
+      "AcoshBackward0", "acosh", "self", "self: grad * (self * self - 1).rsqrt()"));
+  registry.push_back(one_tensor_node<AtanhBackward0Saved, AtanhBackward0, &AtanhBackward0Saved::self>(
+      "AtanhBackward0", "atanh", "self", "self: grad * 1 / (1 - self.pow(2)).conj()"));
+  registry.push_back(one_tensor_node<ErfcBackward0Saved, ErfcBackward0, &ErfcBackward0Saved::self>(
+      "ErfcBackward0", "erfc", "self", "self: -2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad"));
   registry.push_back(one_tensor_node<TanBackward0Saved, TanBackward0, &TanBackward0Saved::result>(
       "TanBackward0", "tan", "result", "self: grad * (1 + result.pow(2)).conj()"));
   registry.push_back(one_tensor_node<TanhBackward0Saved, TanhBackward0, &TanhBackward0Saved::result>(

@@ -240,12 +240,21 @@ Tensor rsqrt(const Tensor& self) {
 Tensor sin(const Tensor& self) { return unary_float(self, "sin", [](auto x) { return std::sin(x); }); }
 Tensor cos(const Tensor& self) { return unary_float(self, "cos", [](auto x) { return std::cos(x); }); }
 Tensor tan(const Tensor& self) { return unary_float(self, "tan", [](auto x) { return std::tan(x); }); }
+Tensor asin(const Tensor& self) { return unary_float(self, "asin", [](auto x) { return std::asin(x); }); }
+Tensor acos(const Tensor& self) { return unary_float(self, "acos", [](auto x) { return std::acos(x); }); }
+Tensor atan(const Tensor& self) { return unary_float(self, "atan", [](auto x) { return std::atan(x); }); }
+Tensor sinh(const Tensor& self) { return unary_float(self, "sinh", [](auto x) { return std::sinh(x); }); }
+Tensor cosh(const Tensor& self) { return unary_float(self, "cosh", [](auto x) { return std::cosh(x); }); }
+Tensor asinh(const Tensor& self) { return unary_float(self, "asinh", [](auto x) { return std::asinh(x); }); }
+Tensor acosh(const Tensor& self) { return unary_float(self, "acosh", [](auto x) { return std::acosh(x); }); }
+Tensor atanh(const Tensor& self) { return unary_float(self, "atanh", [](auto x) { return std::atanh(x); }); }
 Tensor tanh(const Tensor& self) { return unary_float(self, "tanh", [](auto x) { return std::tanh(x); }); }
 Tensor sigmoid(const Tensor& self) {
   // 1 / (1 + e^-x): exp overflows to inf for x << 0, giving 0, not NaN.
   return unary_float(self, "sigmoid", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
 }
 Tensor erf(const Tensor& self) { return unary_float(self, "erf", [](auto x) { return std::erf(x); }); }
+Tensor erfc(const Tensor& self) { return unary_float(self, "erfc", [](auto x) { return std::erfc(x); }); }
 Tensor reciprocal(const Tensor& self) {
   return unary_float(self, "reciprocal", [](auto x) { return decltype(x)(1) / x; });
 }

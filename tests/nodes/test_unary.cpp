@@ -152,6 +152,54 @@ TEST_CASE("CosBackward0") {
                           random64({2, 3}, 41), tensor({0.0, -0.0, pi, 1e6, -3.0, inf}, DType::Float64)});
 }
 
+// Inputs inside (-0.9, 0.9), where asin, acos and atanh are smooth.
+Tensor inside_unit64(const Shape& sizes, std::uint64_t seed) { return mul(tanh(random64(sizes, seed)), 0.9); }
+
+TEST_CASE("AsinBackward0") {
+  check_elementwise_node({"AsinBackward0", "torch.asin(x)", [](const Tensor& x) { return asin(x); }, {"self"},
+                          inside_unit64({2, 3}, 60), tensor({0.0, -0.0, 1.0, -1.0, 2.0, 0.999999}, DType::Float64)});
+}
+
+TEST_CASE("AcosBackward0") {
+  check_elementwise_node({"AcosBackward0", "torch.acos(x)", [](const Tensor& x) { return acos(x); }, {"self"},
+                          inside_unit64({2, 3}, 61), tensor({0.0, -0.0, 1.0, -1.0, 2.0, -0.999999}, DType::Float64)});
+}
+
+TEST_CASE("AtanBackward0") {
+  check_elementwise_node({"AtanBackward0", "torch.atan(x)", [](const Tensor& x) { return atan(x); }, {"self"},
+                          random64({2, 3}, 62), tensor({0.0, -0.0, 1e200, -inf, 1.0, 1e-8}, DType::Float64)});
+}
+
+TEST_CASE("SinhBackward0") {
+  check_elementwise_node({"SinhBackward0", "torch.sinh(x)", [](const Tensor& x) { return sinh(x); }, {"self"},
+                          random64({2, 3}, 63), tensor({0.0, -0.0, 800.0, -800.0, inf, 3.0}, DType::Float64)});
+}
+
+TEST_CASE("CoshBackward0") {
+  check_elementwise_node({"CoshBackward0", "torch.cosh(x)", [](const Tensor& x) { return cosh(x); }, {"self"},
+                          random64({2, 3}, 64), tensor({0.0, -0.0, 800.0, -800.0, -inf, 3.0}, DType::Float64)});
+}
+
+TEST_CASE("AsinhBackward0") {
+  check_elementwise_node({"AsinhBackward0", "torch.asinh(x)", [](const Tensor& x) { return asinh(x); }, {"self"},
+                          random64({2, 3}, 65), tensor({0.0, -0.0, 1e200, -inf, 1.0, 1e-8}, DType::Float64)});
+}
+
+TEST_CASE("AcoshBackward0") {
+  check_elementwise_node({"AcoshBackward0", "torch.acosh(x)", [](const Tensor& x) { return acosh(x); }, {"self"},
+                          add(positive64({2, 3}, 66), 1.0), tensor({1.0, 0.5, -1.0, 1e200, inf, 2.0}, DType::Float64)});
+}
+
+TEST_CASE("AtanhBackward0") {
+  check_elementwise_node({"AtanhBackward0", "torch.atanh(x)", [](const Tensor& x) { return atanh(x); }, {"self"},
+                          inside_unit64({2, 3}, 67), tensor({0.0, -0.0, 1.0, -1.0, 2.0, 0.5}, DType::Float64)});
+}
+
+TEST_CASE("ErfcBackward0") {
+  check_elementwise_node({"ErfcBackward0", "torch.erfc(x)", [](const Tensor& x) { return erfc(x); }, {"self"},
+                          random64({2, 3}, 68), tensor({0.0, -0.0, 30.0, -inf, inf, 1.0}, DType::Float64)});
+}
+
 TEST_CASE("TanBackward0") {
   check_elementwise_node({"TanBackward0", "torch.tan(x)", [](const Tensor& x) { return tan(x); }, {"result"},
                           random64({2, 3}, 42), tensor({0.0, -0.0, pi / 2, 1e6, -3.0, 1.5}, DType::Float64)});

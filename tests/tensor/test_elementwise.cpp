@@ -250,6 +250,28 @@ TEST_CASE("tan") {
   check_unary("torch.tan", [](const Tensor& x) { return tan(x); }, kFloatRtol, kFloatAtol);
 }
 
+TEST_CASE("asin, acos, atan") {
+  CHECK_TENSOR(asin(tensor({0.0, 1.0, 2.0}, DType::Float64)), tensor({0.0, M_PI / 2, kNaN}, DType::Float64), 1e-15);
+  CHECK_TENSOR(acos(tensor({1.0, 0.0, -1.0}, DType::Float64)), tensor({0.0, M_PI / 2, M_PI}, DType::Float64), 1e-15);
+  CHECK_TENSOR(atan(tensor({0.0, 1.0, kInf}, DType::Float64)), tensor({0.0, M_PI / 4, M_PI / 2}, DType::Float64), 1e-15);
+  check_unary("torch.asin", [](const Tensor& x) { return asin(x); }, kFloatRtol, kFloatAtol);
+  check_unary("torch.acos", [](const Tensor& x) { return acos(x); }, kFloatRtol, kFloatAtol);
+  check_unary("torch.atan", [](const Tensor& x) { return atan(x); }, kFloatRtol, kFloatAtol);
+}
+
+TEST_CASE("sinh, cosh, asinh, acosh, atanh") {
+  CHECK_TENSOR(sinh(tensor({0.0, 1.0}, DType::Float64)), tensor({0.0, 1.1752011936438014}, DType::Float64), 1e-15);
+  CHECK_TENSOR(cosh(tensor({0.0, 1.0}, DType::Float64)), tensor({1.0, 1.5430806348152437}, DType::Float64), 1e-15);
+  CHECK_TENSOR(asinh(tensor({0.0, 1.1752011936438014}, DType::Float64)), tensor({0.0, 1.0}, DType::Float64), 1e-15);
+  CHECK_TENSOR(acosh(tensor({1.0, 0.5}, DType::Float64)), tensor({0.0, kNaN}, DType::Float64), 1e-15);
+  CHECK_TENSOR(atanh(tensor({0.0, 1.0, 2.0}, DType::Float64)), tensor({0.0, kInf, kNaN}, DType::Float64), 1e-15);
+  check_unary("torch.sinh", [](const Tensor& x) { return sinh(x); }, kFloatRtol, kFloatAtol);
+  check_unary("torch.cosh", [](const Tensor& x) { return cosh(x); }, kFloatRtol, kFloatAtol);
+  check_unary("torch.asinh", [](const Tensor& x) { return asinh(x); }, kFloatRtol, kFloatAtol);
+  check_unary("torch.acosh", [](const Tensor& x) { return acosh(x); }, kFloatRtol, kFloatAtol);
+  check_unary("torch.atanh", [](const Tensor& x) { return atanh(x); }, kFloatRtol, kFloatAtol);
+}
+
 TEST_CASE("tanh") {
   CHECK_TENSOR(tanh(tensor({0.0, kInf, -kInf})), tensor({0.0, 1.0, -1.0}));
   check_unary("torch.tanh", [](const Tensor& x) { return tanh(x); }, kFloatRtol, kFloatAtol);
@@ -266,6 +288,12 @@ TEST_CASE("sigmoid") {
 TEST_CASE("erf") {
   CHECK_TENSOR(erf(tensor({0.0, kInf, -kInf})), tensor({0.0, 1.0, -1.0}));
   check_unary("torch.erf", [](const Tensor& x) { return erf(x); }, kFloatRtol, kFloatAtol);
+}
+
+TEST_CASE("erfc") {
+  // erfc(30) is about 2.6e-393, below the smallest double: 0, not 1 - erf(30) computed in two steps.
+  CHECK_TENSOR(erfc(tensor({0.0, kInf, -kInf, 30.0}, DType::Float64)), tensor({1.0, 0.0, 2.0, 0.0}, DType::Float64));
+  check_unary("torch.erfc", [](const Tensor& x) { return erfc(x); }, kFloatRtol, kFloatAtol);
 }
 
 TEST_CASE("reciprocal") {
