@@ -737,6 +737,11 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {"TransposeBackward0", "transpose.int", {"self"}, 1, {}, "self: grad.transpose(dim0, dim1)"},
       {saved<&TransposeBackward0Saved::dim0>("dim0", FieldKind::Int),
        saved<&TransposeBackward0Saved::dim1>("dim1", FieldKind::Int)}));
+  // transpose_, in place: the same formula and fields as transpose's (its node replaces the tensor's grad_fn)
+  registry.push_back(define_node<TransposeBackward0Saved, TransposeBackward0>(
+      {"TransposeBackward1", "transpose_", {"self"}, 1, {}, "self: grad.transpose(dim0, dim1)"},
+      {saved<&TransposeBackward0Saved::dim0>("dim0", FieldKind::Int),
+       saved<&TransposeBackward0Saved::dim1>("dim1", FieldKind::Int)}));
   registry.push_back(define_node<PermuteBackward0Saved, PermuteBackward0>(
       {"PermuteBackward0", "permute", {"self"}, 1, {}, "self: permute_backwards(grad, dims)"},
       {saved<&PermuteBackward0Saved::dims>("dims", FieldKind::IntList)}));
@@ -745,6 +750,10 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {saved<&ExpandBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
   registry.push_back(define_node<UnsqueezeBackward0Saved, UnsqueezeBackward0>(
       {"UnsqueezeBackward0", "unsqueeze", {"self"}, 1, {}, "self: grad.squeeze(dim)"},
+      {saved<&UnsqueezeBackward0Saved::dim>("dim", FieldKind::Int)}));
+  // unsqueeze_, in place: unsqueeze's formula and field
+  registry.push_back(define_node<UnsqueezeBackward0Saved, UnsqueezeBackward0>(
+      {"UnsqueezeBackward1", "unsqueeze_", {"self"}, 1, {}, "self: grad.squeeze(dim)"},
       {saved<&UnsqueezeBackward0Saved::dim>("dim", FieldKind::Int)}));
   registry.push_back(define_node<SqueezeBackward0Saved, SqueezeBackward0<kSqueezeBackward0>>(
       {"SqueezeBackward0", "squeeze", {"self"}, 1, {}, "self: unsqueeze_to(grad, self.sym_sizes())"},

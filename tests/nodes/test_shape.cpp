@@ -173,6 +173,28 @@ result = (i64(fn._saved_dim0), i64(fn._saved_dim1), *torch.autograd.grad(out, (x
   }
 }
 
+TEST_CASE("TransposeBackward1") {
+  // transpose_ on a non-leaf: the tensor's grad_fn becomes TransposeBackward1, with transpose's formula
+  const Tensor x = random64({2, 3, 4}, 28), g = random64({4, 3, 2}, 29);
+  const Saved saved = {{"dim0", std::int64_t{-1}}, {"dim1", std::int64_t{0}}};
+  SUBCASE("finite differences") {
+    check_fd("TransposeBackward1", saved, [](const std::vector<Tensor>& in) { return transpose(in[0], -1, 0); }, x,
+             g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("TransposeBackward1", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = (x * 1).transpose_(-1, 0)
+fn = out.grad_fn
+assert fn.name() == "TransposeBackward1", fn.name()
+result = (i64(fn._saved_dim0), i64(fn._saved_dim1), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    CHECK(int_of(r[0]) == -1);
+    CHECK_TENSOR(one_grad("TransposeBackward1", {{"dim0", int_of(r[0])}, {"dim1", int_of(r[1])}}, g), r[2]);
+  }
+}
+
 TEST_CASE("PermuteBackward0") {
   const Tensor x = random64({2, 3, 4}, 30), g = random64({4, 2, 3}, 31);
   const Saved saved = {{"dims", IntList{-1, 0, 1}}};
@@ -222,6 +244,28 @@ result = (ints(fn._saved_self_sym_sizes), *torch.autograd.grad(out, (x,), b))
   }
   SUBCASE("errors") {
     CHECK_THROWS_AS(call_node("ExpandBackward0", {random64({2, 5}, 1)}, {true}, saved), Error);
+  }
+}
+
+TEST_CASE("UnsqueezeBackward1") {
+  // unsqueeze_ on a non-leaf: UnsqueezeBackward1, unsqueeze's formula
+  const Tensor x = random64({2, 3}, 34), g = random64({2, 1, 3}, 35);
+  const Saved saved = {{"dim", std::int64_t{1}}};
+  SUBCASE("finite differences") {
+    check_fd("UnsqueezeBackward1", saved, [](const std::vector<Tensor>& in) { return unsqueeze(in[0], 1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("UnsqueezeBackward1", saved, g); }
+  SUBCASE("against torch") {
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = (x * 1).unsqueeze_(1)
+fn = out.grad_fn
+assert fn.name() == "UnsqueezeBackward1", fn.name()
+result = (i64(fn._saved_dim), *torch.autograd.grad(out, (x,), b))
+)"), {x, g});
+    const Tensor grad = one_grad("UnsqueezeBackward1", {{"dim", int_of(r[0])}}, g);
+    CHECK_TENSOR(grad, r[1]);
+    CHECK(grad.sizes() == Shape{2, 3});
   }
 }
 
