@@ -30,10 +30,13 @@ class Backend:
     as torch; "float64" runs promoted and casts the grads back). record=True: import each backward's
     program into ``recorded`` (and save it to ``save_to``, numbered after the first), then call
     ``compiler(gm)`` (default: the graph itself, run eagerly) as compiled autograd would.
-    run=False with record=True imports and runs nothing at all (what capture() uses)."""
+    run=False with record=True imports and runs nothing at all (what capture() uses).
+    Either way ``recorded`` keeps every imported program, in the order of the backwards."""
 
     def __init__(self, *, record: bool = False, names=None, save_to: Optional[str] = None,
-                 compiler: Optional[Callable] = None, precision: str = "float32", run: bool = True):
+                 compiler: Optional[Callable] = None, precision: str = "float32", run: bool = True,
+                 program_name: str = "backward"):
+        self.program_name = program_name
         self.record = record
         self.names = names
         self.save_to = save_to
@@ -46,25 +49,45 @@ class Backend:
         compiled = (self.compiler or (lambda module: module))(gm) if self.record and self.run else None
 
         def call(inputs, sizes, scalars, hooks, packed_data):
+            # imported first: the graph clears `inputs` as it runs (compiled autograd lets it steal them)
             imported = import_graph(gm, inputs, sizes, scalars, hooks, packed_data, names=self.names,
-                                    program_name=f"backward{len(self.recorded)}")
-            if self.record:
+                                    program_name=self.program_name)
+            if not self.record:
                 self._keep(imported)
-                if not self.run:
-                    return [None] * len(imported.outputs)
-                return compiled(inputs, sizes, scalars, hooks, packed_data)
-            return _run_in_refgrad(imported, self.precision)
+                return _run_in_refgrad(imported, self.precision)
+            if not self.run:
+                self._keep(imported)
+                return [None] * len(imported.outputs)
+            outputs = compiled(inputs, sizes, scalars, hooks, packed_data)
+            _add_result_set(imported, outputs)
+            self._keep(imported)
+            return outputs
 
         return call
 
     def _keep(self, imported: Imported) -> None:
-        if self.save_to is not None:
+        if self.save_to is not None and self.record:
             path = str(self.save_to)
             if self.recorded:
                 stem, dot, extension = path.rpartition(".")
                 path = f"{stem}{len(self.recorded)}.{extension}" if dot else f"{path}{len(self.recorded)}"
             imported.save(path)
         self.recorded.append(imported)
+
+
+def _add_result_set(imported: Imported, outputs) -> None:
+    """What torch's graph computed, as the bundle's result set "compiled_autograd": each leaf's .grad
+    and each output, so that `refgrad check BUNDLE` compares refgrad's run with it."""
+    tensors = {}
+    for spelled, name in imported.leaf_names.items():
+        grad = imported.leaves[name].grad
+        if grad is not None:
+            tensors["@" + spelled] = grad.detach().clone()
+    for name, grad in zip(imported.outputs, outputs or []):
+        if grad is not None:
+            tensors["^" + name] = grad.detach().clone()
+    imported.bundle.results = [refgrad.ResultSet("compiled_autograd", tensors,
+                                                 {"torch": torch.__version__, "engine": "compiled autograd"})]
 
 
 def _run_in_refgrad(imported: Imported, precision: str) -> list[Optional[torch.Tensor]]:
@@ -75,9 +98,7 @@ def _run_in_refgrad(imported: Imported, precision: str) -> list[Optional[torch.T
     for name, variable in imported.leaves.items():
         grad = results.get(name)
         variable.grad = None if grad is None else grad.to(variable.dtype)
-    return [None if results.get(name) is None else results[name].to(imported.bundle.program.outputs[i].type.dtype
-                                                                   if False else results[name].dtype)
-            for i, name in enumerate(imported.outputs)]
+    return [results.get(name) for name in imported.outputs]
 
 
 def backend(gm: Optional[torch.fx.GraphModule] = None, **options) -> Any:
@@ -97,7 +118,7 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
     outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
     inputs = None if inputs is None else ([inputs] if isinstance(inputs, torch.Tensor) else list(inputs))
     accumulate = inputs is None if accumulate_grad is None else accumulate_grad
-    recorder = Backend(record=True, run=False, names=names)
+    recorder = Backend(record=True, run=False, names=names, program_name=program_name)
     compiled_autograd.reset()
     try:
         with compiled_autograd._enable(recorder):
