@@ -203,7 +203,7 @@ def graph_of(outputs, inputs=None, grad_outputs=None, *, names=None) -> Graph:
 @_refgrad_errors("refgrad.torch.capture")
 def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused: bool = False,
             accumulate_grad: Optional[bool] = None, order: str = "eager",
-            program_name: str = "backward") -> Capture:
+            program_name: str = "backward", via: str = "grad_fn") -> Capture:
     """Captures the backward of ``outputs`` (a tensor or a sequence of them) as a refgrad program.
 
     inputs: as torch.autograd.grad's (a tensor or a sequence): the program outputs their grads,
@@ -217,6 +217,10 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
       backward would, so a capture taken after a backward (retain_graph=True) runs a second one.
     allow_unused: torch.autograd.grad's. order: "eager" (the engine's ready queue) or
       "compiled_autograd".
+    via: "grad_fn" (walk the grad_fn graph; this page) or "compiled_autograd": let torch's compiled
+      autograd trace the backward and import its graph (refgrad.compiled_autograd.capture, which
+      returns a refgrad.compiled_autograd.Imported; it has the program in compiled autograd's own
+      order, and node hooks, grad_fn.register_hook / register_prehook, that a grad_fn walk cannot see).
 
     Raises UnsupportedError (a refgrad.Error) listing every node refgrad cannot capture, and
     refgrad.Error for a freed graph, what torch itself refuses, and what the
@@ -224,6 +228,12 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
     refgrad.Error also for whatever else goes wrong in it (naming the original exception).
     See the docstrings of refgrad.torch's modules for what torch hides from Python.
     """
+    if via == "compiled_autograd":
+        from refgrad.compiled_autograd import capture as capture_compiled_autograd
+        return capture_compiled_autograd(outputs, inputs, grad_outputs, names=names, allow_unused=allow_unused,
+                                         accumulate_grad=accumulate_grad, program_name=program_name)
+    if via != "grad_fn":
+        raise refgrad.Error(f"refgrad.torch.capture: via must be 'grad_fn' or 'compiled_autograd', got {via!r}")
     captured = _capture_graph(outputs, inputs, grad_outputs, names)
     accumulate = not captured.captures if accumulate_grad is None else accumulate_grad
     options = FunctionalizeOptions(order=Order(order), accumulate_grad=accumulate, allow_unused=allow_unused,
