@@ -308,7 +308,7 @@ Grads ProdBackward1(const Grads& grads, const ProdBackward1Saved& saved, const N
 // MaxBackward0 — max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 //   self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)
 // Also MinBackward0 (min.dim), MedianBackward1 (median.dim), NanmedianBackward1
-// (nanmedian.dim) and KthvalueBackward0 (kthvalue): the same fields and formula.
+// (nanmedian.dim), KthvalueBackward0 (kthvalue) and ModeBackward0 (mode): the same fields and formula.
 // One incoming grad, the values': indices are not differentiable, and torch's
 // node records no input for them. Without it the output is undefined.
 struct ValueSelectingSaved {
@@ -322,6 +322,21 @@ Grads ValueSelectingBackward(const Grads& grads, const ValueSelectingSaved& save
   if (!grads[0] || !need[0]) return Grads(1);
   return Grads{
       value_selecting_reduction_backward(*grads[0], saved.dim, saved.indices, saved.self_sym_sizes, saved.keepdim)};
+}
+
+// SortBackward0 — sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+//   self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), true)
+// Also SortBackward1 (sort.stable) and TopkBackward0 (topk): the same fields and formula. Their values
+// keep every dim (keepdim is true), so each grad element goes back to the place `indices` names.
+struct SortingSaved {
+  std::int64_t dim;
+  IntList self_sym_sizes;
+  Tensor indices;
+};
+
+Grads SortingBackward(const Grads& grads, const SortingSaved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{value_selecting_reduction_backward(*grads[0], saved.dim, saved.indices, saved.self_sym_sizes, true)};
 }
 
 // MaxBackward1 — max(Tensor self) -> Tensor
@@ -438,6 +453,15 @@ NodeDef value_selecting_node(const char* name, const char* aten_op) {
        saved<&S::indices>("indices", FieldKind::Tensor)});
 }
 
+NodeDef sorting_node(const char* name, const char* aten_op) {
+  using S = SortingSaved;
+  return define_node<S, SortingBackward>(
+      {name, aten_op, {"self"}, 1, {},
+       "self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), true)"},
+      {saved<&S::dim>("dim", FieldKind::Int), saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&S::indices>("indices", FieldKind::Tensor)});
+}
+
 NodeDef evenly_distribute_node(const char* name, const char* aten_op) {
   using S = EvenlyDistributeSaved;
   return define_node<S, EvenlyDistributeBackward>(
@@ -504,6 +528,10 @@ void add_reduction_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(value_selecting_node("MinBackward0", "min.dim"));
   registry.push_back(value_selecting_node("MedianBackward1", "median.dim"));
   registry.push_back(value_selecting_node("NanmedianBackward1", "nanmedian.dim"));
+  registry.push_back(value_selecting_node("ModeBackward0", "mode"));
+  registry.push_back(sorting_node("SortBackward0", "sort"));
+  registry.push_back(sorting_node("SortBackward1", "sort.stable"));
+  registry.push_back(sorting_node("TopkBackward0", "topk"));
   registry.push_back(value_selecting_node("KthvalueBackward0", "kthvalue"));
   registry.push_back(evenly_distribute_node("MaxBackward1", "max"));
   registry.push_back(evenly_distribute_node("MinBackward1", "min"));

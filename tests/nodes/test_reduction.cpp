@@ -346,6 +346,56 @@ TEST_CASE("MedianBackward1") { check_value_selecting_node("MedianBackward1", "me
 TEST_CASE("NanmedianBackward1") { check_value_selecting_node("NanmedianBackward1", "nanmedian(", torch_nanmedian); }
 TEST_CASE("KthvalueBackward0") { check_value_selecting_node("KthvalueBackward0", "kthvalue(1, ", torch_kthvalue); }
 
+std::pair<Tensor, Tensor> torch_mode(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const auto r = torch_eval("a.mode(" + std::to_string(dim) + ", keepdim=" + (keepdim ? "True" : "False") + ")", {x});
+  return {r[0], r[1]};
+}
+
+TEST_CASE("ModeBackward0") { check_value_selecting_node("ModeBackward0", "mode(", torch_mode); }
+
+// ----------------------------------------------------------- sort, topk ---
+
+// SortBackward0 and its kin: values keep every dim; each grad element goes back to the
+// place `indices` names. `torch_call` is a torch call on x whose [0] is the values and
+// whose dim argument `call` completes.
+void check_sorting_node(const std::string& node, const std::string& torch_call, std::int64_t kept) {
+  const Tensor x = random64({3, 4}, 40);
+  const auto sorted = torch_eval("a." + torch_call + "1)", {x});
+  const Tensor indices = sorted[1], g = random64({3, kept}, 41);
+  const Saved saved = {{"dim", std::int64_t{1}}, {"self_sym_sizes", IntList{3, 4}}, {"indices", indices}};
+  SUBCASE("finite differences, away from ties") {
+    const Grads out = call_node(node, {g}, {true}, saved);
+    // Near x the order does not change, so the forward is a gather of the indices.
+    auto forward = [indices](const std::vector<Tensor>& in) { return gather(in[0], 1, indices); };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grads") {
+    CHECK_FALSE(call_node(node, {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node(node, {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: ties, a negative dim, 3-d, 0-d") {
+    for (const auto& [input, call] : std::vector<std::pair<Tensor, std::string>>{
+             {with_ties(), "1)"}, {with_ties(), "-1)"}, {random64({2, 3, 3}, 42), "1)"}, {random64({}, 43), "0)"}}) {
+      const std::string forward = "x." + torch_call + call + "[0]";
+      CAPTURE(forward);
+      const auto r = torch_backward(node, forward, "(signed(fn._saved_dim), ints(fn._saved_self_sym_sizes), fn._saved_indices)",
+                                    input);
+      const Saved from_torch = {
+          {"dim", r[0].item<std::int64_t>()}, {"self_sym_sizes", int_list(r[1])}, {"indices", r[2]}};
+      CHECK_TENSOR(only_grad(call_node(node, {r[3]}, {true}, from_torch)), r[5]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad_index = saved;
+    bad_index["indices"] = full({3, kept}, 4, DType::Int64);
+    CHECK_THROWS_AS(call_node(node, {g}, {true}, bad_index), Error);
+  }
+}
+
+TEST_CASE("SortBackward0") { check_sorting_node("SortBackward0", "sort(descending=True, dim=", 4); }
+TEST_CASE("SortBackward1") { check_sorting_node("SortBackward1", "sort(stable=True, dim=", 4); }
+TEST_CASE("TopkBackward0") { check_sorting_node("TopkBackward0", "topk(1, dim=", 1); }
+
 // ------------------------------------------------- max, min, median (all) ---
 
 // MaxBackward1 and its kin: the grad split evenly among the elements equal
