@@ -1,0 +1,341 @@
+"""refgrad.compiled_autograd: compiled autograd's FX graph imported as a refgrad program (issue 18).
+
+The import is checked four ways: the packing order read from torch's generator against refgrad's fields
+(every node) and against the arguments of real graphs (every node the zoo and the OpInfo samples make
+compiled autograd emit); the imported program against refgrad.torch.capture's, node by node, field by
+field (the grad_fn path reads each field by its name, `_saved_<field>`, so a field fed into the wrong slot
+differs there); the gradients of the imported programs against torch's; the backend and the recorder.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from torch._dynamo import compiled_autograd
+
+import refgrad
+import refgrad.compiled_autograd as rca
+import refgrad.torch
+import refgrad.zoo
+
+ROOT = Path(__file__).resolve().parents[2]
+ZOO = sorted(refgrad.zoo.ZOO)
+
+
+def _names(model: torch.nn.Module) -> dict:
+    return dict(model.named_parameters())
+
+
+def _eager_grads(model, forward) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    forward(model).backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def _assert_grads(got: dict, expected: dict, dtype: torch.dtype) -> None:
+    assert set(got) == set(expected)
+    for name in expected:
+        if dtype == torch.float64:  # tight: only the order of float64 sums may differ (the zoo's grads are O(1);
+            # a conv bias under batch norm has a true gradient of 0, which both give as noise of 1e-16)
+            torch.testing.assert_close(got[name], expected[name], rtol=1e-10, atol=1e-14)
+        else:
+            torch.testing.assert_close(got[name], expected[name])
+
+
+# -- the packing order ----------------------------------------------------------------------------------
+
+
+def test_packing_names_every_field_of_every_refgrad_node():
+    """For every node refgrad has, torch's generator packs each of refgrad's fields (by the same name),
+    and the only other packed arguments are a Tensor[] input's length and retain_variables."""
+    for schema in refgrad.nodes():
+        packed = rca.packing(schema.name)
+        fields = [field.name for field in schema.saved]
+        assert set(fields) <= set(packed.args), (schema.name, fields, packed.args)
+        others = [arg for arg in packed.args if arg not in fields]
+        assert all(arg == "retain_variables" or arg[:-len("_size_")] in schema.inputs for arg in others), \
+            (schema.name, others)
+        list_inputs = [arg[:-len("_size_")] for arg in others if arg.endswith("_size_")]
+        # one need bit per input (a Tensor[] input has one for all its elements)
+        assert packed.num_inputs == len(schema.inputs), (schema.name, packed.num_inputs, schema.inputs)
+        assert set(list_inputs) <= set(schema.inputs)
+
+
+def test_packing_is_read_from_torch_not_written_down():
+    """The order is torch's generator's: sorted saved inputs, then sorted saved outputs (AddmmBackward0's,
+    as the graph in the issue shows it), and the C++ types match what the graph passes."""
+    addmm = rca.packing("AddmmBackward0")
+    assert addmm.args == ("alpha", "beta", "mat1", "mat1_layout", "mat1_sym_sizes", "mat1_sym_strides", "mat2",
+                          "mat2_layout", "mat2_sym_sizes", "mat2_sym_strides")
+    layer_norm = rca.packing("NativeLayerNormBackward0")
+    assert layer_norm.args == ("bias", "input", "normalized_shape", "weight", "result1", "result2")
+    assert rca.packing("CatBackward0").list_sizes() == {"tensors": 0}
+    with pytest.raises(refgrad.Error, match="generates no functional op named NoSuchBackward0"):
+        rca.packing("NoSuchBackward0")
+
+
+def _python_kind(cpp_type: str) -> tuple:
+    """What a packed value of this C++ type is in the graph (IValuePacker, torch/csrc/dynamo/compiled_autograd.h)."""
+    if cpp_type.startswith("Tensor") or cpp_type.startswith("std::optional<Tensor"):
+        return (torch.fx.Node, type(None))
+    if "vector" in cpp_type or "List" in cpp_type or "OptionalArray" in cpp_type:
+        return (list, tuple, type(None))
+    if cpp_type.startswith(("at::TensorOptions", "at::TensorGeometry", "TypeAndSize", "caffe2::TypeMeta")):
+        return (tuple,)
+    if cpp_type.startswith(("at::ScalarType", "at::Layout", "int64_t", "size_t", "c10::SymInt")):
+        return (int,)
+    if cpp_type.startswith(("double", "bool", "at::Scalar", "std::optional", "std::string", "c10::string_view")):
+        return (int, float, bool, str, type(None))
+    return (object,)
+
+
+def _graph_node_calls(gm: torch.fx.GraphModule):
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and getattr(node.target, "__module__", "") == "torch._dynamo.compiled_autograd.ops" \
+                and node.target.__name__ != "validate_outputs":
+            yield node
+
+
+@pytest.mark.parametrize("model_name", ZOO)
+def test_packing_matches_real_graphs(model_name):
+    """Every node call of a real graph has as many packed arguments as torch's generator packs, each of the
+    kind its C++ type packs to: a swapped pair of fields of different types fails here."""
+    model, forward = refgrad.zoo.ZOO[model_name](dtype=torch.float32)
+    graphs = []
+    compiled_autograd.reset()
+    with compiled_autograd._enable(lambda gm: (graphs.append(gm), gm)[1]):
+        forward(model).backward()
+    compiled_autograd.reset()
+    seen = set()
+    for node in _graph_node_calls(graphs[0]):
+        packed = rca.packing(node.target.__name__)
+        grads, needs, *args = node.args
+        assert len(needs) == packed.num_inputs, node.format_node()
+        assert len(args) == len(packed.args), node.format_node()
+        for value, name, cpp_type in zip(args, packed.args, packed.types):
+            if isinstance(value, torch.fx.Node) and "unwrap_maybe_dynamic_int" in str(value.target):
+                value = 0  # a SymInt
+            assert isinstance(value, _python_kind(cpp_type)), (node.target.__name__, name, cpp_type, value)
+        seen.add(node.target.__name__)
+    assert seen
+
+
+# -- the program, compared with the grad_fn capture's ---------------------------------------------------
+
+
+def _normalized(program: refgrad.Program, bundle: refgrad.Bundle):
+    """The program with registers and saved tensors renamed in order of appearance, the accumulate_grad
+    instructions apart (compiled autograd moves each right after its grad; refgrad's functionalizer puts it
+    where the engine's queue runs it), leaf names as the user gave them, and the saved values in order."""
+    registers: dict[str, str] = {}
+    saved: dict[str, str] = {}
+    values = []
+    inline = {decl.name: decl.value for decl in program.saved}
+    tensors = bundle.tensors
+
+    def register(match):
+        return registers.setdefault(match.group(0), f"%r{len(registers)}")
+
+    def saved_tensor(match):
+        name = match.group(0)
+        if name not in saved:
+            saved[name] = f"$s{len(saved)}"
+            value = tensors.get(name, inline.get(name[1:]))
+            values.append(None if value is None else torch.tensor(value.numpy()))
+        return saved[name]
+
+    code, accumulates = [], set()
+    for instr in program.code:
+        text = re.sub(r"\$[\w.]+", saved_tensor, re.sub(r"%[\w.]+", register, str(instr)))
+        text = re.sub(r"@_?([\w.]+)", r"@\1", text)
+        (accumulates.add(text) if text.startswith("accumulate_grad") else code.append(text))
+    return code, accumulates, values
+
+
+def _assert_same_program(imported, captured) -> None:
+    code, accumulates, values = _normalized(imported.program, imported.bundle)
+    expected_code, expected_accumulates, expected_values = _normalized(captured.program, captured.bundle)
+    assert code == expected_code
+    assert accumulates == expected_accumulates
+    assert len(values) == len(expected_values)
+    for value, expected in zip(values, expected_values):
+        assert torch.equal(value, expected)
+
+
+@pytest.mark.parametrize("model_name", ZOO)
+def test_both_capture_paths_give_the_same_program(model_name):
+    model, forward = refgrad.zoo.ZOO[model_name](dtype=torch.float32)
+    loss = forward(model)
+    imported = refgrad.torch.capture(loss, names=_names(model), via="compiled_autograd")
+    captured = refgrad.torch.capture(loss, names=_names(model), order="compiled_autograd")
+    _assert_same_program(imported, captured)
+    assert all(p.grad is None for p in model.parameters())  # capture traced the backward, ran nothing
+
+
+def test_the_comparison_sees_a_swapped_field():
+    """The comparison above fails when two fields of one node trade values (so it can fail)."""
+    model, forward = refgrad.zoo.ZOO["mlp"](dtype=torch.float32)
+    loss = forward(model)
+    imported = refgrad.torch.capture(loss, names=_names(model), via="compiled_autograd")
+    captured = refgrad.torch.capture(loss, names=_names(model), order="compiled_autograd")
+    text = str(imported.program).replace("mat1=$addmm_backward0_mat1", "mat1=SWAP").replace(
+        "mat2=$addmm_backward0_mat2", "mat1=$addmm_backward0_mat2").replace("mat1=SWAP", "mat2=$addmm_backward0_mat1")
+    assert text != str(imported.program)
+    swapped = rca.Imported(refgrad.Bundle(refgrad.Program.parse(text), imported.bundle.tensors))
+    with pytest.raises(AssertionError):
+        _assert_same_program(swapped, captured)
+
+
+# -- gradients --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("model_name", ZOO)
+def test_imported_programs_give_torchs_gradients(model_name, dtype):
+    model, forward = refgrad.zoo.ZOO[model_name](dtype=dtype)
+    imported = rca.capture(forward(model), names=_names(model))
+    got = imported.run("float32")  # as imported: float64 programs run in float64, float32 ones in float32
+    _assert_grads(got, _eager_grads(model, forward), dtype)
+
+
+# -- the backend and the recorder -------------------------------------------------------------------------
+
+
+def test_backend_leaves_refgrads_gradients_in_grad():
+    model, forward = refgrad.zoo.ZOO["transformer"](dtype=torch.float64)
+    expected = _eager_grads(model, forward)
+    runs = []
+    real_run = rca.Imported.run
+
+    def counted_run(self, precision="float64"):
+        runs.append(self.program.name)
+        return real_run(self, precision)
+
+    rca.Imported.run = counted_run
+    try:
+        compiled_autograd.reset()
+        with compiled_autograd._enable(rca.backend):
+            forward(model).backward()
+    finally:
+        rca.Imported.run = real_run
+        compiled_autograd.reset()
+    assert runs == ["backward"]  # refgrad ran the backward, once
+    _assert_grads({name: p.grad for name, p in model.named_parameters()}, expected, torch.float64)
+
+
+def test_record_leaves_torchs_grad_and_writes_a_bundle_refgrad_check_accepts(tmp_path):
+    model, forward = refgrad.zoo.ZOO["mlp"](dtype=torch.float32)
+    compiled_autograd.reset()
+    with compiled_autograd._enable(lambda gm: gm):  # torch's own graph, run eagerly
+        forward(model).backward()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+
+    path = tmp_path / "mlp.safetensors"
+    recorder = rca.backend(record=True, names=_names(model), save_to=str(path))
+    compiled_autograd.reset()
+    with compiled_autograd._enable(recorder):
+        forward(model).backward()
+    compiled_autograd.reset()
+    for name, p in model.named_parameters():
+        assert torch.equal(p.grad, expected[name]), name  # unchanged, bit for bit
+    assert len(recorder.recorded) == 1
+    check = subprocess.run([str(ROOT / "build" / "refgrad"), "check", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "4 of 4 gradients pass" in check.stdout
+
+
+# -- hooks -------------------------------------------------------------------------------------------------
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def _hooked(node_hooks: bool = True):
+    """A backward with every kind of hook: tensor pre-hooks (leaf and non-leaf), retain_grad, a node
+    pre-hook and post hook (grad_fn.register_prehook / register_hook), a post-accumulate-grad hook, and an
+    autograd.Function."""
+    generator = torch.Generator().manual_seed(0)
+    w = torch.randn(3, dtype=torch.float64, generator=generator).requires_grad_()
+    b = torch.randn(3, dtype=torch.float64, generator=generator).requires_grad_()
+    seen = []
+    w.register_hook(lambda g: g * 2)
+    w.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.clone()))
+    y = _Square.apply(w) + b
+    y.register_hook(lambda g: g + 1)
+    if node_hooks:
+        y.grad_fn.register_prehook(lambda grad_outputs: (grad_outputs[0] * 3,))
+        y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: (grad_inputs[0] * 5, grad_inputs[1]))
+    return w, b, y, (y * y).sum(), seen
+
+
+def test_node_hooks_are_captured_and_run_where_compiled_autograd_runs_them():
+    w, b, y, loss, _ = _hooked()
+    imported = refgrad.torch.capture(loss, names={"w": w, "b": b}, via="compiled_autograd")
+    code = [str(instr) for instr in imported.program.code]
+    kinds = {decl.name: str(decl.kind) for decl in imported.program.hooks}
+    pre = next(i for i, line in enumerate(code) if "hook &pre" in line)
+    add = next(i for i, line in enumerate(code) if "AddBackward0" in line)
+    post = next(i for i, line in enumerate(code) if "hook &post" in line and "post_acc" not in line)
+    assert pre == add - 1 and post == add + 2  # the pre-hook right before the node, the post hook after validate
+    assert sum("tensor_pre" in kind.lower() for kind in kinds.values()) == 2  # y's and w's register_hook
+    got = imported.run("float64")
+    loss.backward()
+    torch.testing.assert_close(got["w"], w.grad, rtol=1e-12, atol=0)
+    torch.testing.assert_close(got["b"], b.grad, rtol=1e-12, atol=0)
+    # the grad_fn walk cannot see node hooks: its gradients differ (so the test above can fail)
+    w2, b2, y2, loss2, _ = _hooked()
+    walked = refgrad.torch.capture(loss2, names={"w": w2, "b": b2}).run("float64")
+    assert not torch.allclose(walked["b"], b.grad)
+
+
+def test_backend_runs_every_kind_of_hook_as_torch_does():
+    results = []
+    for backend in (None, rca.backend):
+        w, b, y, loss, seen = _hooked()
+        y.retain_grad()
+        compiled_autograd.reset()
+        if backend is None:
+            loss.backward()
+        else:
+            with compiled_autograd._enable(backend):
+                loss.backward()
+        compiled_autograd.reset()
+        results.append((w.grad, b.grad, y.grad, seen))
+    (w, b, y, seen), (w2, b2, y2, seen2) = results
+    torch.testing.assert_close(w2, w, rtol=1e-12, atol=0)
+    torch.testing.assert_close(b2, b, rtol=1e-12, atol=0)
+    torch.testing.assert_close(y2, y, rtol=1e-12, atol=0)  # retain_grad(), a C++ tensor pre-hook
+    assert len(seen2) == 1 and torch.allclose(seen2[0], w)  # the post-accumulate-grad hook saw refgrad's .grad
+
+
+# -- what is refused --------------------------------------------------------------------------------------
+
+
+def test_aot_backward_is_refused_by_name():
+    """A torch.compile'd forward's backward is an AOT backward: compiled autograd copies its aten ops into
+    the graph, which refgrad has no instructions for yet."""
+    x = torch.randn(4, requires_grad=True)
+    loss = torch.compile(lambda t: (t.sin() * 2).sum(), backend="aot_eager")(x)
+    with pytest.raises(refgrad.Error, match="AOT backward"):
+        refgrad.torch.capture(loss, via="compiled_autograd")
+
+
+def test_capture_via_must_be_known():
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(refgrad.Error, match="via must be"):
+        refgrad.torch.capture((x * x).sum(), via="jax")
