@@ -394,6 +394,89 @@ Grads TBackward0(const Grads& grads, const TBackward0Saved& /*saved*/, const Nee
   return Grads{t(*grads[0])};
 }
 
+// ------------------------------------------------------------- diagonals ---
+
+// The view self.diagonal(offset, dim1, dim2) of a contiguous tensor of `sizes`, as ATen's diagonal makes
+// it: dim1 and dim2 dropped, one last dim as long as the diagonal, whose stride is the sum of theirs,
+// starting `offset` steps along dim2 (offset >= 0) or -offset steps along dim1.
+struct DiagonalView {
+  Shape sizes;
+  Shape strides;
+  std::int64_t storage_offset = 0;
+};
+
+DiagonalView diagonal_view(const char* node, const IntList& sizes, std::int64_t offset, std::int64_t dim1,
+                           std::int64_t dim2) {
+  check(sizes.size() >= 2, node, ": diagonal needs a tensor of at least 2 dims, got sizes ", shape_text(sizes));
+  const std::int64_t ndim = static_cast<std::int64_t>(sizes.size());
+  const std::int64_t d1 = wrap_dim(dim1, ndim, node), d2 = wrap_dim(dim2, ndim, node);
+  check(d1 != d2, node, ": diagonal dimensions cannot be identical ", dim1, ", ", dim2);
+  check(offset > std::numeric_limits<std::int64_t>::min() / 2 && offset < std::numeric_limits<std::int64_t>::max() / 2,
+        node, ": offset ", offset, " is out of range");
+  const Shape strides = contiguous_strides(sizes);
+  const std::int64_t length = offset >= 0 ? std::max<std::int64_t>(std::min(sizes[d1], sizes[d2] - offset), 0)
+                                          : std::max<std::int64_t>(std::min(sizes[d1] + offset, sizes[d2]), 0);
+  DiagonalView view;
+  if (length > 0) view.storage_offset = offset >= 0 ? offset * strides[d2] : -offset * strides[d1];
+  for (std::int64_t d = 0; d < ndim; ++d) {
+    if (d == d1 || d == d2) continue;
+    view.sizes.push_back(sizes[d]);
+    view.strides.push_back(strides[d]);
+  }
+  view.sizes.push_back(length);
+  view.strides.push_back(strides[d1] + strides[d2]);
+  return view;
+}
+
+// self.diagonal(offset, dim1, dim2), of a contiguous copy of self.
+Tensor diagonal(const char* node, const Tensor& self, std::int64_t offset, std::int64_t dim1, std::int64_t dim2) {
+  const DiagonalView view = diagonal_view(node, self.sizes(), offset, dim1, dim2);
+  return as_strided(contiguous(self), view.sizes, view.strides, view.storage_offset);
+}
+
+// FunctionsManual's diagonal_backward: zeros of the input's sizes with grad written along the diagonal
+// (the positions of the diagonal in the flattened input, read off an arange viewed as the diagonal).
+Tensor diagonal_backward(const char* node, const Tensor& grad, const IntList& sizes, std::int64_t offset,
+                         std::int64_t dim1, std::int64_t dim2) {
+  check_sizes(node, "self_sym_sizes", sizes);
+  const DiagonalView view = diagonal_view(node, sizes, offset, dim1, dim2);
+  check(grad.sizes() == view.sizes, node, ": grad has shape ", shape_text(grad.sizes()), " but the diagonal of ",
+        shape_text(sizes), " (offset ", offset, ", dims ", dim1, ", ", dim2, ") has shape ", shape_text(view.sizes));
+  const std::int64_t numel = numel_of(sizes);
+  const Tensor positions = as_strided(arange(numel), view.sizes, view.strides, view.storage_offset);
+  const Tensor flat = index_put(zeros({numel}, grad.dtype()), {reshape(contiguous(positions), {-1})},
+                                reshape(contiguous(grad), {-1}));
+  return reshape(flat, sizes);
+}
+
+// DiagonalBackward0 — diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1)
+//   self: diagonal_backward_symint(grad, self.sym_sizes(), offset, dim1, dim2)
+struct DiagonalBackward0Saved {
+  std::int64_t dim1;
+  std::int64_t dim2;
+  std::int64_t offset;
+  IntList self_sym_sizes;
+};
+
+Grads DiagonalBackward0(const Grads& grads, const DiagonalBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{diagonal_backward("DiagonalBackward0", *grads[0], saved.self_sym_sizes, saved.offset, saved.dim1,
+                                 saved.dim2)};
+}
+
+// DiagEmbedBackward0 — diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1)
+//   self: grad.diagonal(offset, dim1, dim2)
+struct DiagEmbedBackward0Saved {
+  std::int64_t dim1;
+  std::int64_t dim2;
+  std::int64_t offset;
+};
+
+Grads DiagEmbedBackward0(const Grads& grads, const DiagEmbedBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{diagonal("DiagEmbedBackward0", *grads[0], saved.offset, saved.dim1, saved.dim2)};
+}
+
 // TransposeBackward0 — transpose.int(Tensor(a) self, int dim0, int dim1)
 //   self: grad.transpose(dim0, dim1)
 struct TransposeBackward0Saved {
@@ -742,6 +825,18 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {"TransposeBackward1", "transpose_", {"self"}, 1, {}, "self: grad.transpose(dim0, dim1)"},
       {saved<&TransposeBackward0Saved::dim0>("dim0", FieldKind::Int),
        saved<&TransposeBackward0Saved::dim1>("dim1", FieldKind::Int)}));
+  registry.push_back(define_node<DiagonalBackward0Saved, DiagonalBackward0>(
+      {"DiagonalBackward0", "diagonal", {"self"}, 1, {},
+       "self: diagonal_backward_symint(grad, self.sym_sizes(), offset, dim1, dim2)"},
+      {saved<&DiagonalBackward0Saved::dim1>("dim1", FieldKind::Int),
+       saved<&DiagonalBackward0Saved::dim2>("dim2", FieldKind::Int),
+       saved<&DiagonalBackward0Saved::offset>("offset", FieldKind::Int),
+       saved<&DiagonalBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<DiagEmbedBackward0Saved, DiagEmbedBackward0>(
+      {"DiagEmbedBackward0", "diag_embed", {"self"}, 1, {}, "self: grad.diagonal(offset, dim1, dim2)"},
+      {saved<&DiagEmbedBackward0Saved::dim1>("dim1", FieldKind::Int),
+       saved<&DiagEmbedBackward0Saved::dim2>("dim2", FieldKind::Int),
+       saved<&DiagEmbedBackward0Saved::offset>("offset", FieldKind::Int)}));
   registry.push_back(define_node<PermuteBackward0Saved, PermuteBackward0>(
       {"PermuteBackward0", "permute", {"self"}, 1, {}, "self: permute_backwards(grad, dims)"},
       {saved<&PermuteBackward0Saved::dims>("dims", FieldKind::IntList)}));

@@ -173,6 +173,70 @@ result = (i64(fn._saved_dim0), i64(fn._saved_dim1), *torch.autograd.grad(out, (x
   }
 }
 
+TEST_CASE("DiagonalBackward0") {
+  const Tensor x = random64({3, 4, 5}, 70), g = random64({4, 3}, 71);
+  const Saved saved = {{"dim1", std::int64_t{0}}, {"dim2", std::int64_t{-1}}, {"offset", std::int64_t{1}},
+                       {"self_sym_sizes", IntList{3, 4, 5}}};
+  SUBCASE("finite differences") {
+    // x.diagonal(1, 0, -1) of a contiguous [3, 4, 5] (strides 20, 5, 1), worked by hand: dims 0 and 2
+    // dropped, a last dim of min(3, 5 - 1) = 3 with stride 20 + 1, starting 1 * 1 elements in
+    check_fd("DiagonalBackward0", saved,
+             [](const std::vector<Tensor>& in) { return as_strided(contiguous(in[0]), {4, 3}, {5, 21}, 1); }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("DiagonalBackward0", saved, g); }
+  SUBCASE("against torch: offsets above, below and past the diagonal, negative dims") {
+    for (const std::string call : {"0, 0, 1", "1, 0, -1", "-2, 2, 0", "7, 0, 1", "-1, -1, -3"}) {
+      CAPTURE(call);
+      const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.diagonal()" + call + R"()
+fn = out.grad_fn
+assert fn.name() == "DiagonalBackward0", fn.name()
+g = torch.randn(out.shape, dtype=out.dtype)
+result = (i64(fn._saved_dim1), i64(fn._saved_dim2), i64(fn._saved_offset), ints(fn._saved_self_sym_sizes), g,
+          *torch.autograd.grad(out, (x,), g))
+)"), {x});
+      const Saved from_torch = {{"dim1", int_of(r[0])}, {"dim2", int_of(r[1])}, {"offset", int_of(r[2])},
+                                {"self_sym_sizes", int_list(r[3])}};
+      CHECK_TENSOR(one_grad("DiagonalBackward0", from_torch, r[4]), r[5]);
+    }
+  }
+  SUBCASE("errors") {
+    Saved same_dims = saved;
+    same_dims["dim2"] = std::int64_t{0};
+    CHECK_THROWS_WITH_AS(call_node("DiagonalBackward0", {g}, {true}, same_dims),
+                         doctest::Contains("diagonal dimensions cannot be identical"), Error);
+    CHECK_THROWS_WITH_AS(call_node("DiagonalBackward0", {random64({3, 3}, 72)}, {true}, saved),
+                         doctest::Contains("grad has shape [3,3] but the diagonal of [3,4,5] (offset 1, dims 0, -1) has shape [4,3]"), Error);
+  }
+}
+
+TEST_CASE("DiagEmbedBackward0") {
+  const Saved saved = {{"dim1", std::int64_t{-2}}, {"dim2", std::int64_t{-1}}, {"offset", std::int64_t{0}}};
+  SUBCASE("by hand: diag_embed([a, b]) is [[a, 0], [0, b]], so the grad of [a, b] is g's diagonal") {
+    const Tensor g = tensor({{1.0, 2.0}, {3.0, 4.0}}, DType::Float64);
+    CHECK_TENSOR(one_grad("DiagEmbedBackward0", saved, g), tensor({1.0, 4.0}, DType::Float64));
+  }
+  SUBCASE("need mask and undefined grad") {
+    check_need_and_undefined("DiagEmbedBackward0", saved, random64({2, 2}, 73));
+  }
+  SUBCASE("against torch: offsets, dims in other places") {
+    for (const std::string call : {"", "1", "-2, 0, 2", "1, -1, 0"}) {
+      CAPTURE(call);
+      const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = torch.diag_embed(x, )" + call + R"()
+fn = out.grad_fn
+assert fn.name() == "DiagEmbedBackward0", fn.name()
+g = torch.randn(out.shape, dtype=out.dtype)
+result = (i64(fn._saved_dim1), i64(fn._saved_dim2), i64(fn._saved_offset), g, *torch.autograd.grad(out, (x,), g))
+)"), {random64({2, 3}, 74)});
+      const Saved from_torch = {{"dim1", int_of(r[0])}, {"dim2", int_of(r[1])}, {"offset", int_of(r[2])}};
+      CHECK_TENSOR(one_grad("DiagEmbedBackward0", from_torch, r[3]), r[4]);
+    }
+  }
+}
+
 TEST_CASE("TransposeBackward1") {
   // transpose_ on a non-leaf: the tensor's grad_fn becomes TransposeBackward1, with transpose's formula
   const Tensor x = random64({2, 3, 4}, 28), g = random64({4, 3, 2}, 29);
