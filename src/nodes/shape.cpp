@@ -477,6 +477,46 @@ Grads DiagEmbedBackward0(const Grads& grads, const DiagEmbedBackward0Saved& save
   return Grads{diagonal("DiagEmbedBackward0", *grads[0], saved.offset, saved.dim1, saved.dim2)};
 }
 
+// ------------------------------------------------------------------ roll ---
+
+// t rolled back by `shift` along dim: element i moves to i - shift (mod the dim's size), as
+// roll(t, -shift, dim) does. The two pieces, cut where the roll wraps, are put back in the other order.
+Tensor roll_back(const Tensor& t, std::int64_t shift, std::int64_t dim) {
+  const std::int64_t n = t.size(dim);
+  if (n == 0) return t;
+  const std::int64_t forward = ((shift % n) + n) % n;  // no negation: shift may be INT64_MIN
+  const std::int64_t back = (n - forward) % n;         // rolling by -shift is rolling by n - forward
+  if (back == 0) return t;
+  return cat({narrow(t, dim, n - back, back), narrow(t, dim, 0, n - back)}, dim);
+}
+
+// RollBackward0 — roll(Tensor self, SymInt[1] shifts, int[1] dims=[])
+//   self: grad.roll_symint(fmap(reverse_list_symint(shifts), [](c10::SymInt i){return -i;}), reverse_list(dims))
+// Each roll is undone in the reverse order (rolls along different dims commute, so the order only
+// matters for reading the formula). Without dims, the flattened tensor was rolled.
+struct RollBackward0Saved {
+  IntList dims;
+  IntList shifts;
+};
+
+Grads RollBackward0(const Grads& grads, const RollBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor& grad = *grads[0];
+  if (saved.dims.empty()) {
+    check(saved.shifts.size() == 1, "RollBackward0: without dims, roll takes one shift, got shifts ",
+          shape_text(saved.shifts));
+    return Grads{reshape(roll_back(reshape(contiguous(grad), {-1}), saved.shifts[0], 0), grad.sizes())};
+  }
+  check(saved.shifts.size() == saved.dims.size(), "RollBackward0: shifts ", shape_text(saved.shifts), " and dims ",
+        shape_text(saved.dims), " differ in length");
+  Tensor result = grad;
+  for (std::size_t i = saved.dims.size(); i-- > 0;) {
+    const std::int64_t dim = wrap_dim(saved.dims[i], grad.dim(), "RollBackward0");
+    result = roll_back(result, saved.shifts[i], dim);
+  }
+  return Grads{result};
+}
+
 // TransposeBackward0 — transpose.int(Tensor(a) self, int dim0, int dim1)
 //   self: grad.transpose(dim0, dim1)
 struct TransposeBackward0Saved {
@@ -837,6 +877,11 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {saved<&DiagEmbedBackward0Saved::dim1>("dim1", FieldKind::Int),
        saved<&DiagEmbedBackward0Saved::dim2>("dim2", FieldKind::Int),
        saved<&DiagEmbedBackward0Saved::offset>("offset", FieldKind::Int)}));
+  registry.push_back(define_node<RollBackward0Saved, RollBackward0>(
+      {"RollBackward0", "roll", {"self"}, 1, {},
+       "self: grad.roll_symint(fmap(reverse_list_symint(shifts), [](c10::SymInt i){return -i;}), reverse_list(dims))"},
+      {saved<&RollBackward0Saved::dims>("dims", FieldKind::IntList),
+       saved<&RollBackward0Saved::shifts>("shifts", FieldKind::Sizes)}));
   registry.push_back(define_node<PermuteBackward0Saved, PermuteBackward0>(
       {"PermuteBackward0", "permute", {"self"}, 1, {}, "self: permute_backwards(grad, dims)"},
       {saved<&PermuteBackward0Saved::dims>("dims", FieldKind::IntList)}));

@@ -237,6 +237,45 @@ result = (i64(fn._saved_dim1), i64(fn._saved_dim2), i64(fn._saved_offset), g, *t
   }
 }
 
+TEST_CASE("RollBackward0") {
+  const Tensor x = random64({3, 4}, 75), g = random64({3, 4}, 76);
+  const Saved saved = {{"dims", IntList{0, 1}}, {"shifts", IntList{1, -2}}};
+  SUBCASE("finite differences") {
+    // x.roll((1, -2), (0, 1)), by hand: out[i][j] = x[(i - 1) mod 3][(j + 2) mod 4]
+    const Tensor rows = tensor({{2}, {0}, {1}}), cols = tensor({{2, 3, 0, 1}});
+    check_fd("RollBackward0", saved, [&](const std::vector<Tensor>& in) { return index(in[0], {rows, cols}); }, x,
+             g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("RollBackward0", saved, g); }
+  SUBCASE("against torch: negative and large shifts, negative dims, no dims (flattened), an empty dim") {
+    for (const auto& [input, call] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "(1, -2), (0, 1)"}, {x, "7, -1"}, {x, "-13"}, {random64({2, 3, 2}, 77), "(2, 5), (-1, 0)"},
+             {random64({2, 0}, 78), "1, 1"}}) {
+      CAPTURE(call);
+      const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = x.roll()" + call + R"()
+fn = out.grad_fn
+assert fn.name() == "RollBackward0", fn.name()
+g = torch.randn(out.shape, dtype=out.dtype)
+result = (ints(fn._saved_dims), ints(fn._saved_shifts), g, *torch.autograd.grad(out, (x,), g))
+)"), {input});
+      CHECK_TENSOR(one_grad("RollBackward0", {{"dims", int_list(r[0])}, {"shifts", int_list(r[1])}}, r[2]), r[3]);
+    }
+  }
+  SUBCASE("errors and extremes") {
+    CHECK_THROWS_WITH_AS(call_node("RollBackward0", {g}, {true}, Saved{{"dims", IntList{0}}, {"shifts", IntList{1, 2}}}),
+                         doctest::Contains("differ in length"), Error);
+    CHECK_THROWS_AS(call_node("RollBackward0", {g}, {true}, Saved{{"dims", IntList{2}}, {"shifts", IntList{1}}}),
+                    Error);
+    // INT64_MIN = -2^63 is 0 mod 4 and 1 mod 3: the grad of a roll by it along dim 1 is g, along dim 0 a roll by -1
+    const std::int64_t most_negative = std::numeric_limits<std::int64_t>::min();
+    CHECK_TENSOR(one_grad("RollBackward0", {{"dims", IntList{1}}, {"shifts", IntList{most_negative}}}, g), g);
+    CHECK_TENSOR(one_grad("RollBackward0", {{"dims", IntList{0}}, {"shifts", IntList{most_negative}}}, g),
+                 cat({narrow(g, 0, 1, 2), narrow(g, 0, 0, 1)}, 0));
+  }
+}
+
 TEST_CASE("TransposeBackward1") {
   // transpose_ on a non-leaf: the tensor's grad_fn becomes TransposeBackward1, with transpose's formula
   const Tensor x = random64({2, 3, 4}, 28), g = random64({4, 3, 2}, 29);
