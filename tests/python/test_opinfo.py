@@ -13,8 +13,12 @@ captures that backward and runs it, and the gradients are compared with torch.au
 - float64 and complex128 are compared with torch tightly (assert_close's float64 rtol and atol, 1e-7);
   the other dtypes by DESIGN.md's rule against refgrad's float64 run of the captured program: torch's
   gradient and refgrad's run as captured must each be within rtol max|R| + 32 times the other's error.
-- opinfo_expectations.py names every op x dtype (with sample indices where only some samples fail) that
-  does not pass, and why. The test fails on a regression, on a changed reason (for missing nodes and
+- Randomness is fixed: samples are drawn from a seed per op and dtype (sample i is the same whether one or
+  all are drawn), grad_outputs from a seed per op, dtype and sample index.
+- opinfo_expectations.py names every op x dtype that does not pass, and why: one line per entry, (op, dtype,
+  samples, reason), op being op_db's name plus ".variant", samples ALL or the indices of the samples the
+  entry is about where only some fail that way, reason starting with the outcome's kind; sorted, and
+  written by `tools/conformance.py --write` from a full run. The test fails on a regression, on a changed reason (for missing nodes and
   dtypes: the exact nodes), and on an unexpected pass, so the list only shrinks; a wrong gradient can only
   be expected by an entry that says "wrong gradient".
 - `make test` runs the subset: the first sample of each op, float64 and float32 (the other dtypes' items
