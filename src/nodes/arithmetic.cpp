@@ -445,6 +445,84 @@ Grads Atan2Backward0(const Grads& grads, const Atan2Backward0Saved& saved, const
   return out;
 }
 
+// LogaddexpBackward0 — logaddexp(Tensor self, Tensor other)
+//   self: grad / (1 + exp(other - self)).conj()
+//   other: grad / (1 + exp(self - other)).conj()
+struct LogaddexpBackward0Saved {
+  Tensor other;
+  Tensor self;
+};
+
+Grads LogaddexpBackward0(const Grads& grads, const LogaddexpBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = div(grad, add(exp(sub(saved.other, saved.self)), 1));
+  if (need[1]) out[1] = div(grad, add(exp(sub(saved.self, saved.other)), 1));
+  return out;
+}
+
+// Logaddexp2Backward0 — logaddexp2(Tensor self, Tensor other)
+//   self: grad / (1 + pow(2, other - self))
+//   other: grad / (1 + pow(2, self - other))
+struct Logaddexp2Backward0Saved {
+  Tensor other;
+  Tensor self;
+};
+
+Grads Logaddexp2Backward0(const Grads& grads, const Logaddexp2Backward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = div(grad, add(pow(Scalar(2), sub(saved.other, saved.self)), 1));
+  if (need[1]) out[1] = div(grad, add(pow(Scalar(2), sub(saved.self, saved.other)), 1));
+  return out;
+}
+
+// HypotBackward0 — hypot(Tensor self, Tensor other)
+//   self: grad * self / result
+//   other: grad * other / result
+struct HypotBackward0Saved {
+  Tensor other;
+  Tensor self;
+  Tensor result;
+};
+
+Grads HypotBackward0(const Grads& grads, const HypotBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = div(mul(grad, saved.self), saved.result);
+  if (need[1]) out[1] = div(mul(grad, saved.other), saved.result);
+  return out;
+}
+
+// at::xlogy(x, y): x * log(y), except 0 where x is 0 (and y is not NaN: NaN stays NaN).
+Tensor xlogy(const Tensor& x, const Tensor& y) {
+  const Tensor y_is_a_number = eq(y, y);
+  return masked_fill(mul(x, log(y)), logical_and(eq(x, Scalar(0)), y_is_a_number), Scalar(0));
+}
+
+// XlogyBackward0 — xlogy.Tensor(Tensor self, Tensor other)
+//   self: at::xlogy(grad, other).masked_fill((self == 0.) & (other <= 0.), 0.)
+//   other: grad * self / other
+struct XlogyBackward0Saved {
+  Tensor other;
+  Tensor self;
+};
+
+Grads XlogyBackward0(const Grads& grads, const XlogyBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) {
+    const Tensor at_the_edge = logical_and(eq(saved.self, Scalar(0)), le(saved.other, Scalar(0)));
+    out[0] = masked_fill(xlogy(grad, saved.other), at_the_edge, Scalar(0));
+  }
+  if (need[1]) out[1] = div(mul(grad, saved.self), saved.other);
+  return out;
+}
+
 // WhereBackward0 — where.self(Tensor condition, Tensor self, Tensor other)
 //   condition: non_differentiable
 //   self:  where(condition, grad, 0)
@@ -764,6 +842,27 @@ void add_arithmetic_nodes(std::vector<NodeDef>& registry) {
        "self, other: atan2_backward(grad, self, other, grad_input_mask)"},
       {saved<&Atan2Backward0Saved::other>("other", FieldKind::Tensor),
        saved<&Atan2Backward0Saved::self>("self", FieldKind::Tensor)}));
+
+  registry.push_back(define_node<LogaddexpBackward0Saved, LogaddexpBackward0>(
+      {"LogaddexpBackward0", "logaddexp", {"self", "other"}, 1, {},
+       "self: grad / (1 + exp(other - self)).conj()\nother: grad / (1 + exp(self - other)).conj()"},
+      {saved<&LogaddexpBackward0Saved::other>("other", FieldKind::Tensor),
+       saved<&LogaddexpBackward0Saved::self>("self", FieldKind::Tensor)}));
+  registry.push_back(define_node<Logaddexp2Backward0Saved, Logaddexp2Backward0>(
+      {"Logaddexp2Backward0", "logaddexp2", {"self", "other"}, 1, {},
+       "self: grad / (1 + pow(2, other - self))\nother: grad / (1 + pow(2, self - other))"},
+      {saved<&Logaddexp2Backward0Saved::other>("other", FieldKind::Tensor),
+       saved<&Logaddexp2Backward0Saved::self>("self", FieldKind::Tensor)}));
+  registry.push_back(define_node<HypotBackward0Saved, HypotBackward0>(
+      {"HypotBackward0", "hypot", {"self", "other"}, 1, {}, "self: grad * self / result\nother: grad * other / result"},
+      {saved<&HypotBackward0Saved::other>("other", FieldKind::Tensor),
+       saved<&HypotBackward0Saved::self>("self", FieldKind::Tensor),
+       saved<&HypotBackward0Saved::result>("result", FieldKind::Tensor)}));
+  registry.push_back(define_node<XlogyBackward0Saved, XlogyBackward0>(
+      {"XlogyBackward0", "xlogy.Tensor", {"self", "other"}, 1, {},
+       "self: at::xlogy(grad, other).masked_fill((self == 0.) & (other <= 0.), 0.)\nother: grad * self / other"},
+      {saved<&XlogyBackward0Saved::other>("other", FieldKind::Tensor),
+       saved<&XlogyBackward0Saved::self>("self", FieldKind::Tensor)}));
 
   registry.push_back(define_node<WhereBackward0Saved, WhereBackward0>(
       {"WhereBackward0", "where.self", {"self", "other"}, 1, {},

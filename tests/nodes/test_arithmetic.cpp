@@ -699,6 +699,100 @@ result = (fn._saved_self, fn._saved_other, *torch.autograd.grad(out, (x, y), c))
   }
 }
 
+// A two-input node against torch's grad_fn, fed its saved fields (`fields`, read as fn._saved_<field>),
+// at special points a and b (same shape), in float64.
+void check_binary_against_torch(const std::string& node, const std::string& torch_call,
+                                const std::vector<std::string>& fields, const Tensor& a, const Tensor& b) {
+  std::string saved_values;
+  for (const std::string& field : fields) saved_values += "fn._saved_" + field + ", ";
+  const Tensor g = random64(a.sizes(), 150);
+  const auto r = torch_exec("x = a.requires_grad_(); y = b.requires_grad_()\n"
+                            "out = " + torch_call + "\n"
+                            "fn = out.grad_fn\n"
+                            "assert fn.name() == '" + node + "', fn.name()\n"
+                            "result = (" + saved_values + "*torch.autograd.grad(out, (x, y), c))\n",
+                            {a, b, g});
+  Saved from_torch;
+  for (std::size_t i = 0; i < fields.size(); ++i) from_torch[fields[i]] = r[i];
+  const Grads out = call_node(node, {g}, {true, true}, from_torch);
+  CHECK_TENSOR(*out[0], r[fields.size()]);
+  CHECK_TENSOR(*out[1], r[fields.size() + 1]);
+}
+
+TEST_CASE("LogaddexpBackward0") {
+  const Tensor x = random64({2, 3}, 151), y = random64({2, 3}, 152), g = random64({2, 3}, 153);
+  const Saved saved = {{"other", y}, {"self", x}};
+  SUBCASE("finite differences") {
+    check_all_against_finite_differences(
+        "LogaddexpBackward0", saved, [](const std::vector<Tensor>& in) { return log(add(exp(in[0]), exp(in[1]))); },
+        {x, y}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_mask_and_undefined("LogaddexpBackward0", g, 2, saved); }
+  SUBCASE("against torch: equal inputs, far apart, infinities") {
+    check_binary_against_torch("LogaddexpBackward0", "torch.logaddexp(x, y)", {"self", "other"},
+                               tensor({0.0, 800.0, -800.0, 1.0, -INFINITY, 3.0}, DType::Float64),
+                               tensor({0.0, -800.0, 800.0, 1.0, 2.0, INFINITY}, DType::Float64));
+  }
+}
+
+TEST_CASE("Logaddexp2Backward0") {
+  const Tensor x = random64({2, 3}, 154), y = random64({2, 3}, 155), g = random64({2, 3}, 156);
+  const Saved saved = {{"other", y}, {"self", x}};
+  SUBCASE("finite differences") {
+    const double ln2 = std::log(2.0);
+    check_all_against_finite_differences(
+        "Logaddexp2Backward0", saved,
+        [ln2](const std::vector<Tensor>& in) {
+          return div(log(add(pow(Scalar(2), in[0]), pow(Scalar(2), in[1]))), ln2);
+        },
+        {x, y}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_mask_and_undefined("Logaddexp2Backward0", g, 2, saved); }
+  SUBCASE("against torch: equal inputs, far apart, infinities") {
+    check_binary_against_torch("Logaddexp2Backward0", "torch.logaddexp2(x, y)", {"self", "other"},
+                               tensor({0.0, 1100.0, -1100.0, 1.0, -INFINITY, 3.0}, DType::Float64),
+                               tensor({0.0, -1100.0, 1100.0, 1.0, 2.0, INFINITY}, DType::Float64));
+  }
+}
+
+TEST_CASE("HypotBackward0") {
+  const Tensor x = random64({2, 3}, 157), y = random64({2, 3}, 158), g = random64({2, 3}, 159);
+  const Tensor result = sqrt(add(mul(x, x), mul(y, y)));
+  const Saved saved = {{"other", y}, {"self", x}, {"result", result}};
+  SUBCASE("finite differences") {
+    check_all_against_finite_differences(
+        "HypotBackward0", saved,
+        [](const std::vector<Tensor>& in) { return sqrt(add(mul(in[0], in[0]), mul(in[1], in[1]))); }, {x, y}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_mask_and_undefined("HypotBackward0", g, 2, saved); }
+  SUBCASE("against torch: the origin (0/0), an axis, huge values") {
+    check_binary_against_torch("HypotBackward0", "torch.hypot(x, y)", {"self", "other", "result"},
+                               tensor({0.0, 0.0, 3.0, 1e300, -2.0, 1e-300}, DType::Float64),
+                               tensor({0.0, 1.0, 4.0, 1e300, 0.0, 1e-300}, DType::Float64));
+  }
+}
+
+TEST_CASE("XlogyBackward0") {
+  const Tensor x = random64({2, 3}, 160), y = add(abs(random64({2, 3}, 161)), 0.5), g = random64({2, 3}, 162);
+  const Saved saved = {{"other", y}, {"self", x}};
+  SUBCASE("finite differences") {
+    check_all_against_finite_differences(
+        "XlogyBackward0", saved, [](const std::vector<Tensor>& in) { return mul(in[0], log(in[1])); }, {x, y}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_mask_and_undefined("XlogyBackward0", g, 2, saved); }
+  SUBCASE("against torch: self 0 with other 0 or negative, other NaN, other 0") {
+    check_binary_against_torch("XlogyBackward0", "torch.xlogy(x, y)", {"self", "other"},
+                               tensor({0.0, 0.0, 0.0, 2.0, 1.0, 0.0}, DType::Float64),
+                               tensor({0.0, -1.0, NAN, 0.0, 3.0, 2.0}, DType::Float64));
+  }
+  SUBCASE("by hand: self = 0, other = 2: d/dself = g * log 2, d/dother = 0") {
+    const Grads out = call_node("XlogyBackward0", {tensor({3.0}, DType::Float64)}, {true, true},
+                                {{"other", tensor({2.0}, DType::Float64)}, {"self", tensor({0.0}, DType::Float64)}});
+    CHECK_TENSOR(*out[0], tensor({3.0 * std::log(2.0)}, DType::Float64));
+    CHECK_TENSOR(*out[1], tensor({0.0}, DType::Float64));
+  }
+}
+
 TEST_CASE("WhereBackward0") {
   const Tensor cond = tensor({{true, false, true}, {false, false, true}}, DType::Bool);
   const Tensor x = random64({2, 3}, 150), y = random64({2, 3}, 151), g = random64({2, 3}, 152);
