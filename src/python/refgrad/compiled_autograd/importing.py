@@ -242,7 +242,8 @@ class _Importer(torch.fx.Interpreter):
         if getattr(target, "__module__", None) == _OPS_MODULE:
             if target.__name__ == "validate_outputs":
                 return self.validate_outputs(*args)
-            return self.node_call(self.current_node, target.__name__, *args)
+            # hand-written nodes keep their C++ namespace in the op's name, as in grad_fn.name()
+            return self.node_call(self.current_node, target.__name__.removeprefix("torch::autograd::"), *args)
         if target is torch.add:
             return self.add(*args)
         if target is external_utils.call_accumulate_grad:
