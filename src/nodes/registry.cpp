@@ -122,6 +122,31 @@ void check_field(const FieldValue& value, FieldType type, const std::string& nod
 
 namespace {
 
+// The view ops' *_copy forms (expand_copy, diagonal_copy, ...: what functionalization makes of views, and
+// what OpInfo's *_copy ops call) get nodes of their own, `ExpandBackward0_copy`, generated from the same
+// derivatives.yaml entry: the same saved fields and formula as the view's node. (Functions.h lists them;
+// the registry test checks each one's fields against it.) A copy's errors name the view's node.
+void add_view_copy_nodes(std::vector<NodeDef>& registry) {
+  static const char* const views[] = {
+      "AliasBackward0",         "AsStridedBackward0",  "DiagonalBackward0",   "ExpandBackward0",
+      "PermuteBackward0",       "ReshapeAliasBackward0", "SelectBackward0",   "SliceBackward0",
+      "SplitBackward0",         "SplitWithSizesBackward0", "SqueezeBackward0", "SqueezeBackward1",
+      "SqueezeBackward2",       "TBackward0",          "TransposeBackward0",  "UnbindBackward0",
+      "UnfoldBackward0",        "UnsqueezeBackward0",  "ViewBackward0"};
+  std::vector<NodeDef> copies;
+  for (const char* view : views) {
+    const auto found = std::find_if(registry.begin(), registry.end(),
+                                    [view](const NodeDef& def) { return def.schema.name == view; });
+    if (found == registry.end()) continue;  // a view node refgrad does not have yet
+    NodeDef copy = *found;
+    copy.schema.name += "_copy";
+    const std::size_t overload = copy.schema.aten_op.find('.');
+    copy.schema.aten_op.insert(overload == std::string::npos ? copy.schema.aten_op.size() : overload, "_copy");
+    copies.push_back(std::move(copy));
+  }
+  for (NodeDef& copy : copies) registry.push_back(std::move(copy));
+}
+
 std::vector<NodeDef> build_registry() {
   std::vector<NodeDef> registry;
   nodes::add_arithmetic_nodes(registry);
@@ -134,6 +159,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_nn_nodes(registry);
   nodes::add_loss_nodes(registry);
   nodes::add_engine_nodes(registry);
+  add_view_copy_nodes(registry);
   std::sort(registry.begin(), registry.end(),
             [](const NodeDef& a, const NodeDef& b) { return a.schema.name < b.schema.name; });
   return registry;

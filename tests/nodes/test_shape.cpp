@@ -1,6 +1,7 @@
 // Suite "nodes", shape group: views, cat/stack/split/unbind, repeat, pad,
 // flip, tril/triu, unfold.
 #include <limits>
+#include <tuple>
 
 #include "node_test.hpp"
 
@@ -273,6 +274,32 @@ result = (ints(fn._saved_dims), ints(fn._saved_shifts), g, *torch.autograd.grad(
     CHECK_TENSOR(one_grad("RollBackward0", {{"dims", IntList{1}}, {"shifts", IntList{most_negative}}}, g), g);
     CHECK_TENSOR(one_grad("RollBackward0", {{"dims", IntList{0}}, {"shifts", IntList{most_negative}}}, g),
                  cat({narrow(g, 0, 1, 2), narrow(g, 0, 0, 1)}, 0));
+  }
+}
+
+TEST_CASE("view copies: ExpandBackward0_copy, DiagonalBackward0_copy, TransposeBackward0_copy") {
+  // the *_copy ops' nodes: the view node's fields and formula under their own name
+  const Tensor x = random64({3, 1, 4}, 79);
+  for (const auto& [node, call, fields] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"ExpandBackward0_copy", "torch.expand_copy(x, (2, 3, 5, 4))", "ints(fn._saved_self_sym_sizes)"},
+           {"DiagonalBackward0_copy", "torch.diagonal_copy(x, 1, 0, 2)",
+            "i64(fn._saved_dim1), i64(fn._saved_dim2), i64(fn._saved_offset), ints(fn._saved_self_sym_sizes)"},
+           {"TransposeBackward0_copy", "torch.transpose_copy(x, 0, -1)", "i64(fn._saved_dim0), i64(fn._saved_dim1)"}}) {
+    CAPTURE(node);
+    const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = )" + call + R"(
+fn = out.grad_fn
+assert fn.name() == ")" + node + R"(", fn.name()
+g = torch.randn(out.shape, dtype=out.dtype)
+result = ()" + fields + R"(, g, *torch.autograd.grad(out, (x,), g))
+)"), {x});
+    Saved saved;
+    if (node == "ExpandBackward0_copy") saved = {{"self_sym_sizes", int_list(r[0])}};
+    if (node == "DiagonalBackward0_copy")
+      saved = {{"dim1", int_of(r[0])}, {"dim2", int_of(r[1])}, {"offset", int_of(r[2])}, {"self_sym_sizes", int_list(r[3])}};
+    if (node == "TransposeBackward0_copy") saved = {{"dim0", int_of(r[0])}, {"dim1", int_of(r[1])}};
+    CHECK_TENSOR(one_grad(node, saved, r[r.size() - 2]), r.back());
   }
 }
 
