@@ -401,6 +401,11 @@ _HAND_MADE = {
     "TrilBackward0": lambda x: x.tril(),
     "TriuBackward0": lambda x: x.triu(1),
     "DiagEmbedBackward0": lambda x: torch.diag_embed(x),
+    "ReshapeAliasBackward0_copy": lambda x: torch.ops.aten._reshape_alias_copy(x, [12], [1]),
+    "SelectBackward0_copy": lambda x: torch.select_copy(x, 0, 1),
+    "SliceBackward0_copy": lambda x: torch.slice_copy(x, 1, 0, 2),
+    "SplitBackward0_copy": lambda x: torch.split_copy(x, 2, 1)[1],
+    "SqueezeBackward2_copy": lambda x: torch.squeeze_copy(x.unsqueeze(0), [0]),
     "ScaledDotProductFlashAttentionForCpuBackward0": lambda x: torch.nn.functional.scaled_dot_product_attention(
         *[x.float().reshape(1, 1, 3, 4)] * 3),
 }
@@ -495,3 +500,22 @@ def test_copy_backwards():
     got = imported.run("float64")
     y.backward(torch.ones(3, 4, dtype=torch.float64))
     torch.testing.assert_close(got["x"], x.grad, rtol=0, atol=0)
+
+
+def test_autograd_grad_outputs():
+    """torch.autograd.grad's inputs are the graph's returned grads: program outputs, named as capture()
+    names them; the backend returns refgrad's, and no .grad changes."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.float64, generator=generator).requires_grad_()
+    w = torch.randn(4, 2, dtype=torch.float64, generator=generator).requires_grad_()
+    y = (x @ w).tanh().sum()
+    imported = refgrad.torch.capture(y, inputs=[x], names={"x": x, "w": w}, via="compiled_autograd")
+    assert [decl.name for decl in imported.program.outputs] == ["x"]
+    (expected,) = torch.autograd.grad(y, [x], retain_graph=True)
+    torch.testing.assert_close(imported.run()["x"], expected, rtol=1e-12, atol=0)
+    compiled_autograd.reset()
+    with compiled_autograd._enable(rca.backend):
+        (got,) = torch.autograd.grad(y, [x], retain_graph=True)
+    compiled_autograd.reset()
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=0)
+    assert x.grad is None and w.grad is None

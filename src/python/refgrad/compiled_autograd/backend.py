@@ -21,6 +21,7 @@ from torch._dynamo import compiled_autograd
 
 import refgrad
 from refgrad.compiled_autograd.importing import Imported, import_graph
+from refgrad.torch.builder import _Names
 
 __all__ = ["Backend", "backend", "capture"]
 
@@ -35,8 +36,9 @@ class Backend:
 
     def __init__(self, *, record: bool = False, names=None, save_to: Optional[str] = None,
                  compiler: Optional[Callable] = None, precision: str = "float32", run: bool = True,
-                 program_name: str = "backward"):
+                 program_name: str = "backward", output_names=()):
         self.program_name = program_name
+        self.output_names = list(output_names)
         self.record = record
         self.names = names
         self.save_to = save_to
@@ -51,13 +53,15 @@ class Backend:
         def call(inputs, sizes, scalars, hooks, packed_data):
             # imported first: the graph clears `inputs` as it runs (compiled autograd lets it steal them)
             imported = import_graph(gm, inputs, sizes, scalars, hooks, packed_data, names=self.names,
-                                    program_name=self.program_name)
+                                    program_name=self.program_name, output_names=self.output_names)
             if not self.record:
                 self._keep(imported)
                 return _run_in_refgrad(imported, self.precision)
             if not self.run:
                 self._keep(imported)
-                return [None] * len(imported.outputs)
+                # torch checks that each of autograd.grad's inputs got a grad: zeros stand in
+                return [torch.zeros(decl.type.sizes, dtype=getattr(torch, decl.type.dtype))
+                        for decl in imported.program.outputs]
             outputs = compiled(inputs, sizes, scalars, hooks, packed_data)
             _add_result_set(imported, outputs)
             self._keep(imported)
@@ -80,6 +84,8 @@ def _add_result_set(imported: Imported, outputs) -> None:
     and each output, so that `refgrad check BUNDLE` compares refgrad's run with it."""
     tensors = {}
     for spelled, name in imported.leaf_names.items():
+        if name not in imported.leaves:
+            continue  # an output's name
         grad = imported.leaves[name].grad
         if grad is not None:
             tensors["@" + spelled] = grad.detach().clone()
@@ -98,7 +104,7 @@ def _run_in_refgrad(imported: Imported, precision: str) -> list[Optional[torch.T
     for name, variable in imported.leaves.items():
         grad = results.get(name)
         variable.grad = None if grad is None else grad.to(variable.dtype)
-    return [results.get(name) for name in imported.outputs]
+    return [results.get(imported.leaf_names.get(name, name)) for name in imported.outputs]
 
 
 def backend(gm: Optional[torch.fx.GraphModule] = None, **options) -> Any:
@@ -118,7 +124,10 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
     outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
     inputs = None if inputs is None else ([inputs] if isinstance(inputs, torch.Tensor) else list(inputs))
     accumulate = inputs is None if accumulate_grad is None else accumulate_grad
-    recorder = Backend(record=True, run=False, names=names, program_name=program_name)
+    # torch.autograd.grad's inputs are named as leaves are (names, else input0, ...), as capture() names them
+    tensor_names = _Names(names)
+    output_names = [] if accumulate else [tensor_names(tensor, "input") for tensor in inputs]
+    recorder = Backend(record=True, run=False, names=names, program_name=program_name, output_names=output_names)
     compiled_autograd.reset()
     try:
         with compiled_autograd._enable(recorder):

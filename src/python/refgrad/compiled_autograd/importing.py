@@ -139,7 +139,7 @@ class Imported:
     leaves: dict[str, torch.Tensor] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)  # the graph's returned grads, by output name
     text: str = ""  # the program as import_graph wrote it, before parsing
-    leaf_names: dict[str, str] = field(default_factory=dict)  # program leaf name -> the user's name
+    leaf_names: dict[str, str] = field(default_factory=dict)  # program name -> the user's (leaves, outputs)
 
     @property
     def program(self) -> refgrad.Program:
@@ -166,8 +166,9 @@ class Imported:
 class _Importer(torch.fx.Interpreter):
     """Runs the graph with concrete inputs, writing one program line for each engine step."""
 
-    def __init__(self, gm: torch.fx.GraphModule, names, program_name: str):
+    def __init__(self, gm: torch.fx.GraphModule, names, program_name: str, output_names=()):
         super().__init__(gm, garbage_collect_values=False)
+        self.output_names = list(output_names)
         self.program_name = program_name
         self.names = _Names(names)
         self.declarations: list[str] = []
@@ -215,16 +216,20 @@ class _Importer(torch.fx.Interpreter):
         named = self.named["@"]
         if id(variable) not in named:
             name = self.names(variable, "input")
-            # The program text reads a name that starts with a digit as a number: "0.weight" is written
-            # "_0.weight" there, and run() gives it back under its own name.
-            spelled = "_" + name if name[0].isdigit() and not name.isdigit() else name
+            spelled = self.spelled(name)
             named[id(variable)] = "@" + spelled
             self.imported.leaves[name] = variable
-            self.imported.leaf_names[spelled] = name
             self.declarations.append(f"  leaf @{spelled} : {_tensor_type(variable)}")
             if grad is not None:
                 self.values["@" + spelled] = grad.detach()
         return named[id(variable)]
+
+    def spelled(self, name: str) -> str:
+        """The program text reads a name that starts with a digit as a number: "0.weight" is written
+        "_0.weight" there, and run() gives it back under its own name."""
+        spelled = "_" + name if name[0].isdigit() and not name.isdigit() else name
+        self.imported.leaf_names[spelled] = name
+        return spelled
 
     def hook(self, hook: Callable, kind: str, call: Callable) -> str:
         name = f"{kind}{len(self.imported.hooks)}"
@@ -416,7 +421,8 @@ class _Importer(torch.fx.Interpreter):
 
     def output(self, target, args, kwargs):
         for i, grad in enumerate(args[0]):
-            name = f"output{i}"
+            name = self.output_names[i] if i < len(self.output_names) else f"output{i}"
+            name = self.spelled(name)
             self.imported.outputs.append(name)
             if isinstance(grad, _Register) and grad.type is None:
                 raise _error(f"output {i}: refgrad needs its type, which the graph does not give")
@@ -485,11 +491,12 @@ def _backward(ctx) -> Callable:
 
 
 def import_graph(gm: torch.fx.GraphModule, inputs, sizes, scalars, hooks, packed_data, *, names=None,
-                 program_name: str = "backward") -> Imported:
+                 program_name: str = "backward", output_names=()) -> Imported:
     """The program of one compiled autograd graph, called with these values (what compiled autograd
     passes its compiled function). names: leaf names, as refgrad.torch.capture takes them
-    (dict(model.named_parameters()))."""
-    importer = _Importer(gm, names, program_name)
+    (dict(model.named_parameters())). output_names: the names of the grads the graph returns
+    (torch.autograd.grad's inputs), else output0, output1, ..."""
+    importer = _Importer(gm, names, program_name, output_names)
     try:
         importer.run(inputs, sizes, scalars, hooks, packed_data)
         program = refgrad.Program.parse(importer.text(), f"<{program_name}>")
