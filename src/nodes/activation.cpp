@@ -209,6 +209,77 @@ Grads MishBackward0(const Grads& grads, const MishBackward0Saved& saved, const N
   return Grads{mish_backward(*grads[0], saved.self)};
 }
 
+// hardshrink_backward and softshrink_backward (ATen's CPU kernels): grad where self < -lambd or
+// self > lambd, else 0 (a NaN self compares false both ways: 0).
+Tensor shrink_backward(const char* node, const Tensor& grad, const Tensor& self, const Scalar& lambd) {
+  check_same_shape(node, grad, self, "self");
+  return where(gt(abs(self), lambd), grad, Scalar(0));
+}
+
+// HardshrinkBackward0 — hardshrink(Tensor self, Scalar lambd=0.5)
+//   self: hardshrink_backward(grad, self, lambd)
+// Also SoftshrinkBackward0 (softshrink): softshrink_backward has the same mask.
+struct ShrinkSaved {
+  Scalar lambd;
+  Tensor self;
+};
+
+Grads HardshrinkBackward0(const Grads& grads, const ShrinkSaved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{shrink_backward("HardshrinkBackward0", *grads[0], saved.self, saved.lambd)};
+}
+
+Grads SoftshrinkBackward0(const Grads& grads, const ShrinkSaved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{shrink_backward("SoftshrinkBackward0", *grads[0], saved.self, saved.lambd)};
+}
+
+// LogSigmoidBackward0 — log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)
+//   self: log_sigmoid_backward(grad, self, buffer)
+// d/dx log(sigmoid(x)) = sigmoid(-x); ATen's CPU kernel computes it as 1 / (1 + e^x) for x < 0 and
+// e^-x / (1 + e^-x) otherwise, never overflowing, and ignores the buffer (CUDA's kernels use it).
+struct LogSigmoidBackward0Saved {
+  Tensor self;
+  Tensor buffer;
+};
+
+Grads LogSigmoidBackward0(const Grads& grads, const LogSigmoidBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("LogSigmoidBackward0", *grads[0], saved.self, "self");
+  const Tensor z = exp(neg(abs(saved.self)));                      // e^-|x|, in (0, 1]
+  const Tensor negative = lt(saved.self, Scalar(0));
+  const Tensor derivative = where(negative, reciprocal(add(z, 1)),  // x < 0: 1 / (1 + e^x)
+                                  div(z, add(z, 1)));               // x >= 0: e^-x / (1 + e^-x)
+  return Grads{mul(*grads[0], derivative)};
+}
+
+// GluBackward0 — glu(Tensor self, int dim=-1)
+//   self: glu_backward(grad, self, dim)
+// glu(x) = a * sigmoid(b), a and b x's halves along dim: a's grad is grad * sigmoid(b), b's
+// grad * a * sigmoid(b) * (1 - sigmoid(b)).
+struct GluBackward0Saved {
+  std::int64_t dim;
+  Tensor self;
+};
+
+Grads GluBackward0(const Grads& grads, const GluBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const std::int64_t dim = wrap_dim(saved.dim, saved.self.dim(), "GluBackward0");
+  const std::int64_t half = saved.self.size(dim) / 2;
+  check(saved.self.size(dim) % 2 == 0, "GluBackward0: self's size ", saved.self.size(dim), " along dim ", saved.dim,
+        " is not even");
+  const Tensor a = narrow(saved.self, dim, 0, half), b = narrow(saved.self, dim, half, half);
+  Shape expected = saved.self.sizes();
+  expected[dim] = half;
+  check((*grads[0]).sizes() == expected, "GluBackward0: grad has shape ", shape_text((*grads[0]).sizes()),
+        " but glu of self ", shape_text(saved.self.sizes()), " has shape ", shape_text(expected));
+  const Tensor& grad = *grads[0];
+  const Tensor gate = sigmoid(b);
+  const Tensor grad_a = mul(grad, gate);
+  const Tensor grad_b = mul(mul(mul(grad, a), gate), add(neg(gate), 1));
+  return Grads{cat({grad_a, grad_b}, dim)};
+}
+
 // HardtanhBackward0 — hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1)
 //   self: hardtanh_backward(grad, self, min_val, max_val)
 // Also relu6 (F.relu6 saves the ints 0 and 6, nn.ReLU6 the floats 0.0 and 6.0).
@@ -510,6 +581,20 @@ void add_activation_nodes(std::vector<NodeDef>& registry) {
        "self: elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), /* is_result */ true, result)"},
       {saved<&CeluBackward1Saved::alpha>("alpha", FieldKind::Scalar),
        saved<&CeluBackward1Saved::result>("result", FieldKind::Tensor)}));
+
+  registry.push_back(define_node<ShrinkSaved, HardshrinkBackward0>(
+      {"HardshrinkBackward0", "hardshrink", {"self"}, 1, {}, "self: hardshrink_backward(grad, self, lambd)"},
+      {saved<&ShrinkSaved::lambd>("lambd", FieldKind::Scalar), saved<&ShrinkSaved::self>("self", FieldKind::Tensor)}));
+  registry.push_back(define_node<ShrinkSaved, SoftshrinkBackward0>(
+      {"SoftshrinkBackward0", "softshrink", {"self"}, 1, {}, "self: softshrink_backward(grad, self, lambd)"},
+      {saved<&ShrinkSaved::lambd>("lambd", FieldKind::Scalar), saved<&ShrinkSaved::self>("self", FieldKind::Tensor)}));
+  registry.push_back(define_node<LogSigmoidBackward0Saved, LogSigmoidBackward0>(
+      {"LogSigmoidBackward0", "log_sigmoid_forward", {"self"}, 1, {}, "self: log_sigmoid_backward(grad, self, buffer)"},
+      {saved<&LogSigmoidBackward0Saved::self>("self", FieldKind::Tensor),
+       saved<&LogSigmoidBackward0Saved::buffer>("buffer", FieldKind::Tensor)}));
+  registry.push_back(define_node<GluBackward0Saved, GluBackward0>(
+      {"GluBackward0", "glu", {"self"}, 1, {}, "self: glu_backward(grad, self, dim)"},
+      {saved<&GluBackward0Saved::dim>("dim", FieldKind::Int), saved<&GluBackward0Saved::self>("self", FieldKind::Tensor)}));
 
   registry.push_back(define_node<HardsigmoidBackward0Saved, HardsigmoidBackward0>(
       {"HardsigmoidBackward0", "hardsigmoid", {"self"}, 1, {}, "self: hardsigmoid_backward(grad, self)"},

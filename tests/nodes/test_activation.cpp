@@ -146,6 +146,84 @@ TEST_CASE("MishBackward0") {
   SUBCASE("errors") { check_shape_mismatch("MishBackward0", saved, "self"); }
 }
 
+void check_shrink_node(const std::string& node, const std::string& torch_op,
+                       Tensor (*forward_l0)(const Tensor&)) {
+  const Tensor x = tensor({-1.3, -0.2, 0.3, 0.9, 2.0, -0.7}, DType::Float64), g = random64({6}, 36);
+  const Saved saved = {{"lambd", Scalar(0.5)}, {"self", x}};
+  SUBCASE("finite differences, away from -0.5 and 0.5") {
+    check_against_finite_differences(call_node(node, {g}, {true}, saved), 0,
+                                     [forward_l0](const std::vector<Tensor>& in) { return forward_l0(in[0]); }, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined(node, saved, g); }
+  SUBCASE("against torch, at the band's edges, inside it, a NaN (its grad is 0), an int lambd") {
+    const Tensor at = tensor({-0.5, 0.5, -0.0, 0.49, 0.51, NAN, 1.0, -1.0}, DType::Float64), g8 = random64({8}, 37);
+    for (const std::string lambd : {"0.5", "1"}) {
+      const auto r = torch_elementwise(node, "F." + torch_op + "(x, " + lambd + ")", "(fn._saved_lambd, fn._saved_self)",
+                                       at, g8);
+      CHECK_TENSOR(*call_node(node, {g8}, {true}, Saved{{"lambd", scalar_of(r[0])}, {"self", r[1]}})[0], r[2]);
+    }
+  }
+  SUBCASE("errors") { check_shape_mismatch(node, saved, "self"); }
+}
+
+Tensor l0_hardshrink(const Tensor& x) { return where(le(abs(x), Scalar(0.5)), Scalar(0), x); }
+Tensor l0_softshrink(const Tensor& x) { return where(le(abs(x), Scalar(0.5)), Scalar(0), sub(x, mul(sign(x), 0.5))); }
+
+TEST_CASE("HardshrinkBackward0") { check_shrink_node("HardshrinkBackward0", "hardshrink", l0_hardshrink); }
+TEST_CASE("SoftshrinkBackward0") { check_shrink_node("SoftshrinkBackward0", "softshrink", l0_softshrink); }
+
+TEST_CASE("LogSigmoidBackward0") {
+  const Tensor x = smooth_input(38), g = random64({2, 3}, 39);
+  const Saved saved = {{"self", x}, {"buffer", zeros({0}, DType::Float64)}};
+  SUBCASE("finite differences") {
+    auto forward = [](const std::vector<Tensor>& in) { return log(sigmoid(in[0])); };
+    check_against_finite_differences(call_node("LogSigmoidBackward0", {g}, {true}, saved), 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("LogSigmoidBackward0", saved, g); }
+  SUBCASE("against torch: 0, both tails, infinities") {
+    const Tensor at = tensor({0.0, -0.0, 40.0, -40.0, 800.0, -800.0, INFINITY, -INFINITY}, DType::Float64);
+    const Tensor g8 = random64({8}, 40);
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      const auto r = torch_elementwise("LogSigmoidBackward0", "F.logsigmoid(x)", "(fn._saved_self, fn._saved_buffer)",
+                                       at.to(dtype), g8.to(dtype));
+      CHECK_TENSOR(*call_node("LogSigmoidBackward0", {g8.to(dtype)}, {true}, Saved{{"self", r[0]}, {"buffer", r[1]}})[0],
+                   r[2], dtype == DType::Float64 ? 1e-12 : 1e-6);
+    }
+  }
+}
+
+TEST_CASE("GluBackward0") {
+  const Tensor x = random64({2, 4, 3}, 41), g = random64({2, 2, 3}, 42);
+  const Saved saved = {{"dim", std::int64_t{1}}, {"self", x}};
+  SUBCASE("finite differences") {
+    auto forward = [](const std::vector<Tensor>& in) {
+      return mul(narrow(in[0], 1, 0, 2), sigmoid(narrow(in[0], 1, 2, 2)));
+    };
+    check_against_finite_differences(call_node("GluBackward0", {g}, {true}, saved), 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("GluBackward0", saved, g); }
+  SUBCASE("against torch: the last dim (the default, -1) and a middle one") {
+    for (const std::string forward : {"F.glu(x)", "F.glu(x, 1)"}) {
+      CAPTURE(forward);
+      const Tensor input = random64({2, 4, 6}, 43);
+      const auto r = torch_exec("x = a.requires_grad_()\nout = " + forward +
+                                    "\nfn = out.grad_fn\nassert fn.name() == 'GluBackward0'\n"
+                                    "g = torch.randn(out.shape, dtype=out.dtype)\n"
+                                    "d = fn._saved_dim\nd = d - 2**64 if d >= 2**63 else d\n"
+                                    "result = (torch.tensor(d), fn._saved_self, g, *torch.autograd.grad(out, (x,), g))",
+                                {input});
+      const Grads out = call_node("GluBackward0", {r[2]}, {true},
+                                  Saved{{"dim", r[0].item<std::int64_t>()}, {"self", r[1]}});
+      CHECK_TENSOR(*out[0], r[3]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("GluBackward0", {g}, {true}, Saved{{"dim", std::int64_t{2}}, {"self", x}}),
+                         doctest::Contains("is not even"), Error);
+    CHECK_THROWS_WITH_AS(call_node("GluBackward0", {x}, {true}, saved), doctest::Contains("grad has shape"), Error);
+  }
+}
+
 TEST_CASE("HardtanhBackward0") {
   const Tensor x = tensor({-0.9, -0.2, 0.3, 1.1}, DType::Float64), g = random64({4}, 31);
   const Saved saved = {{"max_val", Scalar(0.7)}, {"min_val", Scalar(-0.5)}, {"self", x}};
