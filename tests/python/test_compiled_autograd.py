@@ -519,3 +519,24 @@ def test_autograd_grad_outputs():
     compiled_autograd.reset()
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=0)
     assert x.grad is None and w.grad is None
+
+
+def test_saved_tensor_unpack_hooks_run_at_import():
+    """saved_tensors_hooks: compiled autograd calls the unpack hook on packed data (a graph input) before
+    the node that uses it; the import runs it, and its result is a saved tensor of the program."""
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t * 2, lambda t: t / 2):
+        y = x.sin()
+    imported = refgrad.torch.capture(y.sum(), names={"x": x}, via="compiled_autograd")
+    assert "SinBackward0" in str(imported.program)
+    got = imported.run()
+    y.sum().backward()
+    torch.testing.assert_close(got["x"], x.grad, rtol=1e-12, atol=0)
+
+
+def test_copy_slices_is_refused_by_name():
+    x = torch.randn(4, requires_grad=True)
+    y = x * 1
+    y[1:3].mul_(2)
+    with pytest.raises(refgrad.Error, match="CopySlices"):
+        refgrad.torch.capture(y.sum(), via="compiled_autograd")

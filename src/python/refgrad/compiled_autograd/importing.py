@@ -17,8 +17,9 @@ refgrad instruction that does the same (docs/compiled_autograd.md shows each wit
 The graph is run by an FX Interpreter over the concrete values compiled autograd calls it with: the
 sizes (SymInts) become the integers they are in this backward, the tensors in ``inputs`` become saved
 tensors, grads or leaves by where they are used, and every gradient is a register. What has no
-refgrad instruction (an AOT backward's copied aten ops, CopySlices' prologue and epilogue, saved-tensor
-unpack hooks) is refused with a refgrad.Error that names it.
+refgrad instruction (an AOT backward's copied aten ops, CopySlices' prologue and epilogue) is refused
+with a refgrad.Error that names it. Saved-tensor unpack hooks run at import: what they return is a saved
+tensor of the program.
 """
 from __future__ import annotations
 
@@ -370,6 +371,13 @@ class _Importer(torch.fx.Interpreter):
         return None
 
     def call_hook(self, hook, *args, hook_type: str):
+        if hook_type == "unpack_hook":
+            # a saved-tensor hook's unpack (torch.autograd.graph.saved_tensors_hooks): it turns packed
+            # data (a graph input) into the saved tensor, at backward time, before any gradient exists;
+            # run now, its result is one more saved tensor of the program
+            if any(isinstance(a, _Register) for a in pytree.tree_leaves(args)):
+                raise _error(f"an unpack hook ({self.current_node.name}) on a gradient")
+            return external_utils.call_hook(hook, *args, hook_type=hook_type)
         if hook_type == "tensor_pre_hook":
             name = self.hook(hook, "tensor_pre", _tensor_pre(hook))
             result = self.register(args[0].type if isinstance(args[0], _Register) else None)
@@ -396,8 +404,7 @@ class _Importer(torch.fx.Interpreter):
             self.code.append(f"  hook {name} {leaf}")
             return None
         raise _error(f"call_hook with hook_type={hook_type!r} ({self.current_node.name}): refgrad has no "
-                     "instruction for it" + (" (saved-tensor hooks are not imported yet)"
-                                             if hook_type == "unpack_hook" else ""))
+                     "instruction for it")
 
     def cpp_tensor_pre_hooks(self, hook_id: int, grad):
         """C++ tensor pre-hooks (retain_grad()'s among them) live in torch's C++ engine; the host hook
