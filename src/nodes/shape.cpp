@@ -517,6 +517,109 @@ Grads RollBackward0(const Grads& grads, const RollBackward0Saved& saved, const N
   return Grads{result};
 }
 
+// --------------------------------------------------- pixel and channel shuffles ---
+
+// r² for a shuffle factor r, checked: positive, and r² fits int64.
+std::int64_t factor_squared(const char* node, const char* field, std::int64_t r) {
+  std::int64_t squared = 0;
+  check(r > 0 && !__builtin_mul_overflow(r, r, &squared), node, ": ", field, " ", r, " must be positive and its square "
+        "must fit int64");
+  return squared;
+}
+
+// ATen's pixel_shuffle: [*, C r², H, W] -> [*, C, H r, W r], each channel's r² values spread over an r x r
+// block: reshape to [*, C, r, r, H, W], move the two r dims after H and W, reshape.
+Tensor pixel_shuffle(const char* node, const char* field, const Tensor& self, std::int64_t r) {
+  const std::int64_t squared = factor_squared(node, field, r);
+  check(self.dim() >= 3, node, ": pixel_shuffle needs at least 3 dims, got shape ", shape_text(self.sizes()));
+  const std::int64_t n = self.dim(), c = self.size(n - 3), h = self.size(n - 2), w = self.size(n - 1);
+  check(c % squared == 0, node, ": the channels ", c, " of shape ", shape_text(self.sizes()),
+        " are not divisible by ", field, "² ", squared);
+  const Shape batch(self.sizes().begin(), self.sizes().end() - 3);
+  Shape split = batch;
+  for (std::int64_t size : {c / squared, r, r, h, w}) split.push_back(size);
+  IntList order;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(batch.size()); ++d) order.push_back(d);
+  const std::int64_t b = static_cast<std::int64_t>(batch.size());
+  for (std::int64_t d : {b, b + 3, b + 1, b + 4, b + 2}) order.push_back(d);  // C, H, r, W, r
+  std::int64_t height = 0, width = 0;
+  check(!__builtin_mul_overflow(h, r, &height) && !__builtin_mul_overflow(w, r, &width), node, ": shape ",
+        shape_text(self.sizes()), " shuffled by ", field, " ", r, " has more elements than int64 can count");
+  Shape out = batch;
+  for (std::int64_t size : {c / squared, height, width}) out.push_back(size);
+  return reshape(contiguous(permute(reshape(self, split), order)), out);
+}
+
+// ATen's pixel_unshuffle, pixel_shuffle's inverse: [*, C, H r, W r] -> [*, C r², H, W].
+Tensor pixel_unshuffle(const char* node, const char* field, const Tensor& self, std::int64_t r) {
+  const std::int64_t squared = factor_squared(node, field, r);
+  check(self.dim() >= 3, node, ": pixel_unshuffle needs at least 3 dims, got shape ", shape_text(self.sizes()));
+  const std::int64_t n = self.dim(), c = self.size(n - 3), h = self.size(n - 2), w = self.size(n - 1);
+  check(h % r == 0 && w % r == 0, node, ": the height and width of shape ", shape_text(self.sizes()),
+        " are not divisible by ", field, " ", r);
+  const Shape batch(self.sizes().begin(), self.sizes().end() - 3);
+  Shape split = batch;
+  for (std::int64_t size : {c, h / r, r, w / r, r}) split.push_back(size);
+  IntList order;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(batch.size()); ++d) order.push_back(d);
+  const std::int64_t b = static_cast<std::int64_t>(batch.size());
+  for (std::int64_t d : {b, b + 2, b + 4, b + 1, b + 3}) order.push_back(d);  // C, r, r, H, W
+  std::int64_t channels = 0;
+  check(!__builtin_mul_overflow(c, squared, &channels), node, ": shape ", shape_text(self.sizes()),
+        " unshuffled by ", field, " ", r, " has more channels than int64 can count");
+  Shape out = batch;
+  for (std::int64_t size : {channels, h / r, w / r}) out.push_back(size);
+  return reshape(contiguous(permute(reshape(self, split), order)), out);
+}
+
+// PixelShuffleBackward0 — pixel_shuffle(Tensor self, int upscale_factor)
+//   self: pixel_unshuffle(grad, upscale_factor)
+struct PixelShuffleBackward0Saved {
+  std::int64_t upscale_factor;
+};
+
+Grads PixelShuffleBackward0(const Grads& grads, const PixelShuffleBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{pixel_unshuffle("PixelShuffleBackward0", "upscale_factor", *grads[0], saved.upscale_factor)};
+}
+
+// PixelUnshuffleBackward0 — pixel_unshuffle(Tensor self, int downscale_factor)
+//   self: pixel_shuffle(grad, downscale_factor)
+struct PixelUnshuffleBackward0Saved {
+  std::int64_t downscale_factor;
+};
+
+Grads PixelUnshuffleBackward0(const Grads& grads, const PixelUnshuffleBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{pixel_shuffle("PixelUnshuffleBackward0", "downscale_factor", *grads[0], saved.downscale_factor)};
+}
+
+// ChannelShuffleBackward0 — channel_shuffle(Tensor self, SymInt groups)
+//   self: channel_shuffle_symint(grad, grad.sym_size(1) / groups)
+// channel_shuffle(x, g): [N, C, *] viewed as [N, g, C / g, *], the two group dims swapped; shuffling
+// with C / g groups undoes it.
+struct ChannelShuffleBackward0Saved {
+  std::int64_t groups;
+};
+
+Tensor channel_shuffle(const Tensor& self, std::int64_t groups) {
+  Shape split = {self.size(0), groups, self.size(1) / groups};
+  split.insert(split.end(), self.sizes().begin() + 2, self.sizes().end());
+  return reshape(contiguous(transpose(reshape(self, split), 1, 2)), self.sizes());
+}
+
+Grads ChannelShuffleBackward0(const Grads& grads, const ChannelShuffleBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor& grad = *grads[0];
+  check(grad.dim() >= 2, "ChannelShuffleBackward0: grad of shape ", shape_text(grad.sizes()), " has no channel dim");
+  const std::int64_t channels = grad.size(1);
+  check(saved.groups > 0 && channels % saved.groups == 0, "ChannelShuffleBackward0: groups ", saved.groups,
+        " does not divide the ", channels, " channels");
+  const std::int64_t per_group = channels / saved.groups;
+  if (per_group == 0) return Grads{grad};  // no channels: nothing to move
+  return Grads{channel_shuffle(grad, per_group)};
+}
+
 // TransposeBackward0 — transpose.int(Tensor(a) self, int dim0, int dim1)
 //   self: grad.transpose(dim0, dim1)
 struct TransposeBackward0Saved {
@@ -877,6 +980,16 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {saved<&DiagEmbedBackward0Saved::dim1>("dim1", FieldKind::Int),
        saved<&DiagEmbedBackward0Saved::dim2>("dim2", FieldKind::Int),
        saved<&DiagEmbedBackward0Saved::offset>("offset", FieldKind::Int)}));
+  registry.push_back(define_node<PixelShuffleBackward0Saved, PixelShuffleBackward0>(
+      {"PixelShuffleBackward0", "pixel_shuffle", {"self"}, 1, {}, "self: pixel_unshuffle(grad, upscale_factor)"},
+      {saved<&PixelShuffleBackward0Saved::upscale_factor>("upscale_factor", FieldKind::Int)}));
+  registry.push_back(define_node<PixelUnshuffleBackward0Saved, PixelUnshuffleBackward0>(
+      {"PixelUnshuffleBackward0", "pixel_unshuffle", {"self"}, 1, {}, "self: pixel_shuffle(grad, downscale_factor)"},
+      {saved<&PixelUnshuffleBackward0Saved::downscale_factor>("downscale_factor", FieldKind::Int)}));
+  registry.push_back(define_node<ChannelShuffleBackward0Saved, ChannelShuffleBackward0>(
+      {"ChannelShuffleBackward0", "channel_shuffle", {"self"}, 1, {},
+       "self: channel_shuffle_symint(grad, grad.sym_size(1) / groups)"},
+      {saved<&ChannelShuffleBackward0Saved::groups>("groups", FieldKind::Int)}));
   registry.push_back(define_node<RollBackward0Saved, RollBackward0>(
       {"RollBackward0", "roll", {"self"}, 1, {},
        "self: grad.roll_symint(fmap(reverse_list_symint(shifts), [](c10::SymInt i){return -i;}), reverse_list(dims))"},

@@ -303,6 +303,89 @@ result = ()" + fields + R"(, g, *torch.autograd.grad(out, (x,), g))
   }
 }
 
+// A shuffle node against torch's grad_fn: `forward` makes out from x; `field` is the saved int.
+void check_shuffle_against_torch(const std::string& node, const std::string& forward, const std::string& field,
+                                 const Tensor& x) {
+  CAPTURE(forward);
+  const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = )" + forward + R"(
+fn = out.grad_fn
+assert fn.name() == ")" + node + R"(", fn.name()
+g = torch.randn(out.shape, dtype=out.dtype)
+result = (i64(fn._saved_)" + field + R"(), g, *torch.autograd.grad(out, (x,), g))
+)"), {x});
+  CHECK_TENSOR(one_grad(node, {{field, int_of(r[0])}}, r[1]), r[2]);
+}
+
+TEST_CASE("PixelShuffleBackward0") {
+  const Tensor x = random64({1, 4, 2, 1}, 80), g = random64({1, 1, 4, 2}, 81);
+  const Saved saved = {{"upscale_factor", std::int64_t{2}}};
+  SUBCASE("finite differences") {
+    // pixel_shuffle(x, 2) for x [1, 4, 2, 1], by hand: out[0, 0, 2h + i, j] = x[0, 2i + j, h, 0]
+    const Tensor zero = tensor({{0, 0}, {0, 0}, {0, 0}, {0, 0}});
+    const Tensor channel = tensor({{0, 1}, {2, 3}, {0, 1}, {2, 3}}), row = tensor({{0, 0}, {0, 0}, {1, 1}, {1, 1}});
+    check_fd("PixelShuffleBackward0", saved, [&](const std::vector<Tensor>& in) {
+      return reshape(index(in[0], {zero, channel, row, zero}), {1, 1, 4, 2});
+    }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("PixelShuffleBackward0", saved, g); }
+  SUBCASE("against torch: batched, unbatched, factor 3") {
+    check_shuffle_against_torch("PixelShuffleBackward0", "F.pixel_shuffle(x, 2)", "upscale_factor",
+                                random64({2, 3, 8, 2, 3}, 82));
+    check_shuffle_against_torch("PixelShuffleBackward0", "F.pixel_shuffle(x, 3)", "upscale_factor",
+                                random64({9, 2, 1}, 83));
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("PixelShuffleBackward0", {g}, {true}, Saved{{"upscale_factor", std::int64_t{3}}}),
+                         doctest::Contains("not divisible by upscale_factor 3"), Error);
+    CHECK_THROWS_AS(call_node("PixelShuffleBackward0", {g}, {true}, Saved{{"upscale_factor", std::int64_t{0}}}), Error);
+  }
+}
+
+TEST_CASE("PixelUnshuffleBackward0") {
+  const Tensor x = random64({1, 1, 4, 2}, 84), g = random64({1, 4, 2, 1}, 85);
+  const Saved saved = {{"downscale_factor", std::int64_t{2}}};
+  SUBCASE("finite differences") {
+    // pixel_unshuffle(x, 2) for x [1, 1, 4, 2], by hand: out[0, 2i + j, h, 0] = x[0, 0, 2h + i, j]
+    const Tensor zero = tensor({{0, 0}, {0, 0}, {0, 0}, {0, 0}});
+    // element (c, h) of out, c = 2i + j: row 2h + i, column j
+    const Tensor row = tensor({{0, 2}, {0, 2}, {1, 3}, {1, 3}}), col = tensor({{0, 0}, {1, 1}, {0, 0}, {1, 1}});
+    check_fd("PixelUnshuffleBackward0", saved, [&](const std::vector<Tensor>& in) {
+      return reshape(index(in[0], {zero, zero, row, col}), {1, 4, 2, 1});
+    }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("PixelUnshuffleBackward0", saved, g); }
+  SUBCASE("against torch: batched, unbatched, factor 3") {
+    check_shuffle_against_torch("PixelUnshuffleBackward0", "F.pixel_unshuffle(x, 2)", "downscale_factor",
+                                random64({2, 3, 2, 4, 6}, 86));
+    check_shuffle_against_torch("PixelUnshuffleBackward0", "F.pixel_unshuffle(x, 3)", "downscale_factor",
+                                random64({2, 3, 6}, 87));
+  }
+}
+
+TEST_CASE("ChannelShuffleBackward0") {
+  const Tensor x = random64({2, 6, 3}, 88), g = random64({2, 6, 3}, 89);
+  const Saved saved = {{"groups", std::int64_t{2}}};
+  SUBCASE("finite differences") {
+    // channel_shuffle(x, 2) of 6 channels, by hand: output channel k holds input channel (k % 2) * 3 + k / 2
+    const Tensor order = tensor({0, 3, 1, 4, 2, 5});
+    check_fd("ChannelShuffleBackward0", saved, [&](const std::vector<Tensor>& in) {
+      return index(in[0], {std::nullopt, order});
+    }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("ChannelShuffleBackward0", saved, g); }
+  SUBCASE("against torch: 2 and 3 groups, 4-d") {
+    check_shuffle_against_torch("ChannelShuffleBackward0", "F.channel_shuffle(x, 2)", "groups", x);
+    check_shuffle_against_torch("ChannelShuffleBackward0", "F.channel_shuffle(x, 3)", "groups",
+                                random64({1, 6, 2, 2}, 90));
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("ChannelShuffleBackward0", {g}, {true}, Saved{{"groups", std::int64_t{4}}}),
+                         doctest::Contains("does not divide the 6 channels"), Error);
+  }
+}
+
 TEST_CASE("TransposeBackward1") {
   // transpose_ on a non-leaf: the tensor's grad_fn becomes TransposeBackward1, with transpose's formula
   const Tensor x = random64({2, 3, 4}, 28), g = random64({4, 3, 2}, 29);
