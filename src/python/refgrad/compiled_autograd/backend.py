@@ -104,7 +104,9 @@ def _run_in_refgrad(imported: Imported, precision: str) -> list[Optional[torch.T
     for name, variable in imported.leaves.items():
         grad = results.get(name)
         variable.grad = None if grad is None else grad.to(variable.dtype)
-    return [results.get(imported.leaf_names.get(name, name)) for name in imported.outputs]
+    outputs = [results.get(imported.leaf_names.get(name, name)) for name in imported.outputs]
+    declared = [getattr(torch, decl.type.dtype) for decl in imported.program.outputs]
+    return [None if grad is None else grad.to(dtype) for grad, dtype in zip(outputs, declared)]
 
 
 def backend(gm: Optional[torch.fx.GraphModule] = None, **options) -> Any:
