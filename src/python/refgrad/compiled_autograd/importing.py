@@ -232,7 +232,8 @@ class _Importer(torch.fx.Interpreter):
         self.imported.leaf_names[spelled] = name
         return spelled
 
-    def hook(self, hook: Callable, kind: str, call: Callable) -> str:
+    def hook(self, kind: str, call: Callable) -> str:
+        """Declares a host hook of this kind that calls ``call``; returns its sigiled name."""
         name = f"{kind}{len(self.imported.hooks)}"
         self.imported.hooks[name] = call
         self.declarations.append(f"  hook &{name} : {kind}")
@@ -379,19 +380,19 @@ class _Importer(torch.fx.Interpreter):
                 raise _error(f"an unpack hook ({self.current_node.name}) on a gradient")
             return external_utils.call_hook(hook, *args, hook_type=hook_type)
         if hook_type == "tensor_pre_hook":
-            name = self.hook(hook, "tensor_pre", _tensor_pre(hook))
+            name = self.hook("tensor_pre", _tensor_pre(hook))
             result = self.register(args[0].type if isinstance(args[0], _Register) else None)
             self.code.append(f"  {result} = hook {name} {self.operand(args[0])}")
             return result
         if hook_type == "pre_hook":
             grads = list(args[0])
-            name = self.hook(hook, "pre", _listed(hook))
+            name = self.hook("pre", _listed(hook))
             results = [self.register() for _ in grads]
             self.code.append(f"  {self.results(results)} = hook {name} {', '.join(self.operand(g) for g in grads)}")
             return results
         if hook_type == "post_hook":
             grad_inputs, grad_outputs = list(args[0]), list(args[1])
-            name = self.hook(hook, "post", _listed(hook))
+            name = self.hook("post", _listed(hook))
             results = [self.register() for _ in grad_inputs]
             self.code.append(f"  {self.results(results)} = hook {name} "
                              + ", ".join(self.operand(g) for g in grad_inputs + grad_outputs))
@@ -400,7 +401,7 @@ class _Importer(torch.fx.Interpreter):
             leaf = self.named["@"].get(id(args[0]))
             if leaf is None:
                 raise _error("a post-accumulate-grad hook on a tensor the graph never accumulates into")
-            name = self.hook(hook, "post_acc_grad", _post_accumulate_grad(hook, args[0]))
+            name = self.hook("post_acc_grad", _post_accumulate_grad(hook, args[0]))
             self.code.append(f"  hook {name} {leaf}")
             return None
         raise _error(f"call_hook with hook_type={hook_type!r} ({self.current_node.name}): refgrad has no "
@@ -409,7 +410,7 @@ class _Importer(torch.fx.Interpreter):
     def cpp_tensor_pre_hooks(self, hook_id: int, grad):
         """C++ tensor pre-hooks (retain_grad()'s among them) live in torch's C++ engine; the host hook
         calls them through torch, which works only while compiled autograd runs this graph."""
-        name = self.hook(hook_id, "tensor_pre", _cpp_tensor_pre(hook_id))
+        name = self.hook("tensor_pre", _cpp_tensor_pre(hook_id))
         result = self.register(grad.type if isinstance(grad, _Register) else None)
         self.code.append(f"  {result} = hook {name} {self.operand(grad)}")
         return result
