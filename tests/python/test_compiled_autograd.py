@@ -362,13 +362,21 @@ def test_backend_runs_every_kind_of_hook_as_torch_does():
 # -- what is refused --------------------------------------------------------------------------------------
 
 
-def test_aot_backward_is_refused_by_name():
-    """A torch.compile'd forward's backward is an AOT backward: compiled autograd copies its aten ops into
-    the graph, which refgrad has no instructions for yet."""
-    x = torch.randn(4, requires_grad=True)
-    loss = torch.compile(lambda t: (t.sin() * 2).sum(), backend="aot_eager")(x)
-    with pytest.raises(refgrad.Error, match="AOT backward"):
-        refgrad.torch.capture(loss, via="compiled_autograd")
+def test_aot_backward_is_a_host_function():
+    """A torch.compile'd region's backward is an AOT backward: compiled autograd copies its aten ops into
+    the graph (after call_aot_bwd_prologue); the import runs them as host functions (call_backward), one
+    per group of results an engine step needs, and the gradients are torch's."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(4, dtype=torch.float64, generator=generator).requires_grad_()
+    w = torch.randn(4, dtype=torch.float64, generator=generator).requires_grad_()
+    compiled = torch.compile(lambda t, u: ((t.sin() * u).exp() * 2).sum(), backend="aot_eager")
+    loss = compiled(x, w) + (x * 3).sum()
+    imported = refgrad.torch.capture(loss, names={"x": x, "w": w}, via="compiled_autograd")
+    assert "call_backward &aot_backward0" in str(imported.program)
+    got = imported.run()
+    loss.backward()
+    torch.testing.assert_close(got["x"], x.grad, rtol=1e-12, atol=0)
+    torch.testing.assert_close(got["w"], w.grad, rtol=1e-12, atol=0)
 
 
 def test_capture_via_must_be_known():

@@ -12,17 +12,18 @@ refgrad instruction that does the same (docs/compiled_autograd.md shows each wit
     call_hook(hook, ..., hook_type=...)          hook (tensor_pre, pre, post, post_acc_grad)
     call_cpp_tensor_pre_hooks(id, grad)          hook (tensor_pre): C++ tensor pre-hooks, retain_grad()'s
     call_backward(ctx, saved, *grads)            call_backward (autograd.Function)
+    call_aot_bwd_prologue(...), aot0_* aten ops  call_backward of a host function (an AOT backward)
     return [...]                                 output (torch.autograd.grad's inputs)
 
 The graph is run by an FX Interpreter over the concrete values compiled autograd calls it with: the
 sizes (SymInts) become the integers they are in this backward, the tensors in ``inputs`` become saved
 tensors, grads or leaves by where they are used, and every gradient is a register. What has no
-refgrad instruction (an AOT backward's copied aten ops, CopySlices' prologue and epilogue) is refused
-with a refgrad.Error that names it. Saved-tensor unpack hooks run at import: what they return is a saved
+refgrad instruction (CopySlices' prologue and epilogue) is refused with a refgrad.Error that names it. Saved-tensor unpack hooks run at import: what they return is a saved
 tensor of the program.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -179,6 +180,7 @@ class _Importer(torch.fx.Interpreter):
         self.named: dict[str, dict[int, str]] = {"$": {}, "%": {}, "@": {}}
         self.imported = Imported(bundle=None)  # type: ignore[arg-type]
         self.registers = 0
+        self.computed: dict[torch.fx.Node, _Register] = {}  # deferred values (an AOT backward's) computed
 
     # -- names -------------------------------------------------------------------------------------
 
@@ -246,32 +248,40 @@ class _Importer(torch.fx.Interpreter):
         return super().run_node(node)
 
     def call_function(self, target, args, kwargs):
-        if getattr(target, "__module__", None) == _OPS_MODULE:
-            if target.__name__ == "validate_outputs":
-                return self.validate_outputs(*args)
-            # hand-written nodes keep their C++ namespace in the op's name, as in grad_fn.name()
-            return self.node_call(self.current_node, target.__name__.removeprefix("torch::autograd::"), *args)
-        if target is torch.add:
-            return self.add(*args)
-        if target is external_utils.call_accumulate_grad:
-            return self.accumulate_grad(*args)
-        if target is external_utils.call_hook:
-            return self.call_hook(*args, **kwargs)
-        if target is torch._C._dynamo.compiled_autograd.call_cpp_tensor_pre_hooks:
-            return self.cpp_tensor_pre_hooks(*args)
-        if target is external_utils.call_backward:
-            return self.call_backward(*args)
-        if target is external_utils.FakeCompiledAutogradEngine._exec_final_callbacks_stub:
-            return None  # queue_callback()'s callbacks: the engine's business, not a gradient
-        if target is operator.getitem or not any(isinstance(a, _Register) for a in pytree.tree_leaves((args, kwargs))):
-            return super().call_function(target, args, kwargs)  # sizes, indexing: plain values
+        step = self.engine_step(target)
+        if step is not None:
+            args, kwargs = self.materialize((args, kwargs))  # an AOT backward's results, where it has some
+            return step(*args, **kwargs)
         name = getattr(target, "__name__", str(target))
-        why = {"call_aot_bwd_prologue": "an AOT backward (a torch.compile'd region); its aten ops are copied "
-                                        "into the graph, and refgrad has no instruction for them yet",
-               "copy_slices_prologue": "CopySlices (an in-place op on a view), which compiled autograd splits "
+        values = pytree.tree_leaves((args, kwargs))
+        if name == "call_aot_bwd_prologue" or any(isinstance(v, _Deferred) for v in values):
+            return _Deferred(self.current_node)  # inside an AOT backward: run later, as one host function
+        if target is operator.getitem or not any(isinstance(v, _Register) for v in values):
+            return super().call_function(target, args, kwargs)  # sizes, indexing: plain values
+        why = {"copy_slices_prologue": "CopySlices (an in-place op on a view), which compiled autograd splits "
                                        "into a prologue, the wrapped node and an epilogue; not imported yet"}
         raise _error(f"the graph calls {name} ({self.current_node.name}) on a gradient: "
                      + why.get(name, "refgrad has no instruction for it"))
+
+    def engine_step(self, target) -> Optional[Callable]:
+        """The method that writes the instruction for an engine step; None for other calls."""
+        if getattr(target, "__module__", None) == _OPS_MODULE:
+            if target.__name__ == "validate_outputs":
+                return self.validate_outputs
+            # hand-written nodes keep their C++ namespace in the op's name, as in grad_fn.name()
+            return functools.partial(self.node_call, self.current_node,
+                                     target.__name__.removeprefix("torch::autograd::"))
+        steps = {torch.add: self.add,
+                 external_utils.call_accumulate_grad: self.accumulate_grad,
+                 external_utils.call_hook: self.call_hook,
+                 torch._C._dynamo.compiled_autograd.call_cpp_tensor_pre_hooks: self.cpp_tensor_pre_hooks,
+                 external_utils.call_backward: self.call_backward,
+                 # queue_callback()'s callbacks: the engine's business, not a gradient
+                 external_utils.FakeCompiledAutogradEngine._exec_final_callbacks_stub: lambda: None}
+        try:
+            return steps.get(target)
+        except TypeError:  # an unhashable target
+            return None
 
     def validate_outputs(self, grads, metadata):
         metadata = list(metadata)
@@ -427,7 +437,63 @@ class _Importer(torch.fx.Interpreter):
                          f"{', '.join(self.operand(g) for g in grads)}  saved=[{', '.join(saved)}]{need}")
         return tuple(results)
 
+    def call_method(self, target, args, kwargs):
+        if any(isinstance(v, _Deferred) for v in pytree.tree_leaves((args, kwargs))):
+            return _Deferred(self.current_node)
+        return super().call_method(target, args, kwargs)
+
+    # -- an AOT backward -------------------------------------------------------------------------------
+    #
+    # torch 2.13 has no single call for the backward of a torch.compile'd region (a CompiledFunction):
+    # compiled autograd calls call_aot_bwd_prologue, copies the AOT backward graph's aten ops into its own
+    # graph (aot0_mul_1 = torch.ops.aten.mul.Tensor(...)) and traces the epilogue. refgrad has no aten
+    # instructions, so that region is one host function, as an autograd.Function's backward is: every
+    # call from the prologue on that depends on it is deferred (_Deferred), and where an engine step first
+    # needs one of its values, the calls it needs become one `call_backward` of a function that runs them.
+
+    def materialize(self, tree):
+        """``tree`` with each deferred value replaced by the register of a call that computes it."""
+        deferred = [v.node for v in pytree.tree_leaves(tree) if isinstance(v, _Deferred)]
+        missing = list(dict.fromkeys(n for n in deferred if n not in self.computed))
+        if missing:
+            # with every other result of the region that is ready and that an engine step will need, so
+            # that one call computes them all (compiled autograd's reordering may put an accumulate-grad
+            # between the region's results)
+            ready = [n for n, v in self.env.items() if isinstance(v, _Deferred) and n not in self.computed
+                     and n not in missing and any(self.needs_computed(user) for user in n.users)]
+            self.compute(missing + ready)
+        return pytree.tree_map(lambda v: self.computed[v.node] if isinstance(v, _Deferred) else v, tree)
+
+    def needs_computed(self, user: torch.fx.Node) -> bool:
+        """Whether this call takes computed values: an engine step, or the graph's output."""
+        return user.op == "output" or (user.op == "call_function" and self.engine_step(user.target) is not None)
+
+    def compute(self, wanted: list[torch.fx.Node]) -> None:
+        region: set[torch.fx.Node] = set()
+        stack = list(wanted)
+        while stack:  # the deferred calls the wanted values need
+            node = stack.pop()
+            if node not in region and isinstance(self.env.get(node), _Deferred):
+                region.add(node)
+                stack += node.all_input_nodes
+        ordered = [node for node in self.module.graph.nodes if node in region]
+        inputs = list(dict.fromkeys(i for node in ordered for i in node.all_input_nodes if i not in region))
+        grads = [i for i in inputs if isinstance(self.env[i], _Register)]
+        saved = [i for i in inputs if isinstance(self.env[i], torch.Tensor)]
+        constants = {i: self.env[i] for i in inputs if i not in grads and i not in saved}
+        if any(isinstance(v, (_Register, _Deferred)) for v in pytree.tree_leaves(list(constants.values()))):
+            raise _error(f"an AOT backward ({wanted[0].name}) takes a list of gradients; not imported yet")
+        name = f"aot_backward{len(self.imported.functions)}"
+        self.imported.functions[name] = _region(ordered, grads, saved, constants, wanted)
+        self.declarations.append(f"  function &{name}")
+        results = [self.register() for _ in wanted]
+        saved_names = [self.saved(self.env[i], f"{name}_{i.name}") for i in saved]
+        self.code.append(f"  {self.results(results)} = call_backward &{name} "
+                         f"{', '.join(str(self.env[g]) for g in grads)}  saved=[{', '.join(saved_names)}]")
+        self.computed.update(zip(wanted, results))
+
     def output(self, target, args, kwargs):
+        args, kwargs = self.materialize((args, kwargs))
         for i, grad in enumerate(args[0]):
             name = self.output_names[i] if i < len(self.output_names) else f"output{i}"
             name = self.spelled(name)
@@ -441,6 +507,34 @@ class _Importer(torch.fx.Interpreter):
 
     def text(self) -> str:
         return "\n".join([f"program {self.program_name}", *self.declarations, "code", *self.code]) + "\n"
+
+
+@dataclass(frozen=True)
+class _Deferred:
+    """A value of an AOT backward's region, computed by a host function when an engine step needs it."""
+
+    node: torch.fx.Node
+
+
+def _region(nodes: list[torch.fx.Node], grads: list[torch.fx.Node], saved: list[torch.fx.Node],
+            constants: dict, outputs: list[torch.fx.Node]) -> Callable:
+    """The host function of an AOT backward's region: runs its calls (the prologue, the copied aten ops,
+    the epilogue) as compiled autograd's graph would, on the program's grads and saved tensors."""
+
+    def call(saved_values, need, grad_values):
+        env = dict(constants)
+        env.update(zip(grads, [_to_torch(g) for g in grad_values]))
+        env.update(zip(saved, [_to_torch(t) for t in saved_values]))
+        with torch.no_grad():
+            for node in nodes:
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: env[n])
+                if node.op == "call_method":
+                    env[node] = getattr(args[0], node.target)(*args[1:], **kwargs)
+                else:
+                    env[node] = node.target(*args, **kwargs)
+        return [env[node] for node in outputs]
+
+    return call
 
 
 def _tensor_pre(hook: Callable) -> Callable:
