@@ -542,9 +542,18 @@ def test_saved_tensor_unpack_hooks_run_at_import():
     torch.testing.assert_close(got["x"], x.grad, rtol=1e-12, atol=0)
 
 
-def test_copy_slices_is_refused_by_name():
-    x = torch.randn(4, requires_grad=True)
+def test_copy_slices():
+    """An in-place op on a view (CopySlices): compiled autograd traces copy_slices_prologue, the wrapped
+    node and copy_slices_epilogue; the node is a node call, prologue and epilogue host functions."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(4, dtype=torch.float64, generator=generator).requires_grad_()
+    w = torch.randn(2, dtype=torch.float64, generator=generator).requires_grad_()
     y = x * 1
-    y[1:3].mul_(2)
-    with pytest.raises(refgrad.Error, match="CopySlices"):
-        refgrad.torch.capture(y.sum(), via="compiled_autograd")
+    y[1:3].mul_(w)
+    loss = (y * y).sum()
+    imported = refgrad.torch.capture(loss, names={"x": x, "w": w}, via="compiled_autograd")
+    assert "call_backward &copy_slices" in str(imported.program)
+    got = imported.run()
+    loss.backward()
+    torch.testing.assert_close(got["x"], x.grad, rtol=1e-12, atol=0)
+    torch.testing.assert_close(got["w"], w.grad, rtol=1e-12, atol=0)

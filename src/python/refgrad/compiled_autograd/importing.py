@@ -13,12 +13,13 @@ refgrad instruction that does the same (docs/compiled_autograd.md shows each wit
     call_cpp_tensor_pre_hooks(id, grad)          hook (tensor_pre): C++ tensor pre-hooks, retain_grad()'s
     call_backward(ctx, saved, *grads)            call_backward (autograd.Function)
     call_aot_bwd_prologue(...), aot0_* aten ops  call_backward of a host function (an AOT backward)
+    copy_slices_prologue / _epilogue             call_backward of host functions around the wrapped node
     return [...]                                 output (torch.autograd.grad's inputs)
 
 The graph is run by an FX Interpreter over the concrete values compiled autograd calls it with: the
 sizes (SymInts) become the integers they are in this backward, the tensors in ``inputs`` become saved
-tensors, grads or leaves by where they are used, and every gradient is a register. What has no
-refgrad instruction (CopySlices' prologue and epilogue) is refused with a refgrad.Error that names it. Saved-tensor unpack hooks run at import: what they return is a saved
+tensors, grads or leaves by where they are used, and every gradient is a register. Any other call on
+a gradient is refused with a refgrad.Error that names it. Saved-tensor unpack hooks run at import: what they return is a saved
 tensor of the program.
 """
 from __future__ import annotations
@@ -48,6 +49,9 @@ _DTYPES = {torch.int64: "i64", torch.float32: "f32", torch.float64: "f64", torch
 # c10::Layout, in enum order; refgrad's Layout names are the same list.
 _LAYOUTS = ["strided", "sparse_coo", "sparse_csr", "mkldnn", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged"]
 _OPS_MODULE = "torch._dynamo.compiled_autograd.ops"
+# Calls that start a region run by a host function: an AOT backward's prologue (its aten ops follow), and
+# CopySlices' prologue and epilogue (the wrapped node's call between them is a node call of the program).
+_HOST_REGIONS = {"call_aot_bwd_prologue", "copy_slices_prologue", "copy_slices_epilogue"}
 
 
 def _error(message: str) -> refgrad.Error:
@@ -254,14 +258,12 @@ class _Importer(torch.fx.Interpreter):
             return step(*args, **kwargs)
         name = getattr(target, "__name__", str(target))
         values = pytree.tree_leaves((args, kwargs))
-        if name == "call_aot_bwd_prologue" or any(isinstance(v, _Deferred) for v in values):
-            return _Deferred(self.current_node)  # inside an AOT backward: run later, as one host function
+        if name in _HOST_REGIONS or any(isinstance(v, _Deferred) for v in values):
+            return _Deferred(self.current_node)  # run later, in a host function
         if target is operator.getitem or not any(isinstance(v, _Register) for v in values):
             return super().call_function(target, args, kwargs)  # sizes, indexing: plain values
-        why = {"copy_slices_prologue": "CopySlices (an in-place op on a view), which compiled autograd splits "
-                                       "into a prologue, the wrapped node and an epilogue; not imported yet"}
-        raise _error(f"the graph calls {name} ({self.current_node.name}) on a gradient: "
-                     + why.get(name, "refgrad has no instruction for it"))
+        raise _error(f"the graph calls {name} ({self.current_node.name}) on a gradient: refgrad has no "
+                     "instruction for it")
 
     def engine_step(self, target) -> Optional[Callable]:
         """The method that writes the instruction for an engine step; None for other calls."""
@@ -442,7 +444,7 @@ class _Importer(torch.fx.Interpreter):
             return _Deferred(self.current_node)
         return super().call_method(target, args, kwargs)
 
-    # -- an AOT backward -------------------------------------------------------------------------------
+    # -- an AOT backward, CopySlices -------------------------------------------------------------------
     #
     # torch 2.13 has no single call for the backward of a torch.compile'd region (a CompiledFunction):
     # compiled autograd calls call_aot_bwd_prologue, copies the AOT backward graph's aten ops into its own
@@ -450,6 +452,11 @@ class _Importer(torch.fx.Interpreter):
     # instructions, so that region is one host function, as an autograd.Function's backward is: every
     # call from the prologue on that depends on it is deferred (_Deferred), and where an engine step first
     # needs one of its values, the calls it needs become one `call_backward` of a function that runs them.
+    # CopySlices is traced as copy_slices_prologue (the slice of the base's grad the wrapped node gets),
+    # the wrapped node's call, and copy_slices_epilogue (its result written back into the slice): the
+    # node is a node call of the program, the prologue and epilogue host functions. The epilogue writes
+    # into a view of the prologue's result, so its function runs the prologue again (regions are
+    # recomputed from their inputs, never passed between functions), keeping that view a view.
 
     def materialize(self, tree):
         """``tree`` with each deferred value replaced by the register of a call that computes it."""
@@ -483,7 +490,9 @@ class _Importer(torch.fx.Interpreter):
         constants = {i: self.env[i] for i in inputs if i not in grads and i not in saved}
         if any(isinstance(v, (_Register, _Deferred)) for v in pytree.tree_leaves(list(constants.values()))):
             raise _error(f"an AOT backward ({wanted[0].name}) takes a list of gradients; not imported yet")
-        name = f"aot_backward{len(self.imported.functions)}"
+        first = getattr(ordered[0].target, "__name__", "")
+        kind = "copy_slices" if first.startswith("copy_slices") else "aot_backward"
+        name = f"{kind}{len(self.imported.functions)}"
         self.imported.functions[name] = _region(ordered, grads, saved, constants, wanted)
         self.declarations.append(f"  function &{name}")
         results = [self.register() for _ in wanted]
@@ -511,7 +520,8 @@ class _Importer(torch.fx.Interpreter):
 
 @dataclass(frozen=True)
 class _Deferred:
-    """A value of an AOT backward's region, computed by a host function when an engine step needs it."""
+    """A value of a host region (an AOT backward, CopySlices' prologue or epilogue), computed by a host
+    function when an engine step needs it."""
 
     node: torch.fx.Node
 
