@@ -1187,8 +1187,6 @@ ENTRIES = [
     ('nn.functional.binary_cross_entropy_with_logits', 'bfloat16', ALL, 'unsupported dtype: bfloat16'),
     ('nn.functional.celu', 'float16', ALL, 'unsupported dtype: float16'),
     ('nn.functional.celu', 'bfloat16', ALL, 'unsupported dtype: bfloat16'),
-    ('nn.functional.channel_shuffle', 'float64', ALL, 'missing nodes: ChannelShuffleBackward0'),
-    ('nn.functional.channel_shuffle', 'float32', ALL, 'missing nodes: ChannelShuffleBackward0'),
     ('nn.functional.channel_shuffle', 'float16', ALL, 'unsupported dtype: float16'),
     ('nn.functional.channel_shuffle', 'bfloat16', ALL, 'unsupported dtype: bfloat16'),
     ('nn.functional.channel_shuffle', 'complex64', ALL, 'unsupported dtype: complex64'),
