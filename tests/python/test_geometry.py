@@ -15,21 +15,7 @@ torch = pytest.importorskip("torch")
 import refgrad  # noqa: E402
 import refgrad.torch as rt  # noqa: E402
 
-DTYPES = [torch.float64, torch.float32]
-TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5)}  # torch.testing's (rtol, atol)
-
-
-def precision(dtype):
-    return "float64" if dtype == torch.float64 else "float32"
-
-
-def assert_grads_close(ours, theirs, dtype, what=""):
-    rtol, atol = TOLERANCES[dtype]
-    assert ours is not None and theirs is not None, what
-    assert ours.shape == theirs.shape, what
-    error = (ours.double() - theirs.double()).abs().max().item()
-    scale = theirs.double().abs().max().item()
-    assert error <= atol + rtol * scale, f"{what}: max error {error} at scale {scale}"
+from grad_compare import DTYPES, assert_grads_close, precision  # noqa: E402
 
 
 def capture_and_compare(output, inputs, dtype, seed=0):
