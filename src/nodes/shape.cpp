@@ -464,6 +464,24 @@ Grads DiagonalBackward0(const Grads& grads, const DiagonalBackward0Saved& saved,
                                  saved.dim2)};
 }
 
+// TraceBackward0 — trace(Tensor self)
+//   self: trace_backward_symint(grad, self.sym_sizes())
+// trace_backward: zeros of the matrix's sizes with the 0-d grad along the main diagonal.
+struct TraceBackward0Saved {
+  IntList self_sym_sizes;
+};
+
+Grads TraceBackward0(const Grads& grads, const TraceBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check(saved.self_sym_sizes.size() == 2, "TraceBackward0: trace of a matrix, but self_sym_sizes is ",
+        shape_text(saved.self_sym_sizes));
+  check((*grads[0]).dim() == 0, "TraceBackward0: grad has shape ", shape_text((*grads[0]).sizes()),
+        " but trace is 0-d");
+  check_sizes("TraceBackward0", "self_sym_sizes", saved.self_sym_sizes);
+  const std::int64_t length = std::min(saved.self_sym_sizes[0], saved.self_sym_sizes[1]);
+  return Grads{diagonal_backward("TraceBackward0", expand(*grads[0], {length}), saved.self_sym_sizes, 0, 0, 1)};
+}
+
 // DiagEmbedBackward0 — diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1)
 //   self: grad.diagonal(offset, dim1, dim2)
 struct DiagEmbedBackward0Saved {
@@ -975,6 +993,9 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
        saved<&DiagonalBackward0Saved::dim2>("dim2", FieldKind::Int),
        saved<&DiagonalBackward0Saved::offset>("offset", FieldKind::Int),
        saved<&DiagonalBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<TraceBackward0Saved, TraceBackward0>(
+      {"TraceBackward0", "trace", {"self"}, 1, {}, "self: trace_backward_symint(grad, self.sym_sizes())"},
+      {saved<&TraceBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
   registry.push_back(define_node<DiagEmbedBackward0Saved, DiagEmbedBackward0>(
       {"DiagEmbedBackward0", "diag_embed", {"self"}, 1, {}, "self: grad.diagonal(offset, dim1, dim2)"},
       {saved<&DiagEmbedBackward0Saved::dim1>("dim1", FieldKind::Int),

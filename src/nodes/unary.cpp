@@ -374,6 +374,23 @@ Grads ErfcBackward0(const Grads& grads, const ErfcBackward0Saved& saved, const N
   return Grads{mul(mul(exp(neg(mul(saved.self, saved.self))), minus_two_over_sqrt_pi), *grads[0])};
 }
 
+// SincBackward0 — sinc(Tensor self)
+//   self: sinc_backward(grad, self)
+// sinc_backward: grad * (pi x cos(pi x) - sin(pi x)) / (pi x²), and 0 where pi x² is 0 (sinc is flat there).
+struct SincBackward0Saved {
+  Tensor self;
+};
+
+Grads SincBackward0(const Grads& grads, const SincBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("SincBackward0", *grads[0], saved.self, "self");
+  constexpr double pi = 3.14159265358979323846;  // cmath's M_PI
+  const Tensor self_pi = mul(saved.self, pi);
+  const Tensor self_squared_pi = mul(mul(saved.self, saved.self), pi);
+  const Tensor out = div(mul(*grads[0], sub(mul(self_pi, cos(self_pi)), sin(self_pi))), self_squared_pi);
+  return Grads{masked_fill(out, eq(self_squared_pi, Scalar(0)), Scalar(0))};
+}
+
 struct NothingSaved {};
 
 Grads zeros_like_grad(const Grads& grads, const Need& need) {
@@ -395,6 +412,27 @@ Grads TruncBackward0(const Grads& grads, const NothingSaved&, const Need& need) 
 // AliasBackward0 — alias(Tensor(a) self)
 //   self: grad
 // The very same grad is passed on, as in PyTorch.
+// Deg2RadBackward0 — deg2rad(Tensor self)
+//   self: deg2rad_backward(grad), FunctionsManual's grad * M_PI_180
+Grads Deg2RadBackward0(const Grads& grads, const NothingSaved&, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{mul(*grads[0], 0.017453292519943295769236907684886127134428718885417)};
+}
+
+// Rad2DegBackward0 — rad2deg(Tensor self)
+//   self: rad2deg_backward(grad), FunctionsManual's grad * M_180_PI
+Grads Rad2DegBackward0(const Grads& grads, const NothingSaved&, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{mul(*grads[0], 57.295779513082320876798154814105170332405472466564)};
+}
+
+// FracBackward0 — frac(Tensor self)
+//   self: grad      (frac(x) = x - trunc(x): slope 1 between the integers)
+Grads FracBackward0(const Grads& grads, const NothingSaved&, const Need& need) {
+  if (!need[0]) return Grads(1);
+  return Grads{grads[0]};
+}
+
 Grads CloneBackward0(const Grads& grads, const NothingSaved&, const Need& need) {
   if (!need[0]) return Grads(1);
   return Grads{grads[0]};
@@ -511,6 +549,11 @@ void add_unary_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(nothing_saved_node<RoundBackward1>("RoundBackward1", "round.decimals", "self: zeros_like(grad)"));
   registry.push_back(nothing_saved_node<TruncBackward0>("TruncBackward0", "trunc", "self: zeros_like(grad)"));
   registry.push_back(nothing_saved_node<CloneBackward0>("CloneBackward0", "clone", "self: grad"));
+  registry.push_back(nothing_saved_node<FracBackward0>("FracBackward0", "frac", "self: grad"));
+  registry.push_back(nothing_saved_node<Deg2RadBackward0>("Deg2RadBackward0", "deg2rad", "self: deg2rad_backward(grad)"));
+  registry.push_back(nothing_saved_node<Rad2DegBackward0>("Rad2DegBackward0", "rad2deg", "self: rad2deg_backward(grad)"));
+  registry.push_back(one_tensor_node<SincBackward0Saved, SincBackward0, &SincBackward0Saved::self>(
+      "SincBackward0", "sinc", "self", "self: sinc_backward(grad, self)"));
   registry.push_back(nothing_saved_node<AliasBackward0>("AliasBackward0", "alias", "self: grad"));
 
   registry.push_back(define_node<ToCopyBackward0Saved, ToCopyBackward0>(

@@ -212,6 +212,40 @@ result = (i64(fn._saved_dim1), i64(fn._saved_dim2), i64(fn._saved_offset), ints(
   }
 }
 
+TEST_CASE("TraceBackward0") {
+  const Tensor x = random64({3, 4}, 94), g = tensor(0.7, DType::Float64);
+  const Saved saved = {{"self_sym_sizes", IntList{3, 4}}};
+  SUBCASE("by hand: the grad of trace is the identity times grad") {
+    CHECK_TENSOR(one_grad("TraceBackward0", saved, g),
+                 tensor({{0.7, 0.0, 0.0, 0.0}, {0.0, 0.7, 0.0, 0.0}, {0.0, 0.0, 0.7, 0.0}}, DType::Float64));
+  }
+  SUBCASE("finite differences") {
+    // trace(x) = x[0,0] + x[1,1] + x[2,2]: the sum of a strided view (stride 4 + 1)
+    check_fd("TraceBackward0", saved, [](const std::vector<Tensor>& in) {
+      return sum(as_strided(contiguous(in[0]), {3}, {5}, 0));
+    }, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("TraceBackward0", saved, g); }
+  SUBCASE("against torch: wide, tall, empty") {
+    for (const Tensor& input : {random64({2, 5}, 95), random64({5, 2}, 96), random64({0, 3}, 97)}) {
+      const auto r = torch_exec(py(R"(
+x = a.requires_grad_()
+out = torch.trace(x)
+fn = out.grad_fn
+assert fn.name() == "TraceBackward0", fn.name()
+g = torch.randn((), dtype=out.dtype)
+result = (ints(fn._saved_self_sym_sizes), g, *torch.autograd.grad(out, (x,), g))
+)"), {input});
+      CHECK_TENSOR(one_grad("TraceBackward0", {{"self_sym_sizes", int_list(r[0])}}, r[1]), r[2]);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("TraceBackward0", {g}, {true}, Saved{{"self_sym_sizes", IntList{2, 3, 4}}}),
+                         doctest::Contains("trace of a matrix"), Error);
+    CHECK_THROWS_WITH_AS(call_node("TraceBackward0", {x}, {true}, saved), doctest::Contains("trace is 0-d"), Error);
+  }
+}
+
 TEST_CASE("DiagEmbedBackward0") {
   const Saved saved = {{"dim1", std::int64_t{-2}}, {"dim2", std::int64_t{-1}}, {"offset", std::int64_t{0}}};
   SUBCASE("by hand: diag_embed([a, b]) is [[a, 0], [0, b]], so the grad of [a, b] is g's diagonal") {

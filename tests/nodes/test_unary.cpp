@@ -267,6 +267,30 @@ TEST_CASE("TruncBackward0") {
                           off_integers(), at_integers()});
 }
 
+TEST_CASE("Deg2RadBackward0") {
+  check_elementwise_node({"Deg2RadBackward0", "torch.deg2rad(x)", [](const Tensor& x) { return mul(x, pi / 180); }, {},
+                          random64({2, 3}, 90), tensor({0.0, -0.0, 180.0, 1e308, -inf, 1.0}, DType::Float64)});
+}
+
+TEST_CASE("Rad2DegBackward0") {
+  check_elementwise_node({"Rad2DegBackward0", "torch.rad2deg(x)", [](const Tensor& x) { return mul(x, 180 / pi); }, {},
+                          random64({2, 3}, 91), tensor({0.0, -0.0, pi, 1e308, -inf, 1.0}, DType::Float64)});
+}
+
+TEST_CASE("FracBackward0") {
+  // frac(x) = x - trunc(x): the finite differences stay away from the integers
+  check_elementwise_node({"FracBackward0", "torch.frac(x)",
+                          [](const Tensor& x) { return sub(x, div(x, 1, "trunc")); }, {},
+                          add(mul(tanh(random64({2, 3}, 92)), 0.4), 2.5),
+                          tensor({0.0, -0.0, 2.0, -1.5, 1e300, 0.25}, DType::Float64)});
+}
+
+TEST_CASE("SincBackward0") {
+  check_elementwise_node({"SincBackward0", "torch.sinc(x)",
+                          [](const Tensor& x) { return div(sin(mul(x, pi)), mul(x, pi)); }, {"self"},
+                          positive64({2, 3}, 93), tensor({0.0, -0.0, 1.0, -2.5, 1e-200, inf}, DType::Float64)});
+}
+
 TEST_CASE("CloneBackward0") {
   check_elementwise_node({"CloneBackward0", "torch.clone(x)", [](const Tensor& x) { return clone(x); }, {},
                           random64({2, 3}, 46), random64({4}, 47)});
