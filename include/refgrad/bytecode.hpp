@@ -108,6 +108,10 @@ struct BoundCall {
   const NodeDef* node = nullptr;
   BoundSaved saved;
   TensorGeometry base, view;  // CopySlices only
+  // A node computes_in_one_kernel(): its float16/bfloat16 saved tensors are bound in float32, and
+  // the dtype they were stored in (when any was) is the one its results are rounded back to.
+  bool one_kernel = false;
+  std::optional<DType> stored_dtype;
 };
 
 struct BoundProgram {

@@ -163,6 +163,13 @@ struct NodeDef {
 // ---------------------------------------------------------------- registry ---
 
 const NodeDef* find_node(std::string_view name);  // nullptr when refgrad has no such node
+
+// Whether ATen computes the node's backward as one CPU kernel (native_layer_norm_backward,
+// _softmax_backward_data, gelu_backward, ...): such a kernel reads float16/bfloat16 into float32,
+// computes everything there and rounds its results once, where refgrad's formula takes several
+// primitives that would each round. The interpreter runs these nodes as the kernel does (DESIGN.md,
+// "Numbers and precision"): float16/bfloat16 inputs read into float32, the results rounded back once.
+bool computes_in_one_kernel(const NodeSchema& schema);
 const NodeDef& get_node(std::string_view name);   // raises "unknown backward node ..."
 std::vector<const NodeDef*> all_nodes();          // sorted by name
 

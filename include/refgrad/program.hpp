@@ -48,7 +48,6 @@ struct TensorType {
   bool operator==(const TensorType& other) const = default;
 };
 std::string to_string(const TensorType& type);    // "f32[4,5]", "i64[] cuda"
-std::string short_dtype_name(DType dtype);        // "b8", "i64", "f32", "f64" (FX's spelling)
 std::optional<DType> parse_short_dtype(std::string_view name);
 TensorType type_of(const Tensor& tensor);
 

@@ -9,6 +9,7 @@
 // It is also included by the C++17 kernels in src/tensor, so it stays C++17.
 #pragma once
 
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -28,15 +29,49 @@ namespace refgrad {
 
 // ---------------------------------------------------------------- dtypes ---
 
-// Ordered by PyTorch's promotion lattice for these four: bool < int64 <
-// float32 < float64. float16/bfloat16 come later as storage formats.
-enum class DType : std::uint8_t { Bool, Int64, Float32, Float64 };
+// Every dtype torch autograd meets (DESIGN.md, "Numbers and precision").
+// Bool, Int64, Float32 and Float64 are compute types: the CPU kernels compute
+// in them. The others are storage formats: an op reads them into its
+// "opmath" type (float16 and bfloat16 into float32, the narrower integers into
+// int64), computes there and rounds its result back, as ATen's CPU kernels do.
+// complex64 and complex128 are stored and converted; L0 has no complex
+// kernels yet, so an op on them raises. The numbering is the .rgbc format's:
+// new dtypes are appended.
+enum class DType : std::uint8_t {
+  Bool, Int64, Float32, Float64,
+  Float16, BFloat16, ComplexFloat, ComplexDouble,
+  UInt8, Int8, Int16, Int32, UInt16, UInt32, UInt64,
+};
+inline constexpr DType kAllDTypes[] = {
+    DType::Bool,  DType::UInt8,  DType::Int8,   DType::Int16,   DType::Int32,    DType::Int64,
+    DType::UInt16, DType::UInt32, DType::UInt64, DType::Float16, DType::BFloat16, DType::Float32,
+    DType::Float64, DType::ComplexFloat, DType::ComplexDouble};
 
 std::string dtype_name(DType dtype);  // "float32", as in torch.float32
+std::string short_dtype_name(DType dtype);  // "f32", "bf16", "b8": the program text's (and FX's) spelling
 std::size_t element_size(DType dtype);
-bool is_floating_point(DType dtype);
+bool is_floating_point(DType dtype);  // float16, bfloat16, float32, float64
+bool is_complex(DType dtype);
 bool is_integral(DType dtype, bool include_bool);
+bool is_unsigned(DType dtype);  // uint8 and the wide unsigned types (not bool)
+// The type an op computes a dtype in (float16, bfloat16 -> float32; the
+// narrower integers -> int64; the others themselves).
+DType opmath_dtype(DType dtype);
 DType default_dtype();  // float32, torch.get_default_dtype()
+
+// float16 and bfloat16 values as stored: the bits, converted to and from
+// float with IEEE round-to-nearest-even, as c10::Half and c10::BFloat16 do
+// (a NaN becomes the quiet NaN 0x7E00 or 0x7FC0, a float16 overflow inf).
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
+float to_float(Half value);
+float to_float(BFloat16 value);
+Half to_half(float value);
+BFloat16 to_bfloat16(float value);
 
 // The C++ type stored for a dtype. bool is stored as one byte, as in ATen.
 template <class T>
@@ -44,11 +79,33 @@ constexpr DType dtype_of();
 template <>
 constexpr DType dtype_of<bool>() { return DType::Bool; }
 template <>
+constexpr DType dtype_of<std::uint8_t>() { return DType::UInt8; }
+template <>
+constexpr DType dtype_of<std::int8_t>() { return DType::Int8; }
+template <>
+constexpr DType dtype_of<std::int16_t>() { return DType::Int16; }
+template <>
+constexpr DType dtype_of<std::int32_t>() { return DType::Int32; }
+template <>
 constexpr DType dtype_of<std::int64_t>() { return DType::Int64; }
+template <>
+constexpr DType dtype_of<std::uint16_t>() { return DType::UInt16; }
+template <>
+constexpr DType dtype_of<std::uint32_t>() { return DType::UInt32; }
+template <>
+constexpr DType dtype_of<std::uint64_t>() { return DType::UInt64; }
+template <>
+constexpr DType dtype_of<Half>() { return DType::Float16; }
+template <>
+constexpr DType dtype_of<BFloat16>() { return DType::BFloat16; }
 template <>
 constexpr DType dtype_of<float>() { return DType::Float32; }
 template <>
 constexpr DType dtype_of<double>() { return DType::Float64; }
+template <>
+constexpr DType dtype_of<std::complex<float>>() { return DType::ComplexFloat; }
+template <>
+constexpr DType dtype_of<std::complex<double>>() { return DType::ComplexDouble; }
 
 enum class Device : std::uint8_t { CPU, CUDA /* reserved: no CUDA backend yet */ };
 std::string device_name(Device device);
@@ -319,6 +376,8 @@ Tensor bernoulli(const Tensor& probabilities, Generator& generator);  // same sh
 
 // ------------------------------------------------------------- promotion ---
 
+// torch.promote_types over every pair; raises where torch does (the wide
+// unsigned types with a signed or complex type).
 DType promote_types(DType a, DType b);
 
 // One operand of an op, for torch.result_type's three tiers: tensors with

@@ -39,8 +39,10 @@ struct Tolerance {
 // torch.testing.assert_close's defaults: float32 rtol 1.3e-6 atol 1e-5, float64 rtol 1e-7 atol 1e-7.
 Tolerance tolerance_for(DType dtype, const Comparison& comparison) {
   Tolerance tolerance;
-  if (dtype == DType::Float32) tolerance = {1.3e-6, 1e-5};
-  if (dtype == DType::Float64) tolerance = {1e-7, 1e-7};
+  if (dtype == DType::Float32 || dtype == DType::ComplexFloat) tolerance = {1.3e-6, 1e-5};
+  if (dtype == DType::Float64 || dtype == DType::ComplexDouble) tolerance = {1e-7, 1e-7};
+  if (dtype == DType::Float16) tolerance = {1e-3, 1e-5};
+  if (dtype == DType::BFloat16) tolerance = {1.6e-2, 1e-5};
   return {comparison.rtol.value_or(tolerance.rtol), comparison.atol.value_or(tolerance.atol)};
 }
 
@@ -89,7 +91,11 @@ constexpr double kNoiseFactor = 32.0;
 
 // The smallest normal number of a floating dtype: the bound's floor, so that 0 agrees with 0.
 double smallest_normal(DType dtype) {
-  return dtype == DType::Float64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+  switch (dtype) {
+    case DType::Float64: return 2.2250738585072014e-308;
+    case DType::Float16: return 6.103515625e-05;  // 2^-14
+    default: return 1.1754943508222875e-38;      // float32's, and bfloat16's (the same exponent range)
+  }
 }
 
 class Checker {

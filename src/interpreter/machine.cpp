@@ -59,10 +59,22 @@ NonFiniteCount count_non_finite(const Tensor& tensor) {
   switch (tensor.dtype()) {
     case DType::Float32: return count_non_finite_of<float>(contiguous(tensor));
     case DType::Float64: return count_non_finite_of<double>(contiguous(tensor));
-    case DType::Bool:
-    case DType::Int64: return {};
+    // float16 and bfloat16 widen to float exactly, infinities and NaN included.
+    case DType::Float16:
+    case DType::BFloat16: return count_non_finite_of<float>(to(tensor, DType::Float32));
+    case DType::ComplexFloat:
+    case DType::ComplexDouble: {  // an element counts once, as NaN when either part is NaN
+      const Tensor wide = to(tensor, DType::ComplexDouble).contiguous();
+      const auto* data = static_cast<const std::complex<double>*>(wide.raw_data());
+      NonFiniteCount count;
+      for (std::int64_t i = 0; i < wide.numel(); ++i) {
+        if (std::isnan(data[i].real()) || std::isnan(data[i].imag())) ++count.nan;
+        else if (std::isinf(data[i].real()) || std::isinf(data[i].imag())) ++count.inf;
+      }
+      return count;
+    }
+    default: return {};  // integers and bool are always finite
   }
-  return {};
 }
 
 // "%3 (f32[3]: 1 NaN, 0 Inf)" when `grad` holds a non-finite value.
@@ -263,6 +275,7 @@ struct Machine::Impl {
     switch (code.op) {
       case Opcode::Call: {
         const BoundCall& call = bound.calls[pc];
+        if (call.one_kernel) return call_one_kernel(code, call, step);
         return expect_grads(call.node->apply(inputs, call.saved.get(), step.need), code.result_count,
                             call.node->schema.name);
       }
@@ -282,6 +295,26 @@ struct Machine::Impl {
       case Opcode::Output: return {inputs[0]};
     }
     fail(fmt::format("unknown opcode {}", static_cast<int>(code.op)));
+  }
+
+  // A node ATen computes as one kernel (computes_in_one_kernel): float16/bfloat16 grads are read into
+  // float32 (its saved tensors already were, when bound), the node computes there, and its results are
+  // rounded back once to the dtype its inputs were stored in.
+  Grads call_one_kernel(const BytecodeInstr& code, const BoundCall& call, const InstrPlan& step) {
+    std::optional<DType> stored = call.stored_dtype;
+    Grads grads = inputs;
+    for (std::optional<Tensor>& grad : grads) {
+      if (!grad || !grad->defined() || (grad->dtype() != DType::Float16 && grad->dtype() != DType::BFloat16)) continue;
+      if (!stored) stored = grad->dtype();
+      grad = to(*grad, DType::Float32);
+    }
+    Grads results =
+        expect_grads(call.node->apply(grads, call.saved.get(), step.need), code.result_count, call.node->schema.name);
+    if (!stored) return results;
+    for (std::optional<Tensor>& result : results) {
+      if (result && result->defined() && result->dtype() == DType::Float32) result = to(*result, *stored);
+    }
+    return results;
   }
 
   Grads call_hook(const BytecodeInstr& code, const interpreter::HostCall& call) {

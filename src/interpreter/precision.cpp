@@ -1,6 +1,6 @@
-// L3: running a float32 program in float64, the oracle's reference precision
+// L3: running a program in float64, the oracle's reference precision
 // (DESIGN.md, "Numbers and precision"). Every place a program names a dtype
-// is rewritten f32 -> f64, and every float32 tensor is converted; the
+// is rewritten f16, bf16, f32 -> f64 and c64 -> c128, and every such tensor is converted; the
 // program's instructions are otherwise the same, so running it computes the
 // same formulas with float64 rounding.
 #include <type_traits>
@@ -11,10 +11,15 @@
 namespace refgrad {
 namespace {
 
-DType promoted(DType dtype) { return dtype == DType::Float32 ? DType::Float64 : dtype; }
+// float16, bfloat16 and float32 become float64; complex64 becomes complex128.
+DType promoted(DType dtype) {
+  if (dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32) return DType::Float64;
+  if (dtype == DType::ComplexFloat) return DType::ComplexDouble;
+  return dtype;
+}
 
 Tensor promoted(const Tensor& tensor) {
-  return tensor.defined() && tensor.dtype() == DType::Float32 ? to(tensor, DType::Float64) : tensor;
+  return tensor.defined() && promoted(tensor.dtype()) != tensor.dtype() ? to(tensor, promoted(tensor.dtype())) : tensor;
 }
 
 void promote(std::optional<DType>& dtype) {

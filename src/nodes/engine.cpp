@@ -56,9 +56,11 @@ void check_geometry(const TensorGeometry& geometry, const char* which) {
 }
 
 // torch.can_cast: what an in-place op may write into a tensor of dtype `to`
-// (no floating value into an integral tensor, nothing but bool into bool).
+// (no complex value into a real tensor, no floating value into an integral
+// one, nothing but bool into bool).
 bool can_cast(DType from, DType to) {
-  if (is_floating_point(from) && !is_floating_point(to)) return false;
+  if (is_complex(from) && !is_complex(to)) return false;
+  if (is_floating_point(from) && !is_floating_point(to) && !is_complex(to)) return false;
   return from == DType::Bool || to != DType::Bool;
 }
 
@@ -91,7 +93,8 @@ Grads validate_outputs(const Grads& grads, const std::vector<std::optional<Input
       check(false, prefix, "invalid gradient at index ", i, " - expected device ", device_name(metadata.device),
             " but got ", device_name(grad.device()));
     }
-    check(grad.is_floating_point(), prefix, "invalid gradient at index ", i, " - expected a floating dtype, got ",
+    check(grad.is_floating_point() || is_complex(grad.dtype()), prefix, "invalid gradient at index ", i,
+          " - expected a floating or complex dtype, got ",
           dtype_name(grad.dtype()));
     out[i] = grad;
   }

@@ -1,5 +1,6 @@
 // The node registry: name -> schema + bind + pure function; saved-field kinds.
 #include <algorithm>
+#include <set>
 
 #include "define.hpp"
 
@@ -45,23 +46,13 @@ std::string type_name(FieldType type) {
 
 namespace {
 
-std::string short_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::Bool: return "b8";
-    case DType::Int64: return "i64";
-    case DType::Float32: return "f32";
-    case DType::Float64: return "f64";
-  }
-  return "?";
-}
-
 }  // namespace
 
 std::string describe(const FieldValue& value) {
   struct Describe {
     std::string operator()(const None&) const { return "None"; }
     std::string operator()(const Tensor& t) const {
-      return t.defined() ? "Tensor " + short_dtype(t.dtype()) + str(t.sizes()) : "undefined Tensor";
+      return t.defined() ? "Tensor " + short_dtype_name(t.dtype()) + str(t.sizes()) : "undefined Tensor";
     }
     std::string operator()(const TensorList& list) const { return "Tensor[] of " + std::to_string(list.size()); }
     std::string operator()(const std::vector<OptionalTensor>& list) const {
@@ -171,6 +162,49 @@ const std::vector<NodeDef>& registry() {
 }
 
 }  // namespace
+
+bool computes_in_one_kernel(const NodeSchema& schema) {
+  // Each is one ATen kernel in derivatives.yaml's formula (the kernel in the comment).
+  static const std::set<std::string, std::less<>> nodes = {
+      "NativeLayerNormBackward0",       // native_layer_norm_backward
+      "NativeBatchNormBackward0",       // native_batch_norm_backward
+      "BatchNormWithUpdateBackward0",   // batch_norm_backward
+      "NativeGroupNormBackward0",       // native_group_norm_backward
+      "SoftmaxBackward0",               // _softmax_backward_data
+      "LogSoftmaxBackward0",            // _log_softmax_backward_data
+      "SafeSoftmaxBackward0",           // _softmax_backward_data
+      "ScaledDotProductFlashAttentionForCpuBackward0",  // _scaled_dot_product_flash_attention_for_cpu_backward
+      "GeluBackward0",                  // gelu_backward
+      "TanhBackward0",                  // tanh_backward
+      "SigmoidBackward0",               // sigmoid_backward
+      "SiluBackward0",                  // silu_backward
+      "MishBackward0",                  // mish_backward
+      "HardswishBackward0",             // hardswish_backward
+      "HardsigmoidBackward0",           // hardsigmoid_backward
+      "EluBackward0", "EluBackward1", "CeluBackward0", "CeluBackward1",  // elu_backward
+      "SoftplusBackward0",              // softplus_backward
+      "LeakyReluBackward0", "LeakyReluBackward1",  // leaky_relu_backward
+      "HardtanhBackward0",              // hardtanh_backward
+      "ThresholdBackward0", "ThresholdBackward1", "ReluBackward0",  // threshold_backward
+      "LogSigmoidBackward0",            // log_sigmoid_backward
+      "GluBackward0",                   // glu_backward
+      "HardshrinkBackward0",            // hardshrink_backward
+      "SoftshrinkBackward0",            // softshrink_backward
+      "MseLossBackward0",               // mse_loss_backward
+      "HuberLossBackward0",             // huber_loss_backward
+      "SmoothL1LossBackward0",          // smooth_l1_loss_backward
+      "BinaryCrossEntropyBackward0",    // binary_cross_entropy_backward
+      "NllLossBackward0",               // nll_loss_backward
+      "NllLoss2DBackward0",             // nll_loss2d_backward
+      "MaxPool2DWithIndicesBackward0",  // max_pool2d_with_indices_backward
+      "AvgPool2DBackward0",             // avg_pool2d_backward
+      "AdaptiveAvgPool2DBackward0",     // _adaptive_avg_pool2d_backward
+      "UpsampleNearest2DBackward0",     // upsample_nearest2d_backward
+      "UpsampleBilinear2DBackward0",    // upsample_bilinear2d_backward
+      "NativeDropoutBackward0",         // native_dropout_backward
+  };
+  return nodes.count(schema.name) > 0;
+}
 
 const NodeDef* find_node(std::string_view name) {
   const auto& nodes = registry();

@@ -85,7 +85,7 @@ std::string_view section_name(Section section) {
 }
 
 // How many values each one-byte enum has (the reader rejects the rest).
-constexpr unsigned kDTypes = 4;        // Bool, Int64, Float32, Float64
+constexpr unsigned kDTypes = 15;       // Bool, Int64, Float32, Float64, Float16 ... UInt64
 constexpr unsigned kDevices = 2;       // CPU, CUDA
 constexpr unsigned kLayouts = 8;       // Strided ... Jagged
 constexpr unsigned kHookKinds = 4;     // TensorPre ... PostAccGrad
@@ -110,14 +110,27 @@ std::uint64_t load_le(const std::byte* bytes, std::size_t width) {
   return value;
 }
 
-// Calls f with a value of the C++ type stored for `dtype`.
+// Calls f with a value of the "lane" type an element of `dtype` is stored
+// as: itself for bool, integers, float and double; the 16 bits of a float16
+// or bfloat16; a complex number is two lanes of its real type (real, imag).
 template <class F>
 void with_element_type(DType dtype, F&& f) {
   switch (dtype) {
     case DType::Bool: return f(bool{});
+    case DType::UInt8: return f(std::uint8_t{});
+    case DType::Int8: return f(std::int8_t{});
+    case DType::Int16: return f(std::int16_t{});
+    case DType::Int32: return f(std::int32_t{});
     case DType::Int64: return f(std::int64_t{});
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+    case DType::UInt16:
+    case DType::Float16:
+    case DType::BFloat16: return f(std::uint16_t{});
+    case DType::UInt32: return f(std::uint32_t{});
+    case DType::UInt64: return f(std::uint64_t{});
+    case DType::Float32:
+    case DType::ComplexFloat: return f(float{});
+    case DType::Float64:
+    case DType::ComplexDouble: return f(double{});
   }
 }
 
@@ -136,7 +149,7 @@ T element_from_bits(std::uint64_t bits) {
   if constexpr (std::is_same_v<T, bool>) return bits != 0;
   else if constexpr (std::is_same_v<T, float>) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
   else if constexpr (std::is_same_v<T, double>) return std::bit_cast<double>(bits);
-  else return static_cast<std::int64_t>(bits);
+  else return static_cast<T>(bits);  // integers: the low bytes, two's complement
 }
 
 // ------------------------------------------------------------------ writer ---
@@ -203,11 +216,12 @@ void write_tensor(Writer& w, const Tensor& tensor) {
   write_type(w, type_of(tensor));
   const Tensor data = tensor.contiguous();
   const auto count = static_cast<std::size_t>(data.numel());
-  w.u64(count * element_size(data.dtype()));
+  const std::size_t bytes = count * element_size(data.dtype());
+  w.u64(bytes);
   with_element_type(data.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const T* elements = static_cast<const T*>(data.raw_data());
-    for (std::size_t i = 0; i < count; ++i) store_le(w.bytes(), element_bits(elements[i]), sizeof(T));
+    const T* lanes = static_cast<const T*>(data.raw_data());
+    for (std::size_t i = 0; i < bytes / sizeof(T); ++i) store_le(w.bytes(), element_bits(lanes[i]), sizeof(T));
   });
 }
 

@@ -390,6 +390,26 @@ const std::vector<Attr>& attribute_block(const Bytecode& bytecode, const Bytecod
   return code.attrs == kNoIndex ? kNoAttrs : pool_entry(bytecode.attribute_blocks, code.attrs, "attribute block");
 }
 
+// The float16/bfloat16 tensors among a node's saved values read into float32, as the one ATen kernel
+// that computes the node reads them (computes_in_one_kernel); returns the dtype they were stored in.
+std::optional<DType> read_into_float32(std::vector<FieldValue>& values) {
+  std::optional<DType> stored;
+  const auto widen = [&](Tensor& t) {
+    if (!t.defined() || (t.dtype() != DType::Float16 && t.dtype() != DType::BFloat16)) return;
+    if (!stored) stored = t.dtype();
+    t = to(t, DType::Float32);
+  };
+  for (FieldValue& value : values) {
+    if (auto* t = std::get_if<Tensor>(&value)) widen(*t);
+    if (auto* list = std::get_if<TensorList>(&value))
+      for (Tensor& t : *list) widen(t);
+    if (auto* list = std::get_if<std::vector<OptionalTensor>>(&value))
+      for (OptionalTensor& t : *list)
+        if (t) widen(*t);
+  }
+  return stored;
+}
+
 BoundCall bind_call(const Bytecode& bytecode, const BytecodeInstr& code, const SavedTensors& saved) {
   BoundCall call;
   call.node = &get_node(pool_entry(bytecode.nodes, code.arg, "node"));
@@ -399,7 +419,10 @@ BoundCall bind_call(const Bytecode& bytecode, const BytecodeInstr& code, const S
     call.view = geometry_attr(attribute_block(bytecode, code), 1, "view");
     fields = fields.subspan(2);
   }
-  call.saved = call.node->bind(schema_values(call.node->schema, fields, saved));
+  std::vector<FieldValue> values = schema_values(call.node->schema, fields, saved);
+  call.one_kernel = code.op == Opcode::Call && computes_in_one_kernel(call.node->schema);
+  if (call.one_kernel) call.stored_dtype = read_into_float32(values);
+  call.saved = call.node->bind(values);
   return call;
 }
 

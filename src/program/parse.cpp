@@ -485,9 +485,11 @@ Scalar Parser::read_scalar() {
 }
 
 DType Parser::read_dtype() {
-  const Token token = expect(TokenKind::Word, "a dtype (b8, i64, f32, f64)");
+  const Token token = expect(TokenKind::Word, "a dtype (b8, i64, f32, f64, f16, bf16, ...)");
   const std::optional<DType> dtype = parse_short_dtype(token.text);
-  if (!dtype) fail(token, "unknown dtype '" + token.text + "' (b8, i64, f32 or f64)");
+  if (!dtype)
+    fail(token, "unknown dtype '" + token.text + "' (b8, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64, "
+                "c64 or c128)");
   return *dtype;
 }
 
@@ -708,13 +710,25 @@ AttrValue Parser::read_value(FieldType type, const std::string& field) {
 // -------------------------------------------------------- tensor literals ---
 
 Tensor Parser::read_literal(const TensorType& type) {
+  const Token start = token_;
   switch (type.dtype) {
     case DType::Bool: return read_literal_as<bool>(type);
     case DType::Int64: return read_literal_as<std::int64_t>(type);
     case DType::Float32: return read_literal_as<float>(type);
     case DType::Float64: return read_literal_as<double>(type);
+    case DType::Float16:
+    case DType::BFloat16: return to(read_literal_as<float>(type), type.dtype);  // rounded to nearest, as torch.tensor
+    case DType::ComplexFloat:
+    case DType::ComplexDouble:
+      fail(start, "a " + short_dtype_name(type.dtype) + " tensor literal: complex literals are not supported yet");
+    default: {  // the other integer types: written as integers that must fit
+      const Tensor wide = read_literal_as<std::int64_t>(type);
+      const Tensor narrow = to(wide, type.dtype);
+      if (!equal(to(narrow, DType::Int64), wide))
+        fail(start, "an element of the literal does not fit " + short_dtype_name(type.dtype));
+      return narrow;
+    }
   }
-  fail_expected("a tensor literal");
 }
 
 template <class T>

@@ -226,8 +226,13 @@ std::string print_tensor_literal(const Tensor& tensor) {
     case DType::Int64: return format_literal<std::int64_t>(tensor);
     case DType::Float32: return format_literal<float>(tensor);
     case DType::Float64: return format_literal<double>(tensor);
+    case DType::Float16:
+    case DType::BFloat16: return format_literal<float>(tensor);  // exact: float holds every value
+    case DType::ComplexFloat:
+    case DType::ComplexDouble:
+      fail("print_tensor_literal: complex literals are not supported yet (" + short_dtype_name(tensor.dtype()) + ")");
+    default: return format_literal<std::int64_t>(tensor);  // the other integers: exact in int64
   }
-  fail("print_tensor_literal: unknown dtype");
 }
 
 // ----------------------------------------------------------- instructions ---

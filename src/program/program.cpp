@@ -8,18 +8,8 @@
 
 namespace refgrad {
 
-std::string short_dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::Bool: return "b8";
-    case DType::Int64: return "i64";
-    case DType::Float32: return "f32";
-    case DType::Float64: return "f64";
-  }
-  return "?";
-}
-
 std::optional<DType> parse_short_dtype(std::string_view name) {
-  for (DType dtype : {DType::Bool, DType::Int64, DType::Float32, DType::Float64}) {
+  for (DType dtype : kAllDTypes) {
     if (name == short_dtype_name(dtype)) return dtype;
   }
   return std::nullopt;

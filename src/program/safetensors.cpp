@@ -39,9 +39,21 @@ constexpr std::uint64_t kMaxElements = std::numeric_limits<std::int64_t>::max() 
 std::string safetensors_dtype_name(DType dtype) {
   switch (dtype) {
     case DType::Bool: return "BOOL";
+    case DType::UInt8: return "U8";
+    case DType::Int8: return "I8";
+    case DType::Int16: return "I16";
+    case DType::Int32: return "I32";
     case DType::Int64: return "I64";
+    case DType::UInt16: return "U16";
+    case DType::UInt32: return "U32";
+    case DType::UInt64: return "U64";
+    case DType::Float16: return "F16";
+    case DType::BFloat16: return "BF16";
     case DType::Float32: return "F32";
     case DType::Float64: return "F64";
+    // The safetensors format names complex64 C64; complex128 has no name there yet, C128 is refgrad's.
+    case DType::ComplexFloat: return "C64";
+    case DType::ComplexDouble: return "C128";
   }
   return "?";
 }
@@ -89,10 +101,12 @@ FileParts split_file(std::span<const std::byte> bytes, std::string_view origin) 
 DType parse_dtype(const json& value, const std::string& context) {
   check(value.is_string(), context, ": dtype ", json_excerpt(value), " is not a string");
   const auto& name = value.get_ref<const std::string&>();
-  for (DType dtype : {DType::Bool, DType::Int64, DType::Float32, DType::Float64}) {
+  for (DType dtype : kAllDTypes) {
     if (name == safetensors_dtype_name(dtype)) return dtype;
   }
-  fail(concat(context, ": dtype '", name, "' is not supported (refgrad reads BOOL, I64, F32, F64)"));
+  fail(concat(context, ": dtype '", name,
+              "' is not supported (refgrad reads BOOL, U8, I8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64, C64, "
+              "C128)"));
 }
 
 Shape parse_shape(const json& value, const std::string& context) {

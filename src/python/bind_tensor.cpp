@@ -16,9 +16,20 @@ namespace {
 std::string buffer_format(DType dtype) {
   switch (dtype) {
     case DType::Bool: return py::format_descriptor<bool>::format();
+    case DType::UInt8: return py::format_descriptor<std::uint8_t>::format();
+    case DType::Int8: return py::format_descriptor<std::int8_t>::format();
+    case DType::Int16: return py::format_descriptor<std::int16_t>::format();
+    case DType::Int32: return py::format_descriptor<std::int32_t>::format();
     case DType::Int64: return py::format_descriptor<std::int64_t>::format();
+    case DType::UInt16: return py::format_descriptor<std::uint16_t>::format();
+    case DType::UInt32: return py::format_descriptor<std::uint32_t>::format();
+    case DType::UInt64: return py::format_descriptor<std::uint64_t>::format();
+    case DType::Float16: return "e";
+    case DType::BFloat16: return py::format_descriptor<std::uint16_t>::format();  // NumPy has none: the bits
     case DType::Float32: return py::format_descriptor<float>::format();
     case DType::Float64: return py::format_descriptor<double>::format();
+    case DType::ComplexFloat: return "Zf";
+    case DType::ComplexDouble: return "Zd";
   }
   fail("Tensor: unknown dtype");
 }
@@ -42,15 +53,33 @@ py::tuple tuple_of(const Shape& values) {
 
 py::object to_torch(const Tensor& tensor) {
   const py::object copy = py::module_::import("numpy").attr("array")(tensor_to_numpy(tensor));
-  return py::module_::import("torch").attr("from_numpy")(copy);
+  const py::object torch = py::module_::import("torch");
+  const py::object result = torch.attr("from_numpy")(copy);
+  // A bfloat16 tensor's NumPy array holds its bits as uint16.
+  return tensor.dtype() == DType::BFloat16 ? result.attr("view")(torch.attr("bfloat16")) : result;
+}
+
+// The one complex element of a tensor, read as complex128.
+std::complex<double> complex_item(const Tensor& tensor) {
+  const Tensor wide = tensor.to(DType::ComplexDouble).contiguous();
+  return *static_cast<const std::complex<double>*>(wide.raw_data());
 }
 
 py::object item_of(const Tensor& tensor) {
   check(tensor.numel() == 1, "Tensor.item: a tensor with ", tensor.numel(), " elements cannot be one number");
   switch (tensor.dtype()) {
     case DType::Bool: return py::bool_(tensor.item<bool>());
-    case DType::Int64: return py::int_(tensor.item<std::int64_t>());
-    default: return py::float_(tensor.item<double>());
+    case DType::ComplexFloat:
+    case DType::ComplexDouble: {
+      const auto value = complex_item(tensor);
+      return py::module_::import("builtins").attr("complex")(value.real(), value.imag());
+    }
+    default:
+      if (is_integral(tensor.dtype(), false)) {
+        if (tensor.dtype() == DType::UInt64) return py::int_(tensor.item<std::uint64_t>());
+        return py::int_(tensor.item<std::int64_t>());
+      }
+      return py::float_(tensor.item<double>());
   }
 }
 

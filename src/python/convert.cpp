@@ -39,7 +39,6 @@ void raise_error_from(const std::string& message, const py::object& cause) {
 
 namespace {
 
-constexpr std::array kDTypes = {DType::Bool, DType::Int64, DType::Float32, DType::Float64};
 constexpr std::array kLayouts = {Layout::Strided,   Layout::Sparse,    Layout::SparseCsr, Layout::Mkldnn,
                                  Layout::SparseCsc, Layout::SparseBsr, Layout::SparseBsc, Layout::Jagged};
 
@@ -63,11 +62,13 @@ std::string python_type_name(py::handle value) {
 
 DType dtype_from_python(py::handle value, std::string_view where) {
   const std::string name = name_of(value);
-  for (DType dtype : kDTypes) {
+  for (DType dtype : kAllDTypes) {
     if (name == dtype_name(dtype)) return dtype;
   }
   if (const std::optional<DType> dtype = parse_short_dtype(name)) return *dtype;
-  fail(fmt::format("{}: refgrad has no dtype '{}' (it has bool, int64, float32 and float64)", where, name));
+  fail(fmt::format("{}: refgrad has no dtype '{}' (it has bool, the integer types, float16, bfloat16, float32, "
+                   "float64, complex64 and complex128)",
+                   where, name));
 }
 
 Device device_from_python(py::handle value, std::string_view where) {
@@ -104,9 +105,23 @@ std::optional<DType> dtype_of_format(std::string_view format, py::ssize_t itemsi
     format.remove_prefix(1);
   }
   if (format == "?" && itemsize == 1) return DType::Bool;
-  if ((format == "q" || format == "l") && itemsize == 8) return DType::Int64;
+  // The integer codes name C types, whose widths vary: the itemsize decides.
+  const bool is_signed = format == "b" || format == "h" || format == "i" || format == "l" || format == "q";
+  const bool is_unsigned = format == "B" || format == "H" || format == "I" || format == "L" || format == "Q";
+  if (is_signed || is_unsigned) {
+    switch (itemsize) {
+      case 1: return is_signed ? DType::Int8 : DType::UInt8;
+      case 2: return is_signed ? DType::Int16 : DType::UInt16;
+      case 4: return is_signed ? DType::Int32 : DType::UInt32;
+      case 8: return is_signed ? DType::Int64 : DType::UInt64;
+      default: return std::nullopt;
+    }
+  }
+  if (format == "e" && itemsize == 2) return DType::Float16;
   if (format == "f" && itemsize == 4) return DType::Float32;
   if (format == "d" && itemsize == 8) return DType::Float64;
+  if (format == "Zf" && itemsize == 8) return DType::ComplexFloat;
+  if (format == "Zd" && itemsize == 16) return DType::ComplexDouble;
   return std::nullopt;
 }
 
@@ -148,8 +163,14 @@ bool is_torch_tensor(py::handle value) {
 }
 
 Tensor tensor_from_torch(py::handle value) {
-  dtype_from_python(value.attr("dtype"), "Tensor.from_torch");  // bfloat16, int32, ... raise here
+  const DType dtype = dtype_from_python(value.attr("dtype"), "Tensor.from_torch");  // float8, complex32 raise here
   const py::object plain = value.attr("detach")().attr("cpu")().attr("resolve_conj")().attr("resolve_neg")();
+  if (dtype == DType::BFloat16) {
+    // NumPy has no bfloat16: its bits travel as int16, and the tensor is seen as bfloat16 again.
+    const py::object torch = py::module_::import("torch");
+    const Tensor bits = tensor_from_numpy(plain.attr("view")(torch.attr("int16")).attr("numpy")());
+    return Tensor(bits.storage(), bits.sizes(), bits.strides(), bits.storage_offset(), DType::BFloat16);
+  }
   return tensor_from_numpy(plain.attr("numpy")());
 }
 
@@ -162,8 +183,8 @@ Tensor wrap_buffer(py::handle array, bool copy_if_needed) {
   const std::optional<DType> dtype = dtype_of_format(view->format ? view->format : "B", view->itemsize, native);
   if (!dtype) {
     const std::string name = py::hasattr(array, "dtype") ? str_of(array.attr("dtype")) : view->format;
-    fail(fmt::format("Tensor.from_numpy: refgrad has no dtype for NumPy's {} (it has bool, int64, float32 and "
-                     "float64; convert with .astype(...))",
+    fail(fmt::format("Tensor.from_numpy: refgrad has no dtype for NumPy's {} (it has bool, the integer types, "
+                     "float16, float32, float64, complex64 and complex128; convert with .astype(...))",
                      name));
   }
   if (!native || !addressable(*view)) {

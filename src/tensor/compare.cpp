@@ -23,8 +23,10 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
   // |a - b| <= atol + |rtol * b| with a finite |a - b|, computed in the
   // tensors' dtype, or in the default float dtype for int64 and bool.
   const bool zero_tolerance = rtol == 0 && atol == 0;
-  const Tensor x = broadcast_to(a, sizes).contiguous(), y = broadcast_to(b, sizes).contiguous();
-  return kernel::dispatch(a.dtype(), [&](auto tag) {
+  // float16/bfloat16 compare in float32, which holds their values exactly.
+  const Tensor x = kernel::to_opmath(broadcast_to(a, sizes)).contiguous();
+  const Tensor y = kernel::contiguous_as(broadcast_to(b, sizes), x.dtype());
+  return kernel::dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using F = std::conditional_t<std::is_floating_point_v<T>, T, float>;
     const F rtol_f = static_cast<F>(rtol), atol_f = static_cast<F>(atol);

@@ -156,11 +156,11 @@ template <class F>
 Tensor unary_float(const Tensor& self, const char* op, F f) {
   check_defined(self, op);
   const DType dtype = float_dtype(self.dtype());
-  const Tensor input = self.to(dtype);
-  return kernel::dispatch_floating(dtype, op, [&](auto tag) {
+  const Tensor input = self.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch_floating(input.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return kernel::map<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
-  });
+  }), dtype);
 }
 
 // A unary op that keeps the dtype; bool inputs are rejected with `bool_error`.
@@ -168,14 +168,15 @@ template <class F>
 Tensor unary_same(const Tensor& self, const char* op, const char* bool_error, F f) {
   check_defined(self, op);
   check(self.dtype() != DType::Bool, op, ": ", bool_error);
-  return kernel::dispatch(self.dtype(), [&](auto tag) {
+  const Tensor input = kernel::to_opmath(self);
+  return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       return Tensor();  // rejected above
     } else {
-      return kernel::map<T, T>(self.sizes(), [f](T x) { return static_cast<T>(f(x)); }, self);
+      return kernel::map<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
     }
-  });
+  }), self.dtype());
 }
 
 }  // namespace
@@ -197,15 +198,16 @@ Tensor abs(const Tensor& self) {
 
 Tensor sign(const Tensor& self) {
   check_defined(self, "sign");
-  return kernel::dispatch(self.dtype(), [&](auto tag) {
+  const Tensor input = kernel::to_opmath(self);
+  return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
-      return kernel::map<bool, bool>(self.sizes(), [](bool x) { return x; }, self);
+      return kernel::map<bool, bool>(input.sizes(), [](bool x) { return x; }, input);
     } else {
       // (0 < x) - (x < 0): 0 for zeros and NaN, as ATen.
-      return kernel::map<T, T>(self.sizes(), [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }, self);
+      return kernel::map<T, T>(input.sizes(), [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }, input);
     }
-  });
+  }), self.dtype());
 }
 
 Tensor relu(const Tensor& self) {
@@ -218,15 +220,15 @@ Tensor square(const Tensor& self) {
   check_defined(self, "square");
   // square is pow(self, 2): the int 2 promotes bool to int64.
   const DType dtype = self.dtype() == DType::Bool ? DType::Int64 : self.dtype();
-  const Tensor input = self.to(dtype);
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const Tensor input = self.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       return Tensor();  // promoted to int64 above
     } else {
       return kernel::map<T, T>(input.sizes(), [](T x) { return times(x, x); }, input);
     }
-  });
+  }), dtype);
 }
 
 Tensor exp(const Tensor& self) { return unary_float(self, "exp", [](auto x) { return std::exp(x); }); }
@@ -289,8 +291,9 @@ Tensor add_or_sub(const char* op, const Operand& self, const Operand& other, con
   const DType dtype = common_dtype(op, {self, other});
   if (subtract) check_sub(self, other);
   check_alpha(op, dtype, alpha);
-  const Tensor a = operand_as(self, dtype, op), b = operand_as(other, dtype, op);
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const DType compute = opmath_dtype(dtype);
+  const Tensor a = operand_as(self, compute, op), b = operand_as(other, compute, op);
+  return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       // bool + alpha * bool, stored as bool: nonzero is true.
@@ -310,7 +313,7 @@ Tensor add_or_sub(const char* op, const Operand& self, const Operand& other, con
         return binary_kernel<T, T>(op, a, b, [k](T x, T y) { return plus(x, times(k, y)); });
       }
     }
-  });
+  }), dtype);
 }
 
 }  // namespace
@@ -330,12 +333,13 @@ namespace {
 
 Tensor mul_operands(const Operand& self, const Operand& other) {
   const DType dtype = common_dtype("mul", {self, other});
-  const Tensor a = operand_as(self, dtype, "mul"), b = operand_as(other, dtype, "mul");
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const DType compute = opmath_dtype(dtype);
+  const Tensor a = operand_as(self, compute, "mul"), b = operand_as(other, compute, "mul");
+  return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) return binary_kernel<bool, bool>("mul", a, b, [](bool x, bool y) { return x && y; });
     else return binary_kernel<T, T>("mul", a, b, [](T x, T y) { return times(x, y); });
-  });
+  }), dtype);
 }
 
 }  // namespace
@@ -391,17 +395,19 @@ Tensor div_operands(const Operand& self, const Operand& other, const std::option
   if (!rounding_mode) {
     // True division: integer inputs divide in float32.
     const DType dtype = float_dtype(promoted);
-    const Tensor a = operand_as(self, dtype, "div"), b = operand_as(other, dtype, "div");
-    return kernel::dispatch_floating(dtype, "div", [&](auto tag) {
+    const DType compute = opmath_dtype(dtype);
+    const Tensor a = operand_as(self, compute, "div"), b = operand_as(other, compute, "div");
+    return kernel::rounded_to(kernel::dispatch_floating(compute, "div", [&](auto tag) {
       using T = typename decltype(tag)::type;
       return binary_kernel<T, T>("div", a, b, [](T x, T y) { return x / y; });
-    });
+    }), dtype);
   }
   const std::string& mode = *rounding_mode;
   check(promoted != DType::Bool, "div: rounding_mode='", mode, "' is not implemented for bool");
-  const Tensor a = operand_as(self, promoted, "div"), b = operand_as(other, promoted, "div");
+  const DType compute = opmath_dtype(promoted);
+  const Tensor a = operand_as(self, compute, "div"), b = operand_as(other, compute, "div");
   const bool floor = mode == "floor";
-  return kernel::dispatch(promoted, [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       return Tensor();  // rejected above
@@ -413,7 +419,7 @@ Tensor div_operands(const Operand& self, const Operand& other, const std::option
       if (floor) return binary_kernel<T, T>("div", a, b, [](T x, T y) { return div_floor_floating(x, y); });
       return binary_kernel<T, T>("div", a, b, [](T x, T y) { return std::trunc(x / y); });
     }
-  });
+  }), promoted);
 }
 
 }  // namespace
@@ -451,13 +457,13 @@ std::int64_t int_pow(std::int64_t base, std::int64_t exponent) {
 Tensor pow_tensors(const Tensor& base, const Tensor& exponent, DType dtype) {
   check(dtype != DType::Bool, "pow: not implemented for bool (base ", dtype_name(base.dtype()), ", exponent ",
         dtype_name(exponent.dtype()), ")");
-  const Tensor a = base.to(dtype), b = exponent.to(dtype);
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const Tensor a = base.to(opmath_dtype(dtype)), b = exponent.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) return Tensor();  // rejected above
     else if constexpr (is_int64_v<T>) return binary_kernel<T, T>("pow", a, b, [](T x, T y) { return int_pow(x, y); });
     else return binary_kernel<T, T>("pow", a, b, [](T x, T y) { return std::pow(x, y); });
-  });
+  }), dtype);
 }
 
 // pow(Tensor, Scalar) for a floating result. Like ATen, some exponents take
@@ -496,8 +502,8 @@ Tensor pow(const Tensor& self, Scalar exponent) {
   if (zero) return ones(self.sizes(), dtype);
   if (one) return self.to(dtype).clone();
   check(dtype != DType::Bool, "pow: not implemented for bool (base bool, exponent ", exponent.repr(), ")");
-  const Tensor base = self.to(dtype);
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const Tensor base = self.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch(base.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       return Tensor();  // rejected above
@@ -507,13 +513,13 @@ Tensor pow(const Tensor& self, Scalar exponent) {
     } else {
       return pow_floating_scalar<T>(base, exponent.to_double());
     }
-  });
+  }), dtype);
 }
 
 Tensor pow(Scalar self, const Tensor& exponent) {
   const DType dtype = common_dtype("pow", {self, exponent});
   if (scalar_equals(self, 1.0)) return ones(exponent.sizes(), dtype);  // 1^y = 1, even for y = NaN
-  return pow_tensors(scalar_tensor_of(dtype, "pow", self, false), exponent, dtype);
+  return pow_tensors(scalar_tensor_of(opmath_dtype(dtype), "pow", self, false), exponent, dtype);
 }
 
 // --------------------------------------------------- maximum, minimum ---
@@ -524,8 +530,8 @@ namespace {
 template <bool is_max>
 Tensor extremum(const char* op, const Tensor& self, const Tensor& other) {
   const DType dtype = common_dtype(op, {self, other});
-  const Tensor a = self.to(dtype), b = other.to(dtype);
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const Tensor a = self.to(opmath_dtype(dtype)), b = other.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return binary_kernel<T, T>(op, a, b, [](T x, T y) -> T {
       if constexpr (std::is_floating_point_v<T>) {
@@ -535,7 +541,7 @@ Tensor extremum(const char* op, const Tensor& self, const Tensor& other) {
       if constexpr (is_max) return std::max(x, y);
       else return std::min(x, y);
     });
-  });
+  }), dtype);
 }
 
 }  // namespace
@@ -545,11 +551,11 @@ Tensor minimum(const Tensor& self, const Tensor& other) { return extremum<false>
 
 Tensor atan2(const Tensor& self, const Tensor& other) {
   const DType dtype = float_dtype(common_dtype("atan2", {self, other}));
-  const Tensor a = self.to(dtype), b = other.to(dtype);
-  return kernel::dispatch_floating(dtype, "atan2", [&](auto tag) {
+  const Tensor a = self.to(opmath_dtype(dtype)), b = other.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch_floating(a.dtype(), "atan2", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return binary_kernel<T, T>("atan2", a, b, [](T y, T x) { return std::atan2(y, x); });
-  });
+  }), dtype);
 }
 
 // ---------------------------------------------------------- comparisons ---
@@ -559,9 +565,9 @@ namespace {
 // A comparison computes in the promoted dtype and returns bool.
 template <class Compare>
 Tensor compare(const char* op, const Operand& self, const Operand& other, Compare compare_values) {
-  const DType dtype = common_dtype(op, {self, other});
-  const Tensor a = operand_as(self, dtype, op), b = operand_as(other, dtype, op);
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const DType compute = opmath_dtype(common_dtype(op, {self, other}));
+  const Tensor a = operand_as(self, compute, op), b = operand_as(other, compute, op);
+  return kernel::dispatch(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return binary_kernel<bool, T>(op, a, b, [compare_values](T x, T y) { return compare_values(x, y); });
   });
@@ -614,12 +620,13 @@ Tensor where_operands(const Tensor& condition, const Operand& self, const Operan
         dtype_name(condition.dtype()));
   const DType dtype = common_dtype("where", {self, other});
   // A Scalar branch must fit the result dtype, as in ATen.
-  const Tensor a = operand_as(self, dtype, "where", true), b = operand_as(other, dtype, "where", true);
+  const DType compute = opmath_dtype(dtype);
+  const Tensor a = operand_as(self, compute, "where", true), b = operand_as(other, compute, "where", true);
   const Shape sizes = broadcast_for("where", condition.sizes(), broadcast_for("where", a.sizes(), b.sizes()));
-  return kernel::dispatch(dtype, [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return kernel::map<T, bool, T, T>(sizes, [](bool c, T x, T y) { return c ? x : y; }, condition, a, b);
-  });
+  }), dtype);
 }
 
 }  // namespace
@@ -671,8 +678,8 @@ Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar
   if (max) operands.emplace_back(*max);
   const DType dtype = common_dtype("clamp", operands);
   check(dtype != DType::Bool, "clamp: not implemented for bool with Scalar bounds");
-  const Tensor input = self.to(dtype);
-  return kernel::dispatch(dtype, [&](auto tag) {
+  const Tensor input = self.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       return Tensor();  // rejected above
@@ -681,7 +688,7 @@ Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar
       const T hi = max ? checked_scalar<T>(*max, "clamp") : no_upper_bound<T>();
       return kernel::map<T, T>(input.sizes(), [lo, hi](T x) { return clamp_value(x, lo, hi); }, input);
     }
-  });
+  }), dtype);
 }
 
 Tensor clamp(const Tensor& self, const OptionalTensor& min, const OptionalTensor& max) {
@@ -695,19 +702,20 @@ Tensor clamp(const Tensor& self, const OptionalTensor& min, const OptionalTensor
   // ATen's clamp_min and clamp_max take bool, its two-sided clamp does not.
   check(dtype != DType::Bool || !(has_min && has_max),
         "clamp: not implemented for bool with both min and max tensors");
-  const Tensor input = self.to(dtype);
-  const Tensor lo = has_min ? min->to(dtype) : Tensor(), hi = has_max ? max->to(dtype) : Tensor();
+  const DType compute = opmath_dtype(dtype);
+  const Tensor input = self.to(compute);
+  const Tensor lo = has_min ? min->to(compute) : Tensor(), hi = has_max ? max->to(compute) : Tensor();
   Shape sizes = input.sizes();
   if (has_min) sizes = broadcast_for("clamp", sizes, lo.sizes());
   if (has_max) sizes = broadcast_for("clamp", sizes, hi.sizes());
-  return kernel::dispatch(dtype, [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (has_min && has_max)
       return kernel::map<T, T, T, T>(sizes, [](T x, T l, T h) { return clamp_value(x, l, h); }, input, lo, hi);
     if (has_min)
       return kernel::map<T, T, T>(sizes, [](T x, T l) { return clamp_value(x, l, no_upper_bound<T>()); }, input, lo);
     return kernel::map<T, T, T>(sizes, [](T x, T h) { return clamp_value(x, no_lower_bound<T>(), h); }, input, hi);
-  });
+  }), dtype);
 }
 
 // ---------------------------------------------------------- masked_fill ---
@@ -720,11 +728,12 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value) {
   // The out-of-place masked_fill broadcasts self and mask together (ATen
   // expands both before filling a copy); the dtype is self's.
   const Shape sizes = broadcast_for("masked_fill", self.sizes(), mask.sizes());
-  return kernel::dispatch(self.dtype(), [&](auto tag) {
+  const Tensor input = kernel::to_opmath(self);
+  return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T fill = checked_scalar<T>(value, "masked_fill");
-    return kernel::map<T, T, bool>(sizes, [fill](T x, bool m) { return m ? fill : x; }, self, mask);
-  });
+    return kernel::map<T, T, bool>(sizes, [fill](T x, bool m) { return m ? fill : x; }, input, mask);
+  }), self.dtype());
 }
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
@@ -732,10 +741,11 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) 
   check(value.dim() == 0, "masked_fill: only supports a 0-dimensional value tensor, but got tensor with ",
         value.dim(), " dimension(s)");
   // The value as the Scalar of its own kind, so that no precision is lost.
-  const Scalar scalar = kernel::dispatch(value.dtype(), [&](auto tag) -> Scalar {
+  const Tensor opmath_value = kernel::to_opmath(value);
+  const Scalar scalar = kernel::dispatch(opmath_value.dtype(), [&](auto tag) -> Scalar {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T>) return static_cast<double>(value.item<T>());
-    else return value.item<T>();
+    if constexpr (std::is_floating_point_v<T>) return static_cast<double>(opmath_value.item<T>());
+    else return opmath_value.item<T>();
   });
   return masked_fill(self, mask, scalar);
 }

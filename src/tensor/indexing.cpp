@@ -74,7 +74,19 @@ void check_defined(const Tensor& t, const char* op, const char* name) {
 }
 
 void check_index_dtype(const Tensor& index, const char* op) {
-  check(index.dtype() == DType::Int64, op, ": expected an int64 index tensor, got ", dtype_name(index.dtype()));
+  check(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
+        ": expected an int32 or int64 index tensor, got ", dtype_name(index.dtype()));
+}
+
+// torch takes int32 indices as well as int64; the kernels read int64.
+Tensor as_int64_index(const Tensor& index) {
+  return index.defined() && index.dtype() == DType::Int32 ? index.to(DType::Int64) : index;
+}
+
+// True when an op on `self` with `index` must first convert them: a storage
+// format (computed in its opmath type and rounded back) or int32 indices.
+bool needs_conversion(const Tensor& self, const Tensor& index) {
+  return kernel::is_storage_format(self) || (index.defined() && index.dtype() == DType::Int32);
 }
 
 void check_same_dtype(const Tensor& self, const Tensor& other, const char* op, const char* other_name) {
@@ -148,6 +160,10 @@ Tensor scatter_impl(const Tensor& self, std::int64_t dim, const Tensor& index, c
   check_defined(self, op, "self");
   check_defined(index, op, "index");
   if (src.defined()) check_same_dtype(self, src, op, "src");
+  if (needs_conversion(self, index))
+    return kernel::rounded_to(scatter_impl(kernel::to_opmath(self), dim, as_int64_index(index), kernel::to_opmath(src),
+                                           value, mode, op),
+                              self.dtype());
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   Tensor out = self.clone();
   if (index.numel() == 0) return out;  // ATen skips the index's dtype and shape checks too
@@ -201,12 +217,15 @@ std::vector<OptionalTensor> expand_masks(const Tensor& self, const std::vector<O
       out.push_back(std::nullopt);
       continue;
     }
-    const Tensor& t = *index;
+    // torch reads int32 indices as int64 ones and a uint8 tensor as a bool mask.
+    const Tensor t = index->dtype() == DType::Int32 || index->dtype() == DType::UInt8
+                         ? index->to(index->dtype() == DType::Int32 ? DType::Int64 : DType::Bool)
+                         : *index;
     if (t.dtype() == DType::Int64) {
       out.push_back(t);
       continue;
     }
-    check(t.dtype() == DType::Bool, op, ": tensors used as indices must be int64 or bool tensors, got ",
+    check(t.dtype() == DType::Bool, op, ": tensors used as indices must be long, int, byte or bool tensors, got ",
           dtype_name(t.dtype()));
     // x[True] in Python adds a dim, which aten::index cannot express.
     check(t.dim() > 0, op, ": a 0-d bool mask is not supported as an index");
@@ -354,6 +373,8 @@ Tensor index_select(const Tensor& self, std::int64_t dim, const Tensor& index) {
   check_defined(self, op, "self");
   check_defined(index, op, "index");
   check_index_dtype(index, op);
+  if (needs_conversion(self, index))
+    return kernel::rounded_to(index_select(kernel::to_opmath(self), dim, as_int64_index(index)), self.dtype());
   check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", shape_text(index.sizes()));
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   if (self.dim() == 0) {
@@ -386,6 +407,10 @@ Tensor gather(const Tensor& self, std::int64_t dim, const Tensor& index) {
   const char* op = "gather";
   check_defined(self, op, "self");
   check_defined(index, op, "index");
+  if (needs_conversion(self, index)) {
+    check_index_dtype(index, op);
+    return kernel::rounded_to(gather(kernel::to_opmath(self), dim, as_int64_index(index)), self.dtype());
+  }
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   Tensor out = empty(index.sizes(), self.dtype());
   if (index.numel() == 0) return out;  // ATen skips the index's dtype and shape checks too
@@ -435,6 +460,9 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
   check_defined(source, op, "source");
   check_same_dtype(self, source, op, "source");
   check_index_dtype(index, op);
+  if (needs_conversion(self, index))
+    return kernel::rounded_to(
+        index_add(kernel::to_opmath(self), dim, as_int64_index(index), kernel::to_opmath(source), alpha), self.dtype());
   check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", shape_text(index.sizes()));
   const std::int64_t d = wrap_dim(dim, self.dim(), op);
   const Tensor self1 = as_nonempty(self), source1 = as_nonempty(source);
@@ -472,6 +500,7 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
 
 Tensor index(const Tensor& self, const std::vector<OptionalTensor>& indices) {
   const char* op = "index";
+  if (kernel::is_storage_format(self)) return kernel::rounded_to(index(kernel::to_opmath(self), indices), self.dtype());
   const IndexPlan plan = plan_index(self, self.strides(), indices, op);
   Tensor out = empty(plan.result_sizes, self.dtype());
   kernel::dispatch(self.dtype(), [&](auto tag) {
@@ -494,6 +523,9 @@ Tensor index_put(const Tensor& self, const std::vector<OptionalTensor>& indices,
   check_defined(self, op, "self");
   check_defined(values, op, "values");
   check_same_dtype(self, values, op, "values");
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(index_put(kernel::to_opmath(self), indices, kernel::to_opmath(values), accumulate),
+                              self.dtype());
   Tensor out = self.clone();
   const IndexPlan plan = plan_index(out, out.strides(), indices, op);
   check(broadcasts_to(values.sizes(), plan.result_sizes), op, ": shape mismatch: value tensor of shape ",
@@ -521,6 +553,8 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
   check_defined(self, op, "self");
   check_defined(mask, op, "mask");
   check(mask.dtype() == DType::Bool, op, ": expected a bool mask, got ", dtype_name(mask.dtype()));
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(masked_select(kernel::to_opmath(self), mask), self.dtype());
   const Shape sizes = broadcast_self_and_mask(self, mask, op);
   const Tensor self_b = broadcast_to(self, sizes), mask_b = broadcast_to(mask, sizes);
   const bool* m = mask_b.data_ptr<bool>();
@@ -547,6 +581,8 @@ Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& sour
   check_defined(source, op, "source");
   check(mask.dtype() == DType::Bool, op, ": expected a bool mask, got ", dtype_name(mask.dtype()));
   check_same_dtype(self, source, op, "source");
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(masked_scatter(kernel::to_opmath(self), mask, kernel::to_opmath(source)), self.dtype());
   // The out-of-place op broadcasts self and mask together, as torch does.
   const Shape sizes = broadcast_self_and_mask(self, mask, op);
   Tensor out = broadcast_to(self, sizes).clone();
@@ -571,12 +607,15 @@ Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& sour
 // -------------------------------------------------------------- embedding ---
 
 // out[p, :] = weight[indices[p], :]; out has shape indices.shape + [D].
-Tensor embedding(const Tensor& weight, const Tensor& indices, [[maybe_unused]] std::int64_t padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx) {
   const char* op = "embedding";
   check_defined(weight, op, "weight");
   check_defined(indices, op, "indices");
   check(weight.dim() == 2, op, ": weight must be 2-D, got shape ", shape_text(weight.sizes()));
-  check(indices.dtype() == DType::Int64, op, ": expected int64 indices, got ", dtype_name(indices.dtype()));
+  check(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, op, ": expected int32 or int64 indices, got ",
+        dtype_name(indices.dtype()));
+  if (kernel::is_storage_format(weight))
+    return kernel::rounded_to(embedding(kernel::to_opmath(weight), indices, padding_idx), weight.dtype());
   const std::int64_t rows = weight.size(0), width = weight.size(1);
   // padding_idx matters only for the backward, which leaves that row's
   // gradient zero; aten::embedding takes any value (F.embedding checks it and

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -22,16 +23,23 @@ struct Tag {
   using type = T;
 };
 
-// Calls f(Tag<T>{}) with T the C++ type stored for `dtype`.
+// The error for a dtype that reached a kernel which does not compute in it:
+// a storage format (float16, bfloat16, the narrower integers) that the op did
+// not first read into its opmath type, or a complex dtype (no kernels yet).
+[[noreturn]] void fail_not_computed(DType dtype, const char* op);
+
+// Calls f(Tag<T>{}) with T the C++ type of `dtype`, one of the compute types
+// (bool, int64, float32, float64). An op on a storage format computes in
+// opmath_dtype() and rounds its result back (see in_opmath below).
 template <class F>
-decltype(auto) dispatch(DType dtype, F&& f) {
+decltype(auto) dispatch(DType dtype, F&& f, const char* op = "dispatch") {
   switch (dtype) {
     case DType::Bool: return f(Tag<bool>{});
     case DType::Int64: return f(Tag<std::int64_t>{});
     case DType::Float32: return f(Tag<float>{});
     case DType::Float64: return f(Tag<double>{});
+    default: fail_not_computed(dtype, op);
   }
-  fail("dispatch: unknown dtype");
 }
 
 // Like dispatch, for ops defined only on floating dtypes.
@@ -40,8 +48,51 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
     case DType::Float32: return f(Tag<float>{});
     case DType::Float64: return f(Tag<double>{});
+    case DType::Float16:
+    case DType::BFloat16: fail_not_computed(dtype, op);
     default: fail(concat(op, ": expected a floating point tensor, got ", dtype_name(dtype)));
   }
+}
+
+// Calls f(Tag<T>{}) with T the type stored for any dtype: for code that moves
+// or converts elements without computing on them (casts, copies, item()).
+template <class F>
+decltype(auto) dispatch_storage(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Bool: return f(Tag<bool>{});
+    case DType::UInt8: return f(Tag<std::uint8_t>{});
+    case DType::Int8: return f(Tag<std::int8_t>{});
+    case DType::Int16: return f(Tag<std::int16_t>{});
+    case DType::Int32: return f(Tag<std::int32_t>{});
+    case DType::Int64: return f(Tag<std::int64_t>{});
+    case DType::UInt16: return f(Tag<std::uint16_t>{});
+    case DType::UInt32: return f(Tag<std::uint32_t>{});
+    case DType::UInt64: return f(Tag<std::uint64_t>{});
+    case DType::Float16: return f(Tag<Half>{});
+    case DType::BFloat16: return f(Tag<BFloat16>{});
+    case DType::Float32: return f(Tag<float>{});
+    case DType::Float64: return f(Tag<double>{});
+    case DType::ComplexFloat: return f(Tag<std::complex<float>>{});
+    case DType::ComplexDouble: return f(Tag<std::complex<double>>{});
+  }
+  fail("dispatch_storage: unknown dtype");
+}
+
+// ATen's opmath for storage formats: `t` read into the type its op computes
+// in (float16/bfloat16 -> float32, the narrower integers -> int64); the
+// tensor itself when it is a compute type already.
+inline Tensor to_opmath(const Tensor& t) { return t.defined() ? t.to(opmath_dtype(t.dtype())) : t; }
+inline OptionalTensor to_opmath(const OptionalTensor& t) {
+  return t ? OptionalTensor(to_opmath(*t)) : std::nullopt;
+}
+
+// True when `t` is stored in a format its op does not compute in.
+inline bool is_storage_format(const Tensor& t) { return t.defined() && opmath_dtype(t.dtype()) != t.dtype(); }
+
+// `result`, computed in opmath_dtype(dtype), rounded to `dtype` (one rounding
+// per primitive, as ATen's kernels round a float16 result once).
+inline Tensor rounded_to(const Tensor& result, DType dtype) {
+  return result.defined() && result.dtype() == opmath_dtype(dtype) ? result.to(dtype) : result;
 }
 
 // ATen's int64 arithmetic wraps around on overflow (two's complement). Signed
@@ -57,14 +108,82 @@ inline std::int64_t wrapping_mul(std::int64_t a, std::int64_t b) {
 }
 inline std::int64_t wrapping_neg(std::int64_t a) { return wrapping_sub(0, a); }
 
+template <class T>
+constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T>
+constexpr bool is_complex_v = std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>;
+
+// One element converted from From to To as torch converts it on x86 (a cast,
+// `.to(dtype)`), without undefined behaviour:
+// - to float16/bfloat16 through float, as c10::Half(float) rounds (a double
+//   is rounded to float first, as torch does);
+// - a float to a 32-bit or narrower integer through int32, as cvttss2si does:
+//   NaN and values outside int32 give INT32_MIN, then the low bits are kept
+//   (torch turns -1.5 into uint8 255 and 1e10 into int32 -2147483648);
+// - a float to a 64-bit integer: NaN and values outside int64 give INT64_MIN;
+// - complex to real keeps the real part; integers wrap to narrower integers.
+template <class To, class From>
+To convert(From value) {
+  if constexpr (std::is_same_v<To, From>) {
+    return value;
+  } else if constexpr (is_reduced_float_v<From>) {
+    return convert<To>(to_float(value));
+  } else if constexpr (is_complex_v<From>) {
+    if constexpr (is_complex_v<To>) return To(static_cast<typename To::value_type>(value.real()),
+                                              static_cast<typename To::value_type>(value.imag()));
+    else return convert<To>(value.real());
+  } else if constexpr (std::is_same_v<To, Half>) {
+    return to_half(static_cast<float>(value));
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    return to_bfloat16(static_cast<float>(value));
+  } else if constexpr (is_complex_v<To>) {
+    return To(convert<typename To::value_type>(value), 0);
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return value != From(0);
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    const double v = static_cast<double>(value);
+    if constexpr (sizeof(To) <= 4 && !std::is_same_v<To, std::uint32_t>) {
+      constexpr double limit = 2147483648.0;  // 2^31
+      const std::int32_t wide = v >= -limit && v < limit ? static_cast<std::int32_t>(v)
+                                                         : std::numeric_limits<std::int32_t>::min();
+      return static_cast<To>(wide);
+    } else {
+      constexpr double limit = 9223372036854775808.0;  // 2^63
+      if (!(v >= -limit && v < limit)) return static_cast<To>(std::numeric_limits<std::int64_t>::min());
+      return static_cast<To>(static_cast<std::int64_t>(v));
+    }
+  } else {
+    return static_cast<To>(value);  // integer to integer (wraps) or to float
+  }
+}
+
 // `value` as an element of type T, as c10's checked Scalar::to<T> converts it
-// for a fill value or an alpha: a float that lies outside int64's or float's
-// range (NaN too, for int64) raises, naming the op and the argument, where a
-// plain cast would be undefined behaviour. Anything converts to bool.
+// for a fill value or an alpha: a value that lies outside T's range (NaN too,
+// for an integer type) raises, naming the op and the argument, where a plain
+// cast would be undefined behaviour. Anything converts to bool.
 template <class T>
 T scalar_to(const Scalar& value, const char* op, const char* name) {
   if constexpr (std::is_same_v<T, bool>) {
     return value.to_bool();
+  } else if constexpr (is_complex_v<T>) {
+    return T(static_cast<typename T::value_type>(value.to_double()), 0);
+  } else if constexpr (is_reduced_float_v<T>) {
+    const T out = convert<T>(value.is_floating_point() ? value.to_double() : static_cast<double>(value.to_int64()));
+    check(!std::isfinite(value.to_double()) || std::isfinite(to_float(out)), op, ": ", name, " ", value.repr(),
+          " cannot be converted to type ", dtype_name(dtype_of<T>()), " without overflow");
+    return out;
+  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, std::int64_t>) {
+    // The narrower integers: the value must lie in T's range.
+    const double v = value.is_floating_point() ? value.to_double() : static_cast<double>(value.to_int64());
+    const bool fits = value.is_floating_point()
+                          ? v >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                                v <= static_cast<double>(std::numeric_limits<T>::max())
+                          : (std::is_unsigned_v<T> ? value.to_int64() >= 0 : true) &&
+                                v >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                                v <= static_cast<double>(std::numeric_limits<T>::max());
+    check(fits, op, ": ", name, " ", value.repr(), " cannot be converted to type ", dtype_name(dtype_of<T>()),
+          " without overflow");
+    return value.is_floating_point() ? static_cast<T>(v) : static_cast<T>(value.to_int64());
   } else {
     if (!value.is_floating_point()) return static_cast<T>(value.to_int64());
     const double v = value.to_double();

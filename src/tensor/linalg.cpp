@@ -254,6 +254,8 @@ void check_defined(const Tensor& t, const char* op) { check(t.defined(), op, ": 
 Tensor product(const Tensor& a, const Tensor& b, const char* op) {
   Shape out_sizes(a.sizes().begin(), a.sizes().end() - 1);
   out_sizes.push_back(b.sizes().back());
+  if (kernel::is_storage_format(a))  // float16 @ float16 accumulates in float32, rounded once (opmath)
+    return kernel::rounded_to(product(kernel::to_opmath(a), kernel::to_opmath(b), op), a.dtype());
   Tensor out = empty(out_sizes, a.dtype());
   kernel::dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -281,6 +283,8 @@ Tensor dot(const Tensor& self, const Tensor& other) {
   check(self.dtype() == other.dtype(), "dot: expected both vectors to have same dtype, but found ",
         dtype_name(self.dtype()), " and ", dtype_name(other.dtype()));
   check_not_bool(self.dtype(), "dot");
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(dot(kernel::to_opmath(self), kernel::to_opmath(other)), self.dtype());
 
   Tensor out = empty({}, self.dtype());
   const int64_t n = self.numel();
@@ -352,6 +356,9 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
   check(self.dtype() == mat2.dtype(), "addmm: self and mat2 must have the same dtype, but got ",
         dtype_name(self.dtype()), " and ", dtype_name(mat2.dtype()));
   check_not_bool(self.dtype(), "addmm");
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(
+        addmm(kernel::to_opmath(self), kernel::to_opmath(mat1), kernel::to_opmath(mat2), beta, alpha), self.dtype());
 
   Tensor out = empty(out_sizes, self.dtype());
   kernel::dispatch(self.dtype(), [&](auto tag) {
@@ -381,10 +388,10 @@ Tensor outer(const Tensor& self, const Tensor& vec2) {
   check(vec2.dim() == 1, "outer: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
   // ATen's outer is self[:, None] * vec2: a broadcast multiply, so dtypes promote.
   const DType dtype = promote_types(self.dtype(), vec2.dtype());
-  const Tensor x = kernel::contiguous_as(self, dtype), y = kernel::contiguous_as(vec2, dtype);
+  const Tensor x = kernel::contiguous_as(self, opmath_dtype(dtype)), y = kernel::contiguous_as(vec2, opmath_dtype(dtype));
   const int64_t n = x.numel(), m = y.numel();
-  Tensor out = empty({n, m}, dtype);
-  kernel::dispatch(dtype, [&](auto tag) {
+  Tensor out = empty({n, m}, opmath_dtype(dtype));
+  kernel::dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* a = x.data_ptr<T>();
     const T* b = y.data_ptr<T>();
@@ -395,7 +402,7 @@ Tensor outer(const Tensor& self, const Tensor& vec2) {
         else c[i * m + j] = multiply(a[i], b[j]);
       }
   });
-  return out;
+  return kernel::rounded_to(out, dtype);
 }
 
 // torch.matmul: a vector on the left is a row [1, k], on the right a column

@@ -146,6 +146,11 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
                         const IntList& stride_arg, const IntList& padding_arg, const IntList& dilation_arg,
                         bool transposed, const IntList& output_padding_arg, std::int64_t groups) {
   check(input.defined() && weight.defined(), op, ": input and weight must be defined");
+  if (kernel::is_storage_format(input))  // computed in float32, rounded once (opmath)
+    return kernel::rounded_to(convolution_impl(op, kernel::to_opmath(input), kernel::to_opmath(weight),
+                                               kernel::to_opmath(bias_arg), stride_arg, padding_arg, dilation_arg,
+                                               transposed, output_padding_arg, groups),
+                              input.dtype());
   // An undefined bias is no bias, as an undefined optional Tensor in ATen.
   const OptionalTensor bias = bias_arg && bias_arg->defined() ? bias_arg : std::nullopt;
   check(weight.dim() >= 3, op, ": weight should have at least three dimensions, got weight of shape ",
@@ -494,6 +499,11 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntL
                                                   const IntList& stride, const IntList& padding,
                                                   const IntList& dilation, bool ceil_mode) {
   const char* op = "max_pool2d_with_indices";
+  if (kernel::is_storage_format(self)) {
+    const auto [values, indices] =
+        max_pool2d_with_indices(kernel::to_opmath(self), kernel_size, stride, padding, dilation, ceil_mode);
+    return {kernel::rounded_to(values, self.dtype()), indices};
+  }
   const Pool2dParams p = pool_params(op, kernel_size, stride, padding, dilation);
   check_pool_input(op, self, /*allow_int64=*/true);
   const std::int64_t in_h = self.size(self.dim() - 2), in_w = self.size(self.dim() - 1);
@@ -569,6 +579,10 @@ T truncating_divide(T sum, std::int64_t divisor) {
 Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   bool ceil_mode, bool count_include_pad, std::optional<std::int64_t> divisor_override) {
   const char* op = "avg_pool2d";
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(avg_pool2d(kernel::to_opmath(self), kernel_size, stride, padding, ceil_mode,
+                                         count_include_pad, divisor_override),
+                              self.dtype());
   const Pool2dParams p = pool_params(op, kernel_size, stride, padding, {1});
   check(!divisor_override || *divisor_override != 0, op, ": divisor must be not zero");
   check_pool_input(op, self, /*allow_int64=*/true);
@@ -616,6 +630,8 @@ Tensor avg_pool2d(const Tensor& self, const IntList& kernel_size, const IntList&
 
 Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {
   const char* op = "adaptive_avg_pool2d";
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(adaptive_avg_pool2d(kernel::to_opmath(self), output_size), self.dtype());
   check(output_size.size() == 2, op, ": output_size must be 2, got ", shape_text(output_size));
   check(output_size[0] >= 0 && output_size[1] >= 0, op,
         ": elements of output_size must be greater than or equal to 0, but got ", shape_text(output_size));
@@ -670,6 +686,9 @@ Tensor adaptive_avg_pool2d(const Tensor& self, const IntList& output_size) {
 Tensor upsample_nearest2d(const Tensor& self, const IntList& output_size, std::optional<double> scales_h,
                           std::optional<double> scales_w) {
   const char* op = "upsample_nearest2d";
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(upsample_nearest2d(kernel::to_opmath(self), output_size, scales_h, scales_w),
+                              self.dtype());
   check_upsample(op, self, output_size);
   const std::int64_t in_h = self.size(2), in_w = self.size(3), out_h = output_size[0], out_w = output_size[1];
   Tensor output = empty({self.size(0), self.size(1), out_h, out_w}, self.dtype());
@@ -710,6 +729,9 @@ Tensor upsample_nearest2d(const Tensor& self, const IntList& output_size, std::o
 Tensor upsample_bilinear2d(const Tensor& self, const IntList& output_size, bool align_corners,
                            std::optional<double> scales_h, std::optional<double> scales_w) {
   const char* op = "upsample_bilinear2d";
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(
+        upsample_bilinear2d(kernel::to_opmath(self), output_size, align_corners, scales_h, scales_w), self.dtype());
   check_upsample(op, self, output_size);
   const std::int64_t in_h = self.size(2), in_w = self.size(3), out_h = output_size[0], out_w = output_size[1];
   Tensor output = empty({self.size(0), self.size(1), out_h, out_w}, self.dtype());

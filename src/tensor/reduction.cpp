@@ -87,10 +87,11 @@ std::vector<bool> single_dim_mask(std::int64_t dim, std::int64_t ndim, const cha
 // reduces to `identity` (0 for sum, 1 for prod), without handing xtensor
 // zero-sized views.
 template <class Acc, class Reducer>
-Tensor reduce_with_xtensor(const Tensor& input, const std::vector<bool>& mask, bool keepdim, DType out_dtype,
+Tensor reduce_with_xtensor(const Tensor& stored_input, const std::vector<bool>& mask, bool keepdim, DType out_dtype,
                            Acc identity, Reducer reducer) {
-  Tensor out = empty(reduced_sizes(input.sizes(), mask, keepdim), out_dtype);
-  if (out.numel() == 0) return out;
+  const Tensor input = kernel::to_opmath(stored_input);
+  Tensor out = empty(reduced_sizes(input.sizes(), mask, keepdim), opmath_dtype(out_dtype));
+  if (out.numel() == 0) return kernel::rounded_to(out, out_dtype);
   std::vector<std::size_t> axes;
   for (std::size_t d = 0; d < mask.size(); ++d)
     if (mask[d]) axes.push_back(d);
@@ -110,11 +111,11 @@ Tensor reduce_with_xtensor(const Tensor& input, const std::vector<bool>& mask, b
   }
   // The reducer's result is row-major over the kept dims, which is also the
   // order of `out` with or without keepdim.
-  kernel::dispatch(out_dtype, [&](auto tag) {
+  kernel::dispatch(out.dtype(), [&](auto tag) {
     using Out = typename decltype(tag)::type;
     std::transform(result.begin(), result.end(), out.data_ptr<Out>(), [](Acc v) { return cast_to<Out>(v); });
   });
-  return out;
+  return kernel::rounded_to(out, out_dtype);
 }
 
 // xt::sum<Acc> starts from an Acc zero and adds each element to it, so the
@@ -186,11 +187,12 @@ Tensor extreme_values(const Tensor& self, const IntList& dim, bool keepdim, bool
   check(self.defined(), op, ": tensor is undefined");
   const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), op);
   check_reduction_has_values(self, dim, mask, op);
-  return kernel::dispatch(self.dtype(), [&](auto tag) {
+  const Tensor input = kernel::to_opmath(self);
+  return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return reduce_with_xtensor<T>(self, mask, keepdim, self.dtype(), worst_value<T>(largest),
+    return reduce_with_xtensor<T>(input, mask, keepdim, input.dtype(), worst_value<T>(largest),
                                   ExtremeReducer{largest});
-  });
+  }), self.dtype());
 }
 
 // ----------------------------------------------------------------- rows ---
@@ -236,8 +238,8 @@ Rows<T> rows_of(const Tensor& self, const std::vector<bool>& mask) {
 // shape (cumsum, softmax).
 template <class T>
 Tensor from_rows(const std::vector<T>& values, const Shape& sizes, const std::vector<bool>& mask, DType dtype) {
-  Tensor out = empty(sizes, dtype);
-  kernel::dispatch(dtype, [&](auto tag) {
+  Tensor out = empty(sizes, opmath_dtype(dtype));
+  kernel::dispatch(out.dtype(), [&](auto tag) {
     using Out = typename decltype(tag)::type;
     Tensor moved = move_masked_dims_last(out, mask);
     Out* base = out.data_ptr<Out>();
@@ -245,7 +247,7 @@ Tensor from_rows(const std::vector<T>& values, const Shape& sizes, const std::ve
     kernel::for_each_offset(moved.sizes(), moved.strides(),
                             [&](std::int64_t offset) { base[offset] = cast_to<Out>(values[i++]); });
   });
-  return out;
+  return kernel::rounded_to(out, dtype);
 }
 
 // Position of the first largest (or smallest) element of a non-empty row. A
@@ -266,18 +268,19 @@ std::pair<Tensor, Tensor> extreme_along(const Tensor& self, std::int64_t dim, bo
   const std::vector<bool> mask = single_dim_mask(dim, self.dim(), op);
   check_reduction_has_values(self, {dim}, mask, op);
   const Shape out_sizes = reduced_sizes(self.sizes(), mask, keepdim);
-  Tensor values = want_values ? empty(out_sizes, self.dtype()) : Tensor();
+  const Tensor input = kernel::to_opmath(self);
+  Tensor values = want_values ? empty(out_sizes, input.dtype()) : Tensor();
   Tensor indices = empty(out_sizes, DType::Int64);
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Rows<T> rows = rows_of<T>(self, mask);
+    const Rows<T> rows = rows_of<T>(input, mask);
     std::int64_t* index_out = indices.data_ptr<std::int64_t>();
     for (std::int64_t i = 0; i < rows.count; ++i) {
       index_out[i] = index_of_extreme(rows.row(i), rows.length, largest);
       if (want_values) values.data_ptr<T>()[i] = rows.row(i)[index_out[i]];
     }
   });
-  return {values, indices};
+  return {kernel::rounded_to(values, self.dtype()), indices};
 }
 
 Tensor arg_extreme(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim, bool largest,
@@ -290,9 +293,10 @@ Tensor arg_extreme(const Tensor& self, std::optional<std::int64_t> dim, bool kee
         shape_text(self.sizes()), ")");
   const std::vector<bool> all(static_cast<std::size_t>(self.dim()), true);
   Tensor index = empty(reduced_sizes(self.sizes(), all, keepdim), DType::Int64);
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  const Tensor input = kernel::to_opmath(self);
+  kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Rows<T> rows = rows_of<T>(self, all);
+    const Rows<T> rows = rows_of<T>(input, all);
     *index.data_ptr<std::int64_t>() = index_of_extreme(rows.row(0), rows.length, largest);
   });
   return index;
@@ -343,12 +347,12 @@ Tensor vector_norm(const Tensor& self, double ord, const IntList& dim, bool keep
     }
     result[static_cast<std::size_t>(i)] = acc;
   }
-  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), out_dtype);
-  kernel::dispatch_floating(out_dtype, op, [&](auto tag) {
+  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), opmath_dtype(out_dtype));
+  kernel::dispatch_floating(out.dtype(), op, [&](auto tag) {
     using Out = typename decltype(tag)::type;
     std::transform(result.begin(), result.end(), out.data_ptr<Out>(), [](double v) { return static_cast<Out>(v); });
   });
-  return out;
+  return kernel::rounded_to(out, out_dtype);
 }
 
 // ------------------------------------------------------------- softmax ---
@@ -478,9 +482,9 @@ Tensor var(const Tensor& self, const IntList& dim, double correction, bool keepd
         dtype_name(self.dtype()));
   const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), "var");
   const Rows<double> rows = rows_of<double>(self, mask);
-  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), self.dtype());
+  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), opmath_dtype(self.dtype()));
   const double divisor = std::max(0.0, static_cast<double>(rows.length) - correction);
-  kernel::dispatch_floating(self.dtype(), "var", [&](auto tag) {
+  kernel::dispatch_floating(out.dtype(), "var", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dst = out.data_ptr<T>();
     for (std::int64_t i = 0; i < rows.count; ++i) {
@@ -493,7 +497,7 @@ Tensor var(const Tensor& self, const IntList& dim, double correction, bool keepd
       dst[i] = static_cast<T>(squares / divisor);
     }
   });
-  return out;
+  return kernel::rounded_to(out, self.dtype());
 }
 
 // ----------------------------------------------------------------- norms ---
@@ -545,8 +549,8 @@ Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim) {
   const DType out_dtype = self.is_floating_point() ? self.dtype() : default_dtype();
   const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), "logsumexp");
   const Rows<double> rows = rows_of<double>(self, mask);
-  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), out_dtype);
-  kernel::dispatch_floating(out_dtype, "logsumexp", [&](auto tag) {
+  Tensor out = empty(reduced_sizes(self.sizes(), mask, keepdim), opmath_dtype(out_dtype));
+  kernel::dispatch_floating(out.dtype(), "logsumexp", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dst = out.data_ptr<T>();
     for (std::int64_t i = 0; i < rows.count; ++i) {
@@ -559,7 +563,7 @@ Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim) {
       dst[i] = static_cast<T>(std::log(total) + max);
     }
   });
-  return out;
+  return kernel::rounded_to(out, out_dtype);
 }
 
 // ------------------------------------------------------ softmax, log_softmax ---

@@ -277,10 +277,16 @@ std::string Tensor::repr() const {
   } else {
     const bool dtype_inferable = dtype_ == default_dtype() || dtype_ == DType::Int64 || dtype_ == DType::Bool;
     if (!dtype_inferable) suffixes.push_back(dtype_suffix);
-    body = kernel::dispatch(dtype_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      return Printer<T>(*this).text(indent);
-    });
+    if (dtype_ == DType::UInt64) {
+      body = Printer<std::uint64_t>(*this).text(indent);  // int64, its opmath type, does not hold every value
+    } else {
+      // A storage format prints its values as its opmath type holds them exactly.
+      const Tensor shown = kernel::to_opmath(*this);
+      body = kernel::dispatch(shown.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return Printer<T>(shown).text(indent);
+      }, "repr");
+    }
   }
   return add_suffixes(prefix + body, suffixes, indent);
 }

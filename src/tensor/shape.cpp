@@ -43,7 +43,7 @@ std::vector<bool> dim_mask(const IntList& dims, std::int64_t ndim, const char* o
 void copy_into(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   const Tensor values = kernel::contiguous_as(src, dst.dtype());
-  kernel::dispatch(dst.dtype(), [&](auto tag) {
+  kernel::dispatch_storage(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* from = values.data_ptr<T>();
     T* base = dst.data_ptr<T>();
@@ -367,7 +367,7 @@ Tensor flip(const Tensor& self, const IntList& dims) {
     start += (self.sizes()[d] - 1) * strides[d];
     strides[d] = -strides[d];
   }
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_storage(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = self.data_ptr<T>() + start;
     T* dst = out.data_ptr<T>();
@@ -508,7 +508,7 @@ Tensor repeat(const Tensor& self, const IntList& repeats) {
     tiled_sizes.insert(tiled_sizes.end(), {repeats[i], padded_sizes[i]});
     tiled_strides.insert(tiled_strides.end(), {0, padded_strides[i]});
   }
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_storage(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = self.data_ptr<T>();
     T* dst = out.data_ptr<T>();
@@ -521,6 +521,8 @@ Tensor repeat(const Tensor& self, const IntList& repeats) {
 
 Tensor constant_pad_nd(const Tensor& self, const IntList& pad, Scalar value) {
   check_defined(self, "constant_pad_nd");
+  if (kernel::is_storage_format(self))
+    return kernel::rounded_to(constant_pad_nd(kernel::to_opmath(self), pad, value), self.dtype());
   check(pad.size() % 2 == 0, "constant_pad_nd: length of pad must be even but instead it equals ", pad.size());
   const auto padded_dims = static_cast<std::int64_t>(pad.size() / 2);
   check(padded_dims <= self.dim(), "constant_pad_nd: length of pad should be no more than twice the number of "
@@ -577,6 +579,7 @@ template <class Keep>
 Tensor triangle(const Tensor& self, const char* op, Keep keep) {
   check_defined(self, op);
   check(self.dim() >= 2, op, ": input tensor must have at least 2 dimensions (shape ", shape_text(self.sizes()), ")");
+  if (kernel::is_storage_format(self)) return kernel::rounded_to(triangle(kernel::to_opmath(self), op, keep), self.dtype());
   Tensor out = self.clone();
   const std::int64_t rows = self.sizes()[self.dim() - 2], cols = self.sizes()[self.dim() - 1];
   if (out.numel() == 0) return out;

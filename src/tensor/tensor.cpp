@@ -23,27 +23,136 @@ namespace refgrad {
 std::string dtype_name(DType dtype) {
   switch (dtype) {
     case DType::Bool: return "bool";
+    case DType::UInt8: return "uint8";
+    case DType::Int8: return "int8";
+    case DType::Int16: return "int16";
+    case DType::Int32: return "int32";
     case DType::Int64: return "int64";
+    case DType::UInt16: return "uint16";
+    case DType::UInt32: return "uint32";
+    case DType::UInt64: return "uint64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
     case DType::Float32: return "float32";
     case DType::Float64: return "float64";
+    case DType::ComplexFloat: return "complex64";
+    case DType::ComplexDouble: return "complex128";
   }
   return "unknown";
 }
 
+std::string short_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return "b8";
+    case DType::UInt8: return "u8";
+    case DType::Int8: return "i8";
+    case DType::Int16: return "i16";
+    case DType::Int32: return "i32";
+    case DType::Int64: return "i64";
+    case DType::UInt16: return "u16";
+    case DType::UInt32: return "u32";
+    case DType::UInt64: return "u64";
+    case DType::Float16: return "f16";
+    case DType::BFloat16: return "bf16";
+    case DType::Float32: return "f32";
+    case DType::Float64: return "f64";
+    case DType::ComplexFloat: return "c64";
+    case DType::ComplexDouble: return "c128";
+  }
+  return "?";
+}
+
 std::size_t element_size(DType dtype) {
   switch (dtype) {
-    case DType::Bool: return 1;
-    case DType::Int64: return 8;
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8: return 1;
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::Float16:
+    case DType::BFloat16: return 2;
+    case DType::Int32:
+    case DType::UInt32:
     case DType::Float32: return 4;
-    case DType::Float64: return 8;
+    case DType::Int64:
+    case DType::UInt64:
+    case DType::Float64:
+    case DType::ComplexFloat: return 8;
+    case DType::ComplexDouble: return 16;
   }
   return 0;
 }
 
-bool is_floating_point(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+bool is_floating_point(DType dtype) {
+  return dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
+}
+
+bool is_complex(DType dtype) { return dtype == DType::ComplexFloat || dtype == DType::ComplexDouble; }
+
+bool is_unsigned(DType dtype) {
+  return dtype == DType::UInt8 || dtype == DType::UInt16 || dtype == DType::UInt32 || dtype == DType::UInt64;
+}
 
 bool is_integral(DType dtype, bool include_bool) {
-  return dtype == DType::Int64 || (include_bool && dtype == DType::Bool);
+  if (dtype == DType::Bool) return include_bool;
+  return !is_floating_point(dtype) && !is_complex(dtype);
+}
+
+DType opmath_dtype(DType dtype) {
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) return DType::Float32;
+  if (is_integral(dtype, false)) return DType::Int64;
+  return dtype;
+}
+
+// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
+float to_float(Half value) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(value.bits & 0x8000u) << 16;
+  const std::uint32_t exponent = (value.bits >> 10) & 0x1fu;
+  const std::uint32_t mantissa = value.bits & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  const std::uint32_t bits = exponent == 0x1f ? sign | 0x7f800000u | (mantissa << 13)  // inf, NaN
+                                              : sign | ((exponent - 15 + 127) << 23) | (mantissa << 13);
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+Half to_half(float value) {
+  std::uint32_t x;
+  std::memcpy(&x, &value, sizeof x);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t magnitude = x & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return {static_cast<std::uint16_t>(sign | 0x7e00u)};  // NaN
+  if (magnitude >= 0x477ff000u) return {static_cast<std::uint16_t>(sign | 0x7c00u)};  // >= 65520 rounds to inf
+  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal (or zero); count units of 2^-24, ties to even
+    const float units = std::nearbyint(std::fabs(value) * 0x1p24f);
+    return {static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(units))};
+  }
+  const std::uint32_t exponent = (magnitude >> 23) - 127 + 15;
+  const std::uint32_t mantissa = magnitude & 0x7fffffu;
+  std::uint32_t bits = (exponent << 10) | (mantissa >> 13);
+  const std::uint32_t rest = mantissa & 0x1fffu;  // the 13 bits dropped
+  if (rest > 0x1000u || (rest == 0x1000u && (bits & 1u))) ++bits;  // a carry moves into the exponent
+  return {static_cast<std::uint16_t>(sign | bits)};
+}
+
+// bfloat16 is the top half of a float.
+float to_float(BFloat16 value) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(value.bits) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+BFloat16 to_bfloat16(float value) {
+  if (std::isnan(value)) return {0x7fc0};
+  std::uint32_t x;
+  std::memcpy(&x, &value, sizeof x);
+  const std::uint32_t rounding_bias = 0x7fffu + ((x >> 16) & 1u);
+  return {static_cast<std::uint16_t>((x + rounding_bias) >> 16)};
 }
 
 DType default_dtype() { return DType::Float32; }
@@ -283,32 +392,13 @@ void* Tensor::raw_data() const {
   return static_cast<std::byte*>(storage_->data()) + storage_offset_ * element_size(dtype_);
 }
 
-namespace {
-
-// Float to integer conversion without undefined behaviour: NaN and values out
-// of range give INT64_MIN, which is what x86's cvttsd2si (and so torch on x86)
-// produces.
-template <class To, class From>
-To convert(From value) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return value != From(0);
-  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    constexpr double limit = 9223372036854775808.0;  // 2^63
-    const double v = static_cast<double>(value);
-    if (!(v >= -limit && v < limit)) return std::numeric_limits<To>::min();
-    return static_cast<To>(value);
-  } else {
-    return static_cast<To>(value);
-  }
-}
-
-}  // namespace
+using kernel::convert;
 
 template <class T>
 T Tensor::item() const {
   check(defined(), "item: tensor is undefined");
   check(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to Scalar");
-  return kernel::dispatch(dtype_, [&](auto tag) {
+  return kernel::dispatch_storage(dtype_, [&](auto tag) {
     using S = typename decltype(tag)::type;
     return convert<T>(*static_cast<const S*>(raw_data()));
   });
@@ -327,7 +417,7 @@ T Tensor::at(const Shape& index) const {
     if (i < 0) i += sizes_[d];
     offset += i * strides_[d];
   }
-  return kernel::dispatch(dtype_, [&](auto tag) {
+  return kernel::dispatch_storage(dtype_, [&](auto tag) {
     using S = typename decltype(tag)::type;
     return convert<T>(static_cast<const S*>(raw_data())[offset]);
   });
@@ -338,7 +428,7 @@ std::vector<T> Tensor::to_vector() const {
   check(defined(), "to_vector: tensor is undefined");
   std::vector<T> out;
   out.reserve(static_cast<std::size_t>(numel()));
-  kernel::dispatch(dtype_, [&](auto tag) {
+  kernel::dispatch_storage(dtype_, [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* base = static_cast<const S*>(raw_data());
     kernel::for_each_offset(sizes_, strides_, [&](std::int64_t offset) { out.push_back(convert<T>(base[offset])); });
@@ -354,6 +444,7 @@ REFGRAD_INSTANTIATE_ACCESSORS(bool)
 REFGRAD_INSTANTIATE_ACCESSORS(std::int64_t)
 REFGRAD_INSTANTIATE_ACCESSORS(float)
 REFGRAD_INSTANTIATE_ACCESSORS(double)
+REFGRAD_INSTANTIATE_ACCESSORS(std::uint64_t)
 #undef REFGRAD_INSTANTIATE_ACCESSORS
 
 Tensor Tensor::to(DType dtype) const {
@@ -366,7 +457,7 @@ Tensor Tensor::contiguous() const { return kernel::contiguous_as(*this, dtype_);
 Tensor Tensor::clone() const {
   check(defined(), "clone: tensor is undefined");
   Tensor out = empty(sizes_, dtype_);
-  kernel::dispatch(dtype_, [&](auto tag) {
+  kernel::dispatch_storage(dtype_, [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* src = static_cast<const S*>(raw_data());
     S* dst = out.data_ptr<S>();
@@ -380,6 +471,14 @@ Tensor Tensor::clone() const {
 }
 
 namespace kernel {
+
+void fail_not_computed(DType dtype, const char* op) {
+  if (is_complex(dtype))
+    fail(concat(op, ": ", dtype_name(dtype), " is not supported yet: refgrad stores complex tensors and converts them, "
+                "but has no complex kernels"));
+  fail(concat(op, ": internal error: a ", dtype_name(dtype), " tensor reached a kernel that computes in ",
+              dtype_name(opmath_dtype(dtype)), "; the op should have converted it first (kernel::to_opmath)"));
+}
 
 std::size_t span_of(const Shape& sizes, const Shape& strides) {
   check(sizes.size() == strides.size(), "span_of: sizes ", shape_text(sizes), " and strides ", shape_text(strides),
@@ -405,9 +504,9 @@ Tensor contiguous_as(const Tensor& t, DType dtype) {
   check(t.defined(), "contiguous: tensor is undefined");
   if (t.dtype() == dtype && t.is_contiguous()) return t;
   Tensor out = empty(t.sizes(), dtype);
-  dispatch(t.dtype(), [&](auto from_tag) {
+  dispatch_storage(t.dtype(), [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
-    dispatch(dtype, [&](auto to_tag) {
+    dispatch_storage(dtype, [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
       const From* src = static_cast<const From*>(t.raw_data());
       To* dst = out.data_ptr<To>();
@@ -452,7 +551,7 @@ Tensor empty(const Shape& sizes, DType dtype) {
 namespace {
 
 void fill(const Tensor& t, Scalar value) {
-  kernel::dispatch(t.dtype(), [&](auto tag) {
+  kernel::dispatch_storage(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* data = t.data_ptr<T>();
     std::fill(data, data + t.numel(), kernel::scalar_to<T>(value, "full", "value"));
@@ -498,7 +597,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
   check(count < 9223372036854775808.0, "arange: ", start.repr(), " to ", end.repr(), " in steps of ", step.repr(),
         " has more elements than int64 can count");
   const auto n = static_cast<std::int64_t>(count);
-  Tensor out = empty({n}, out_dtype);
+  Tensor out = empty({n}, opmath_dtype(out_dtype));
   kernel::dispatch(out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* data = out.data_ptr<T>();
@@ -511,7 +610,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
     }
     for (std::int64_t i = 0; i < n; ++i) data[i] = convert<T>(begin + static_cast<double>(i) * increment);
   });
-  return out;
+  return kernel::rounded_to(out, out_dtype);
 }
 
 namespace {
@@ -553,13 +652,14 @@ Tensor tensor(const NestedValues& values, std::optional<DType> dtype) {
     if (leaf.is_floating_point()) inferred = default_dtype();
     else if (leaf.is_integral() && inferred == DType::Bool) inferred = DType::Int64;
   }
-  Tensor out = empty(shape, dtype.value_or(inferred));
+  const DType out_dtype = dtype.value_or(inferred);
+  Tensor out = empty(shape, opmath_dtype(out_dtype));
   kernel::dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* data = out.data_ptr<T>();
     for (const Scalar& leaf : leaves) *data++ = leaf.to<T>();
   });
-  return out;
+  return kernel::rounded_to(out, out_dtype);
 }
 
 Tensor from_buffer(const void* data, const Shape& sizes, DType dtype) {
@@ -595,13 +695,14 @@ namespace {
 
 template <class Draw>
 Tensor random_tensor(const Shape& sizes, DType dtype, const char* op, Draw draw) {
-  Tensor out = empty(sizes, dtype);
-  kernel::dispatch_floating(dtype, op, [&](auto tag) {
+  check(is_floating_point(dtype), op, ": expected a floating point dtype, got ", dtype_name(dtype));
+  Tensor out = empty(sizes, opmath_dtype(dtype));
+  kernel::dispatch_floating(out.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* data = out.data_ptr<T>();
     for (std::int64_t i = 0; i < out.numel(); ++i) data[i] = static_cast<T>(draw());
   });
-  return out;
+  return kernel::rounded_to(out, dtype);
 }
 
 }  // namespace
@@ -629,18 +730,72 @@ Tensor bernoulli(const Tensor& probabilities, Generator& generator) {
 
 // ------------------------------------------------------------- promotion ---
 
+namespace {
+
+// Bits of precision of a floating or complex dtype's real part, for promotion.
+int real_width(DType dtype) {
+  switch (dtype) {
+    case DType::Float16:
+    case DType::BFloat16: return 16;
+    case DType::Float32:
+    case DType::ComplexFloat: return 32;
+    default: return 64;  // float64, complex128
+  }
+}
+
+// Signed integers in order of width; uint8 fits in int16.
+int integer_width(DType dtype) {
+  switch (dtype) {
+    case DType::UInt8:
+    case DType::Int8: return 8;
+    case DType::Int16: return 16;
+    case DType::Int32: return 32;
+    default: return 64;
+  }
+}
+
+}  // namespace
+
 DType promote_types(DType a, DType b) {
-  // For bool < int64 < float32 < float64 the lattice is a total order.
-  return static_cast<DType>(std::max(static_cast<int>(a), static_cast<int>(b)));
+  if (a == b) return a;
+  const bool a_wide_unsigned = is_unsigned(a) && a != DType::UInt8, b_wide_unsigned = is_unsigned(b) && b != DType::UInt8;
+  // torch promotes uint16/32/64 only with themselves and the floating types.
+  if ((a_wide_unsigned || b_wide_unsigned) && !is_floating_point(a) && !is_floating_point(b))
+    fail(concat("Promotion for uint16, uint32, uint64 types is not supported, attempted to promote ", dtype_name(a),
+                " and ", dtype_name(b)));
+  if (a == DType::Bool) return b;
+  if (b == DType::Bool) return a;
+  if (is_complex(a) || is_complex(b)) {
+    const int width = std::max(is_integral(a, false) ? 0 : real_width(a), is_integral(b, false) ? 0 : real_width(b));
+    return width == 64 ? DType::ComplexDouble : DType::ComplexFloat;
+  }
+  if (is_floating_point(a) && is_floating_point(b)) {
+    if (real_width(a) == real_width(b)) return DType::Float32;  // float16 with bfloat16
+    return real_width(a) > real_width(b) ? a : b;
+  }
+  if (is_floating_point(a)) return a;
+  if (is_floating_point(b)) return b;
+  // Two different integer types.
+  if ((a == DType::UInt8 && b == DType::Int8) || (a == DType::Int8 && b == DType::UInt8)) return DType::Int16;
+  if (a == DType::UInt8) return b;
+  if (b == DType::UInt8) return a;
+  return integer_width(a) > integer_width(b) ? a : b;
 }
 
 namespace {
 
 // c10's combine_categories: a lower tier only matters when it is of a higher
-// category (bool < integral < floating) than the tier above it.
+// category (bool < integral < floating < complex) than the tier above it.
 std::optional<DType> combine_categories(std::optional<DType> higher, std::optional<DType> lower) {
   if (!higher) return lower;
   if (!lower) return higher;
+  if (is_complex(*higher)) return higher;
+  if (is_complex(*lower)) {  // a floating tier keeps its precision, made complex
+    check(*higher != DType::Float16,
+          "result_type: a float16 tensor with a complex one of a lower tier gives complex32, which refgrad has not");
+    if (is_floating_point(*higher)) return *higher == DType::Float64 ? DType::ComplexDouble : DType::ComplexFloat;
+    return lower;
+  }
   if (is_floating_point(*higher)) return higher;
   if (*higher == DType::Bool || is_floating_point(*lower)) return promote_types(*higher, *lower);
   return higher;

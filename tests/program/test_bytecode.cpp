@@ -507,7 +507,7 @@ TEST_CASE("bytecode: hostile files with a valid checksum") {
   SUBCASE("an unknown dtype") {
     // declarations: grads' count, grad 0's name "g" (4 + 1), its dtype.
     const std::size_t dtype = declarations + 4 + 5;
-    CHECK(hostile(dtype, 4, 1) == fmt::format("t.rgbc: offset {}: grad declaration 0: unknown dtype 4", dtype));
+    CHECK(hostile(dtype, 15, 1) == fmt::format("t.rgbc: offset {}: grad declaration 0: unknown dtype 15", dtype));
   }
   // Saved $x's inline tensor: grads (4 + grad g: 5 + type 14 + flag 1), saved's count,
   // $x's name (5), type (14), flag (1); then the tensor's type (14) and byte count.

@@ -516,7 +516,9 @@ TEST_CASE("text: malformed input gives a clear error at the spot") {
        "come after 'code')"},
       {"program p\n  %0 = add %g, %g\n",
        "t.bwd:2:3: error: expected a declaration (grad, saved, leaf, hook, function, output) or 'code', got '%0'"},
-      {"program p\n  saved $x : f16[3]\ncode\n", "t.bwd:2:14: error: unknown dtype 'f16' (b8, i64, f32 or f64)"},
+      {"program p\n  saved $x : f8[3]\ncode\n",
+       "t.bwd:2:14: error: unknown dtype 'f8' (b8, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64, c64 or "
+       "c128)"},
       {"program p\n  saved $x f32[3]\ncode\n", "t.bwd:2:12: error: expected ':' before the type, got 'f32'"},
       {"program p\n  saved $x : f32[-1]\ncode\n", "t.bwd:2:18: error: a size must not be negative"},
       {"program p\n  saved $x : f32[3] gpu\ncode\n", "t.bwd:2:21: error: unknown device 'gpu' (cpu or cuda)"},
@@ -581,7 +583,8 @@ TEST_CASE("text: malformed input gives a clear error at the spot") {
        "t.bwd:6:25: error: accumulate_grad has no field 'alpha' (it takes origin)"},
       {head + "  %1 = call_backward &F %g  need=[1] save=[$x]\n",
        "t.bwd:6:38: error: call_backward has no field 'save' (it takes saved, need, origin)"},
-      {head + "  %1 = validate %g : f33[3]\n", "t.bwd:6:22: error: unknown dtype 'f33' (b8, i64, f32 or f64)"},
+      {head + "  %1 = validate %g : f33[3]\n", "t.bwd:6:22: error: unknown dtype 'f33' (b8, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64, "
+                                              "c64 or c128)"},
       {head + "  %1 = validate %g : f32[3]{grad=f64}\n",
        "t.bwd:6:29: error: edge metadata has no part 'grad' (its parts: device, grad_dtype, subclass)"},
       {head + "  %1 = zeros f32[3]\n", "t.bwd:6:14: error: expected ':' before the zeros' type, got 'f32'"},

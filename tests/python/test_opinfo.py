@@ -21,8 +21,8 @@ captures that backward and runs it, and the gradients are compared with torch.au
   written by `tools/conformance.py --write` from a full run. The test fails on a regression, on a changed reason (for missing nodes and
   dtypes: the exact nodes), and on an unexpected pass, so the list only shrinks; a wrong gradient can only
   be expected by an entry that says "wrong gradient".
-- `make test` runs the subset: the first sample of each op, float64 and float32 (the other dtypes' items
-  skip and say so). REFGRAD_OPINFO_FULL=1 runs every sample in every dtype; `make conformance`
+- `make test` runs the subset: the first sample of each op, float64, float32, float16 and bfloat16 (the
+  complex dtypes' items skip and say so). REFGRAD_OPINFO_FULL=1 runs every sample in every dtype; `make conformance`
   (tools/conformance.py) runs the same classification and prints the table.
 """
 import os
@@ -38,7 +38,7 @@ from opinfo_outcome import (MISSING_NODES, PASS, REFGRAD_ERROR, SKIP, TORCH_INAC
 from opinfo_samples import DTYPES, autograd_ops, backward_dtypes, dtype_name, first_variant, op_id, samples
 
 FULL = os.environ.get("REFGRAD_OPINFO_FULL") == "1"
-SUBSET_DTYPES = (torch.float64, torch.float32)
+SUBSET_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 EXPECTATIONS = Expectations(ENTRIES)
 OPS = autograd_ops()
 

@@ -20,15 +20,20 @@ torch.set_num_threads(1)
 # Test code may import helpers that live beside the tests, e.g. nodes.torch_module_nodes.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-NUMPY_DTYPES = {"bool": np.bool_, "int64": np.int64, "float32": np.float32, "float64": np.float64}
-TORCH_DTYPES = {torch.bool: "bool", torch.int64: "int64", torch.float32: "float32", torch.float64: "float64"}
+# Every dtype refgrad has, by its name (torch's). NumPy has no bfloat16: its bits travel as int16.
+TORCH_DTYPES = {getattr(torch, name): name for name in (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128")}
+BITS_AS = {torch.bfloat16: torch.int16}
 
 
 def decode(spec):
     raw = base64.b64decode(spec["data"])
-    array = np.frombuffer(raw, dtype=NUMPY_DTYPES[spec["dtype"]]).reshape(spec["shape"])
-    # clone: NumPy gives empty arrays all-zero strides; torch.empty would not.
-    return torch.from_numpy(array.copy()).clone(memory_format=torch.contiguous_format)
+    dtype = getattr(torch, spec["dtype"])
+    # bytearray: a writable buffer for frombuffer; clone: a contiguous tensor of its own.
+    tensor = torch.frombuffer(bytearray(raw), dtype=BITS_AS.get(dtype, dtype)) if raw else \
+        torch.empty(0, dtype=BITS_AS.get(dtype, dtype))
+    return tensor.view(dtype).reshape(spec["shape"]).clone(memory_format=torch.contiguous_format)
 
 
 def encode(value):
@@ -48,7 +53,7 @@ def encode(value):
     return {
         "dtype": TORCH_DTYPES[value.dtype],
         "shape": list(value.shape),
-        "data": base64.b64encode(value.numpy().tobytes()).decode("ascii"),
+        "data": base64.b64encode(value.view(BITS_AS.get(value.dtype, value.dtype)).numpy().tobytes()).decode("ascii"),
     }
 
 

@@ -56,7 +56,7 @@ std::vector<unsigned char> base64_decode(const std::string& text) {
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (DType d : {DType::Bool, DType::Int64, DType::Float32, DType::Float64})
+  for (DType d : kAllDTypes)
     if (dtype_name(d) == name) return d;
   fail("torch oracle: unknown dtype " + name);
 }

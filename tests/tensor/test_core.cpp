@@ -236,7 +236,7 @@ TEST_CASE("random: seeded, reproducible, with the right moments") {
   CHECK(std::abs(ones_fraction - 0.3) < 0.015);
   CHECK(bernoulli(tensor({0.0, 1.0, 1.0}), g).to_vector<double>() == std::vector<double>{0, 1, 1});
   CHECK_THROWS_WITH_AS(bernoulli({2}, 1.5, g), "bernoulli: expected 0 <= p <= 1, but got p=1.5", Error);
-  CHECK_THROWS_WITH_AS(randn({2}, g, DType::Int64), "randn: expected a floating point tensor, got int64", Error);
+  CHECK_THROWS_WITH_AS(randn({2}, g, DType::Int64), "randn: expected a floating point dtype, got int64", Error);
 }
 
 TEST_CASE("torch oracle round-trips values exactly") {

@@ -78,8 +78,8 @@ TEST_CASE("index_select") {
     CHECK_THROWS_WITH_AS(index_select(zeros({0, 3}), 0, tensor({0})),
                          "index_select: index 0 is out of bounds for dimension 0 with size 0", Error);
     CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({0.0})),
-                         "index_select: expected an int64 index tensor, got float32", Error);
-    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({true})), "index_select: expected an int64 index tensor, got bool",
+                         "index_select: expected an int32 or int64 index tensor, got float32", Error);
+    CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({true})), "index_select: expected an int32 or int64 index tensor, got bool",
                          Error);
     CHECK_THROWS_WITH_AS(index_select(a, 1, tensor({{0, 1}})),
                          "index_select: index must be 0-d or 1-d, got shape [1,2]", Error);
@@ -138,7 +138,7 @@ TEST_CASE("gather") {
                          Error);
     CHECK_THROWS_WITH_AS(gather(tensor(5.0), 0, tensor({1})),
                          "gather: index 1 is out of bounds for dimension 0 with size 1", Error);
-    CHECK_THROWS_WITH_AS(gather(x, 1, tensor({{0.0}})), "gather: expected an int64 index tensor, got float32", Error);
+    CHECK_THROWS_WITH_AS(gather(x, 1, tensor({{0.0}})), "gather: expected an int32 or int64 index tensor, got float32", Error);
     CHECK_THROWS_WITH_AS(gather(x, 1, tensor({0})),
                          "gather: index tensor must have the same number of dimensions as self tensor (index [1], self [2,3])",
                          Error);
@@ -222,7 +222,7 @@ TEST_CASE("scatter") {
                          "scatter: index -1 is out of bounds for dimension 1 with size 3", Error);
     CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0}}), ones({1, 3}, DType::Float64)),
                          "scatter: expected self and src to have the same dtype, got float32 and float64", Error);
-    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0.0}}), src), "scatter: expected an int64 index tensor, got float32",
+    CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0.0}}), src), "scatter: expected an int32 or int64 index tensor, got float32",
                          Error);
     CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({0}), src),
                          "scatter: index tensor must have the same number of dimensions as self tensor (index [1], self [2,3])",
@@ -287,7 +287,7 @@ TEST_CASE("scatter_add") {
     CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{0}}), ones({1, 1}, DType::Int64)),
                          "scatter_add: expected self and src to have the same dtype, got float32 and int64", Error);
     CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{true}}), ones({1, 1})),
-                         "scatter_add: expected an int64 index tensor, got bool", Error);
+                         "scatter_add: expected an int32 or int64 index tensor, got bool", Error);
     CHECK_THROWS_WITH_AS(scatter_add(x, 0, tensor({{0, 0}}), ones({1, 1})),
                          "scatter_add: index [1,2] must be no larger than src [1,1] (dimension 1)", Error);
   }
@@ -352,7 +352,7 @@ TEST_CASE("index_add") {
     CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({2, 1}, DType::Float64)),
                          "index_add: expected self and source to have the same dtype, got float32 and float64", Error);
     CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0.0}), ones({2, 1})),
-                         "index_add: expected an int64 index tensor, got float32", Error);
+                         "index_add: expected an int32 or int64 index tensor, got float32", Error);
     CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({{0}}), ones({2, 1})),
                          "index_add: index must be 0-d or 1-d, got shape [1,1]", Error);
     CHECK_THROWS_WITH_AS(index_add(a, 1, tensor({0}), ones({3, 1})),
@@ -453,7 +453,7 @@ TEST_CASE("index") {
                          "index: index is out of bounds for dimension 1 with size 0", Error);
     CHECK(testing::torch_run("torch.ops.aten.index(a, [None, b])", {zeros({0, 0}), tensor({0})}).ok == false);
     CHECK_THROWS_WITH_AS(index(x, {tensor({0.0})}),
-                         "index: tensors used as indices must be int64 or bool tensors, got float32", Error);
+                         "index: tensors used as indices must be long, int, byte or bool tensors, got float32", Error);
     CHECK_THROWS_WITH_AS(index(x, {std::nullopt, std::nullopt, std::nullopt, tensor({0})}),
                          "index: too many indices for tensor of dimension 3 (got 4)", Error);
     CHECK_THROWS_WITH_AS(index(tensor(5.0), {tensor(0)}), "index: too many indices for tensor of dimension 0 (got 1)",
@@ -564,7 +564,7 @@ TEST_CASE("index_put") {
                          "index_put: shape mismatch: value tensor of shape [1,1,3] cannot be broadcast to indexing result of shape [2,3]",
                          Error);
     CHECK_THROWS_WITH_AS(index_put(a, {tensor({0.0})}, tensor(1.0f)),
-                         "index_put: tensors used as indices must be int64 or bool tensors, got float32",
+                         "index_put: tensors used as indices must be long, int, byte or bool tensors, got float32",
                          Error);
     CHECK_THROWS_WITH_AS(index_put(tensor(1.0f), {tensor(0)}, tensor(3.0f)),
                          "index_put: too many indices for tensor of dimension 0 (got 1)", Error);
@@ -685,8 +685,8 @@ TEST_CASE("embedding") {
                          Error);
     CHECK_THROWS_WITH_AS(embedding(w, tensor({-1})),
                          "embedding: index -1 is out of bounds for dimension 0 with size 4", Error);
-    CHECK_THROWS_WITH_AS(embedding(w, tensor({0.0})), "embedding: expected int64 indices, got float32", Error);
-    CHECK_THROWS_WITH_AS(embedding(w, tensor({true})), "embedding: expected int64 indices, got bool", Error);
+    CHECK_THROWS_WITH_AS(embedding(w, tensor({0.0})), "embedding: expected int32 or int64 indices, got float32", Error);
+    CHECK_THROWS_WITH_AS(embedding(w, tensor({true})), "embedding: expected int32 or int64 indices, got bool", Error);
     CHECK_THROWS_WITH_AS(embedding(zeros({3}), tensor({0})), "embedding: weight must be 2-D, got shape [3]", Error);
     CHECK_THROWS_WITH_AS(embedding(zeros({2, 3, 4}), tensor({0})), "embedding: weight must be 2-D, got shape [2,3,4]",
                          Error);

@@ -173,9 +173,10 @@ class _Summary:
     def of(tensor: Any) -> Optional["_Summary"]:
         if tensor is None:
             return None
-        array = np.asarray(tensor.numpy())
+        # NumPy has no bfloat16 (a refgrad bfloat16 tensor's array holds its bits): its values come through torch.
+        array = tensor.torch().float().numpy() if tensor.dtype == "bfloat16" else np.asarray(tensor.numpy())
         flat = array.reshape(-1)
-        norm = float(np.linalg.norm(flat.astype(np.float64)))  # refgrad's dtypes: bool, int64, float32, float64
+        norm = float(np.linalg.norm(flat.astype(np.complex128 if np.iscomplexobj(flat) else np.float64)))
         return _Summary(str(tensor.dtype), list(array.shape), norm, flat[:_VALUES_SHOWN].tolist(), flat.size)
 
     @property

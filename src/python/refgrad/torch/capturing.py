@@ -39,8 +39,9 @@ def _refgrad_errors(who: str) -> Callable:
 
 def _promotes(precision: str, who: str) -> bool:
     """Whether `precision` asks for the float64 promotion; raises for a precision refgrad has not."""
-    if precision not in ("float64", "float32"):
-        raise refgrad.Error(f"{who}: precision must be 'float64' or 'float32', got {precision!r}")
+    if precision not in ("float64", "as_captured", "float32"):
+        raise refgrad.Error(f"{who}: precision must be 'float64' or 'as_captured' (also spelled 'float32'), "
+                            f"got {precision!r}")
     return precision == "float64"
 
 
@@ -90,8 +91,9 @@ class Capture:
 
     @_refgrad_errors("Capture.run")
     def run(self, precision: str = "float64") -> dict[str, torch.Tensor]:
-        """Runs the program in refgrad's Machine. precision "float64" promotes every float32 tensor
-        and type to float64 first; "float32" runs the program as captured. Returns what torch would
+        """Runs the program in refgrad's Machine. precision "float64" promotes every float16, bfloat16
+        and float32 tensor and type to float64 (complex64 to complex128) first; "as_captured" (or its
+        older spelling "float32") runs the program in its own dtypes. Returns what torch would
         leave: for a backward(), each leaf's .grad (and retain_grad()'s grads) by name; for
         torch.autograd.grad's inputs, their grads by name (None where unused)."""
         promote = _promotes(precision, "Capture.run")

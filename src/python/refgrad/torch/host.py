@@ -131,9 +131,14 @@ def _module_hook(hook: Callable, fn, promote: bool) -> Callable:
     return call
 
 
+# The reference precision (DESIGN.md): what a float64 run makes of each dtype.
+_REFERENCE_DTYPES = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+                     torch.complex64: torch.complex128}
+
+
 def _zeros(metadata, promote: bool) -> torch.Tensor:
     """The zeros PyNode materializes for an undefined grad of an output (in a float64 run, promoted)."""
-    dtype = torch.float64 if promote and metadata.dtype == torch.float32 else metadata.dtype
+    dtype = _REFERENCE_DTYPES.get(metadata.dtype, metadata.dtype) if promote else metadata.dtype
     return torch.zeros(list(metadata.shape), dtype=dtype, device=metadata.device)
 
 
@@ -182,7 +187,7 @@ def _function_backward(function: _FunctionNode, promote: bool) -> Callable:
     A compiled forward's node (CompiledFunctionBackward, torch.compile's AOTAutograd) takes its
     grads boxed, as one list (``boxed_grads_call``), and its compiled backward runs at the dtypes it
     was compiled for: in a float64 run its saved tensors and grads are cast back to their captured
-    dtypes, and its results (float32) up to float64."""
+    dtypes, and its results (float16, bfloat16, float32) up to float64."""
     fn = function.node
     forward_cls = fn._forward_cls
     backward = _user_backward(forward_cls)
@@ -216,7 +221,7 @@ def _function_backward(function: _FunctionNode, promote: bool) -> Callable:
 
 
 def _promoted(grad: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    return grad.to(torch.float64) if grad is not None and grad.dtype == torch.float32 else grad
+    return grad.to(_REFERENCE_DTYPES[grad.dtype]) if grad is not None and grad.dtype in _REFERENCE_DTYPES else grad
 
 
 def _donated_buffers_off():
