@@ -195,6 +195,18 @@ def test_swap_names_a_node_the_backend_compiles_wrongly(tmp_path):
     assert_swap_names(report, "planted", "TanhBackward0", line_of(Small, "tanh"))
 
 
+def test_swap_in_an_engine_that_cannot_break_its_graph_says_why(monkeypatch, tmp_path):
+    """fullgraph=True: dynamo may not break the graph at a swapped call, so every run raises; nothing is named
+    and the report says why (the plain run's localization is unaffected)."""
+    plant_in_op(monkeypatch, "MulBackward0")
+    engine = CompiledAutograd(backend="eager", fullgraph=True, name="planted")
+    report = check(small(), engine, tmp_path, swap="only_one")
+    swap = report.swaps["planted"]
+    assert swap.node is None and all(run.error for run in swap.runs), str(swap)
+    assert "every run raised" in swap.reason and "disable" in swap.reason, swap.reason
+    assert report.first_divergence["planted"].node == "MulBackward0"
+
+
 def test_correct_engines_pass_and_nothing_is_named(tmp_path):
     report = check(small(), CompiledAutograd(backend="eager", name="correct"), tmp_path, swap="only_one")
     assert report.passed, str(report)

@@ -127,7 +127,9 @@ class _Swapper:
         else:
             self._all_but_one(everything)
         errors = [run for run in swap.runs if run.error]
-        if errors and not swap.named:
+        if errors and len(errors) == len(swap.runs):
+            swap.reason = f"every run raised, so none could be judged: {errors[0].error}"
+        elif errors and not swap.named:
             swap.reason += f" ({len(errors)} of the {len(swap.runs)} runs raised: {errors[0].error})"
         if swap.named and swap.named[0].pc is not None:
             pc = swap.named[0].pc
