@@ -47,9 +47,11 @@ test-python:
 	set -o pipefail; $(PYTHON) -m pytest -q -rs tests/python | tee $(BUILD)/pytest.log
 
 # Planted bugs at every position of tests/python/test_planted_matrix.py for every engine kind, and the
-# accuracy table (make test runs the MLP's positions).
+# accuracy table (make test runs the MLP's positions); and the slow cases of compiled autograd's graph
+# localization and swap mode (Inductor, two wrong calls).
 test-planted: build
-	REFGRAD_PLANTED_MATRIX=1 $(PYTHON) -m pytest -q -s tests/python/test_planted_matrix.py
+	REFGRAD_PLANTED_MATRIX=1 $(PYTHON) -m pytest -q -s tests/python/test_planted_matrix.py \
+	  tests/python/test_compiled_autograd_localize.py
 
 # torch's OpInfo database: every sample of every autograd op, in each dtype its backward supports, captured
 # and run by refgrad and compared with torch; prints ops right / attempted per dtype and the missing nodes,

@@ -1,8 +1,10 @@
-"""Planted bugs for the check tests: an FX compiler that scales what one aten op computes."""
+"""Planted bugs for the check tests: an FX compiler that scales what one aten op computes, and a wrong
+implementation of one node in compiled autograd's functional ops."""
 import operator
 from typing import Optional
 
 import torch
+from torch._dynamo.compiled_autograd import Op
 
 
 def scale_op_results(op, occurrence: Optional[int] = None, factor: float = 1.01):
@@ -28,3 +30,19 @@ def scale_op_results(op, occurrence: Optional[int] = None, factor: float = 1.01)
         return graph_module
 
     return compiler
+
+
+def plant_in_op(monkeypatch, node: str, factor: float = 1.01) -> None:
+    """Makes compiled autograd's functional op of ``node`` (torch._dynamo.compiled_autograd.ops.<node>, every
+    call of it) scale the gradients it returns by ``factor``: a wrong node implementation inside the
+    compiled-autograd path only (eager autograd and refgrad never call these ops). Op.__call__ is what compiled
+    autograd's graph, dynamo's code and AOTAutograd's tracing of it all call, so every backend compiles the bug."""
+    real = Op.__call__
+
+    def planted(self, *args, **kwargs):
+        grads = real(self, *args, **kwargs)
+        if self.__name__ != node:
+            return grads
+        return [None if grad is None else grad * factor for grad in grads]
+
+    monkeypatch.setattr(Op, "__call__", planted)

@@ -82,6 +82,17 @@ def assert_names(report, engine, node, source=None, gradient=None):
     return divergence
 
 
+def assert_swap_names(report, engine, node, source=None):
+    """Swap mode named ``node`` first, at a pc of the oracle's program (the reproducer's) that calls it."""
+    swap = report.swaps[engine]
+    assert swap.node == node, str(swap)
+    if source is not None:
+        assert swap.source == source, str(swap)
+    program = refgrad.Bundle.load(report.reproducers[engine]).program
+    assert program.code[swap.pc].node == node, str(swap)
+    return swap
+
+
 # ------------------------------------------------- a. a compiler with a bug ---
 
 

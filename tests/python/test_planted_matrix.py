@@ -7,15 +7,19 @@ The kinds, and how each is observed:
 - torch.compile (a backward compiler whose FX pass scales one aten op): the compiled backward recorded as it
   ran and its own graph read node by node (refgrad.check.compiled), so nothing is compiled differently;
 - a black box that scales one node's outgoing gradients in torch's engine: probes on the forward's
-  intermediates.
+  intermediates;
+- compiled autograd's functional op of one node (ops.<Node>) planted with a wrong gradient (issue 18): read from
+  compiled autograd's own graph, node by node ("compiled_autograd_graph"), and named by swap mode ("swap",
+  swap="only_one": one run per node call of the graph, each compiling anew).
 
 Each position is worked out by hand from the model's source: the aten op the backward computes the node
 with, its occurrence in the backward graph's order (0: nearest the loss; both compiled graphs list a
 node's op in backward order), the node's name and the forward line that created it ("# at: NAME"). A
 wrong sum where two gradients meet is tested on its own (test_a_wrong_sum_inside_a_compiled_backward_...).
 
-`make test` runs the positions of the Deep model (test_planted.py's) for every kind; the whole matrix,
-and the accuracy table, run with REFGRAD_PLANTED_MATRIX=1 (`make test-planted`).
+`make test` runs the positions of the Deep model (test_planted.py's) for every kind but swap (its runs compile
+once per node call; test_compiled_autograd_localize.py covers it in `make test`); the whole matrix, and the
+accuracy table, run with REFGRAD_PLANTED_MATRIX=1 (`make test-planted`).
 """
 import inspect
 import os
@@ -28,8 +32,8 @@ import refgrad
 import refgrad.check as refgrad_check
 from refgrad.engines import CompiledAutograd, TorchCompile
 
-from planting import scale_op_results
-from test_planted import Deep, PerturbsOneNode, assert_names
+from planting import plant_in_op, scale_op_results
+from test_planted import Deep, PerturbsOneNode, assert_names, assert_swap_names
 
 aten = torch.ops.aten
 
@@ -150,7 +154,36 @@ def positions() -> list:
     return params
 
 
-ACCURACY: dict[str, list[bool]] = {kind: [] for kind in KINDS}
+# (model, a node that occurs once in its backward, whose compiled-autograd op is planted; its line's marker)
+OP_POSITIONS = [
+    ("mlp", "MseLossBackward0", "loss"),
+    ("mlp", "SigmoidBackward0", "middle"),
+    ("cnn", "NllLossBackward0", "loss"),
+    ("cnn", "LogSoftmaxBackward0", "log_softmax"),
+    ("cnn", "TanhBackward0", "conv2"),
+    ("cnn", "MaxPool2DWithIndicesBackward0", "pool"),
+    ("cnn", "ReluBackward0", "conv1"),
+    ("transformer", "MseLossBackward0", "loss"),
+    ("transformer", "GeluBackward0", "ln2"),
+    ("transformer", "SoftmaxBackward0", "softmax"),
+]
+SWAPPED = {("mlp", "SigmoidBackward0"), ("cnn", "MaxPool2DWithIndicesBackward0"), ("transformer", "SoftmaxBackward0")}
+OP_KINDS = ["compiled_autograd_graph", "swap"]
+
+
+def op_positions() -> list:
+    params = []
+    for model, node, marker in OP_POSITIONS:
+        for kind in OP_KINDS:
+            if kind == "swap" and (model, node) not in SWAPPED:
+                continue
+            runs = FULL or (model == "mlp" and kind != "swap")
+            marks = [] if runs else [pytest.mark.skip(reason="the whole matrix runs in make test-planted")]
+            params.append(pytest.param(kind, model, node, marker, marks=marks, id=f"{kind}-{model}-{node}-{marker}"))
+    return params
+
+
+ACCURACY: dict[str, list[bool]] = {kind: [] for kind in KINDS + OP_KINDS}
 
 
 @pytest.mark.parametrize("kind, model, op, occurrence, node, marker", positions())
@@ -171,6 +204,21 @@ def test_the_planted_node_is_named(kind, model, op, occurrence, node, marker, tm
         reference = machine.register_value(divergence.register.lstrip("%")).torch()
         value = divergence.values[divergence.register].double()
         assert (value - reference).abs().max().item() == pytest.approx(divergence.error, rel=1e-6)
+
+
+@pytest.mark.parametrize("kind, model, node, marker", op_positions())
+def test_the_node_planted_in_compiled_autograds_op_is_named(kind, model, node, marker, monkeypatch, tmp_path):
+    model_class, make = MODELS[model]
+    plant_in_op(monkeypatch, node)
+    report = refgrad_check.check(*make(), engines=("eager", CompiledAutograd(name="planted")),
+                                 reproducer_dir=str(tmp_path), swap="only_one" if kind == "swap" else None)
+    named = report.swaps.get("planted") if kind == "swap" else report.first_divergence.get("planted")
+    ACCURACY[kind].append(named is not None and named.node == node and named.source == line_of(model_class, marker))
+    if kind == "swap":
+        assert_swap_names(report, "planted", node, line_of(model_class, marker))
+    else:
+        divergence = assert_names(report, "planted", node, line_of(model_class, marker))
+        assert "compiled autograd's graph of the plain run" in divergence.graph, divergence.graph
 
 
 def test_accuracy_table(capsys):

@@ -6,6 +6,7 @@
     report.passed, report.results["compiled_autograd"]["0.weight"].max_abs
     report.first_divergence["compiled_autograd"]     # None, or the node, pc, instruction, error, source line
     report.reproducers["compiled_autograd"]          # the bundle `build/refgrad check` re-runs
+    refgrad.check(model, x, target, swap="only_one").swaps["compiled_autograd"]   # the node swap mode names
 
 What check does (DESIGN.md, "Numbers and precision"):
 
@@ -25,6 +26,12 @@ What check does (DESIGN.md, "Numbers and precision"):
    Given rtol and atol, the rule is plain instead: max|E - R| <= atol + rtol max|R| for every engine. A
    missing gradient, a shape or dtype that differs, a NaN where R has none or where eager has none fails.
 4. The first divergent node of a failed engine:
+   - an engine that ran compiled autograd: compiled autograd's own graph, recorded as the plain run compiled
+     and called it, interpreted node by node on the values it was called with, where its results are the
+     compiled code's (bit for bit, or within rounding for fused code); each `ops.<Node>` call's incoming
+     and validated outgoing grads are compared with the oracle's registers in the graph's order
+     (refgrad.check.compiled_autograd). Where the graph cannot stand for the compiled code (the backend
+     compiled it into something else) or calls fn's hooks, the report says why and node hooks are used:
    - an engine that runs torch's autograd graph (eager, compiled autograd, and engines whose
      gradients() takes observe=) runs again with a pre-hook (incoming grads) and a post-hook (validated
      outgoing grads) on every grad_fn node; compiled autograd traces them into its graph;
@@ -51,7 +58,13 @@ What check does (DESIGN.md, "Numbers and precision"):
    under a transform (torch_compile's torch.compile) is not searched for hooked non-leaves: torch.compile
    traces their hooks into its backward, where no call can be recorded; report.hooks_not_recorded names
    them, and that engine's record is compared with eager's without them.
-6. Each failed engine writes one bundle into ``reproducer_dir``: the program and its tensors, eager's
+6. swap="only_one" or "all_but_one" (refgrad.check.swap): each failed engine that ran compiled autograd runs
+   its backward again with some node calls of that graph swapped for refgrad's implementation (halving the
+   calls); report.swaps names the call whose swap alone makes every gradient pass (only_one), or each call
+   that alone left torch's, every other refgrad's, fails (all_but_one): the node whose torch implementation,
+   as the engine compiles it, is wrong. It works where the graph cannot be read node by node (Inductor's
+   fused code), and names nodes a backend compiles wrongly.
+7. Each failed engine writes one bundle into ``reproducer_dir``: the program and its tensors, eager's
    and the engine's gradients as result sets, the rule and tolerances, and provenance (torch version,
    engine, backend, fn's qualname, date). ``build/refgrad check BUNDLE`` re-runs it without Python.
 """
@@ -69,18 +82,15 @@ from refgrad import engines as engines_module
 from refgrad.engines import Forward
 from refgrad.check.localize import _Localizer, _NodeRecorder, _Probing
 from refgrad.check.compiled import _CompiledRegions, recording_compiled_backwards
+from refgrad.check.compiled_autograd import read_graph, recording_compiled_autograd
 from refgrad.check.oracle import _EagerOracle, _Oracle, _oracle_for
-from refgrad.check.report import Divergence, GradientResult, Report
+from refgrad.check.report import Divergence, GradientResult, Report, Swap, SwapCall, SwapRun, error_text
 from refgrad.check.reproducer import _write_reproducer
 from refgrad.check.rule import _Rule, _compare
 from refgrad.check.subject import _HookMode, _HookRecorder, _ProbeMode, _Subject
+from refgrad.check.swap import MODES as SWAP_MODES, _Swapper
 
-__all__ = ["Divergence", "GradientResult", "Report", "check"]
-
-def _error_text(error: Exception) -> str:
-    """The exception's type and the first line of its message."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+__all__ = ["Divergence", "GradientResult", "Report", "Swap", "SwapCall", "SwapRun", "check"]
 
 
 def _rule_from(rtol: Optional[float], atol: Optional[float]) -> _Rule:
@@ -111,9 +121,14 @@ def _engines_from(specs: Sequence[Any], report: Report) -> list[Any]:
 
 
 class _Checker:
-    def __init__(self, subject: _Subject, oracle: _Oracle, rule: _Rule, report: Report, reproducer_dir: Optional[str]):
+    def __init__(self, subject: _Subject, oracle: _Oracle, rule: _Rule, report: Report, reproducer_dir: Optional[str],
+                 swap: Optional[str] = None):
         self.subject, self.oracle, self.rule, self.report = subject, oracle, rule, report
         self.reproducer_dir = reproducer_dir
+        self.swap = swap
+        # a failed engine's compiled autograd graphs, recorded as its plain run called them, and that run's grads
+        self._graph_calls: dict[int, tuple[list, dict]] = {}
+        self._leaves: dict[int, dict[str, torch.Tensor]] = {}  # per engine: its plain run's leaves by name
         self._eager_record: Optional[tuple[_NodeRecorder, dict]] = None
         self._probing: Optional[_Probing] = None
         self._probed: dict[int, dict] = {}
@@ -136,7 +151,14 @@ class _Checker:
         numbers the hooks for every other engine's."""
         is_eager = engine is self.eager
         recorder = _HookRecorder(None if is_eager else self._eager_hooks.numbering)
-        grads = engine.gradients(self.forward_for(engine, hooks=recorder), self.oracle.grad_outputs)
+        forward, runs = self.forward_for(engine, hooks=recorder), []
+
+        def forward_kept(transform=None):  # the leaves' identities name what compiled autograd's graph accumulates
+            runs.append(forward(transform))
+            return runs[-1]
+
+        grads = engine.gradients(forward_kept, self.oracle.grad_outputs)
+        self._leaves[id(engine)] = {name: leaf for run in runs for name, leaf in run.leaves.items()}
         if is_eager:
             self._eager_hooks = recorder
         eager = self._eager_hooks
@@ -169,9 +191,10 @@ class _Checker:
         self.eager_grads = eager_grads
         for engine in engines:
             try:
-                # a black box's compiled backwards (torch.compile's) are recorded as they run: if it fails,
-                # its divergence is looked for in this very run (refgrad.check.compiled)
-                with recording_compiled_backwards() as compiled_calls:
+                # a black box's compiled backwards (torch.compile's) and compiled autograd's graphs are recorded
+                # as they run: if it fails, its divergence is looked for in this very run
+                # (refgrad.check.compiled, refgrad.check.compiled_autograd)
+                with recording_compiled_backwards() as compiled_calls, recording_compiled_autograd() as graph_calls:
                     grads = eager_grads if engine is self.eager else self.gradients(engine)
             except Exception as error:  # an engine that cannot run fails; the others are still checked
                 self.record_crash(engine, error)
@@ -181,11 +204,14 @@ class _Checker:
                 self.report.first_divergence[engine.name] = None
                 continue
             self._compiled_calls[id(engine)] = (compiled_calls, grads)
+            self._graph_calls[id(engine)] = (graph_calls, grads)
             try:
                 self.report.first_divergence[engine.name] = self.localize(engine)
             except Exception as error:
                 self.report.first_divergence[engine.name] = Divergence(
-                    reason=f"the localizing run raised {_error_text(error)}")
+                    reason=f"the localizing run raised {error_text(error)}")
+            if self.swap is not None:
+                self.report.swaps[engine.name] = self.swapped(engine)
             if self.reproducer_dir is not None:
                 self.report.reproducers[engine.name] = _write_reproducer(
                     self.reproducer_dir, self.oracle, self.subject, self.rule, self.report.precision, self.eager,
@@ -195,8 +221,8 @@ class _Checker:
         """An engine that raised (a compiled one that ran no compiled code included): it fails, with one
         error row that says why, and no gradients to compare."""
         self.report.results[engine.name] = {}
-        self.report.errors[engine.name] = _error_text(error)
-        self.report.first_divergence[engine.name] = Divergence(reason=f"{engine.name} raised {_error_text(error)}")
+        self.report.errors[engine.name] = error_text(error)
+        self.report.first_divergence[engine.name] = Divergence(reason=f"{engine.name} raised {error_text(error)}")
 
     def eager_record(self) -> tuple[_NodeRecorder, dict]:
         if self._eager_record is None:
@@ -260,6 +286,47 @@ class _Checker:
         return self._probing.first_divergence(grads, eager_grads, self.rule, engine is self.eager, graph)
 
     def localize(self, engine: Any) -> Divergence:
+        """The first divergence: read from compiled autograd's graph where the engine ran one and it can be
+        read node by node (refgrad.check.compiled_autograd); else by node hooks, compiled regions or probes."""
+        graph_calls, grads = self._graph_calls.get(id(engine), ([], {}))
+        if not graph_calls:
+            return self.localize_without_graph(engine)
+        leaf_names = {id(leaf): name for name, leaf in self._leaves.get(id(engine), {}).items()}
+        reading = read_graph(self.oracle, graph_calls, grads, leaf_names)
+        if not reading.problem:
+            eager_recorder, eager_grads = self.eager_record()
+            return _Localizer(self.oracle, self.rule, eager_recorder, eager_grads).first_divergence(
+                reading.recorder, grads, engine is self.eager, reading.description, calls=reading.calls)
+        divergence = self.localize_without_graph(engine)
+        unread = f"compiled autograd's graph could not be read node by node: {reading.problem}"
+        if divergence.localized:
+            divergence.graph = f"{unread}; instead, {divergence.graph}"
+        else:
+            divergence.reason += f" ({unread})"
+        return divergence
+
+    def swapped(self, engine: Any) -> Swap:
+        """Swap mode for a failed engine (refgrad.check.swap): its backward again, with node calls of the
+        compiled autograd graph its plain run compiled swapped for refgrad's."""
+        calls = self._graph_calls.get(id(engine), ([], {}))[0]
+        if len(calls) != 1:
+            return Swap(self.swap, reason=f"{engine.name} ran {len(calls)} compiled autograd graphs; swap mode swaps "
+                                          "the node calls of one")
+
+        def run_engine() -> dict:
+            return engine.gradients(self.forward_for(engine), self.oracle.grad_outputs)
+
+        def failed(grads: dict) -> list[str]:
+            leaves = {name: grad for name, grad in grads.items() if name in self.oracle.grads}
+            results = self.compare(engine, leaves, self.eager_grads)
+            return [name for name, result in results.items() if not result.passed]
+
+        try:
+            return _Swapper(self.oracle, calls[0], run_engine, failed).run(self.swap)
+        except Exception as error:
+            return Swap(self.swap, reason=f"swap mode raised {error_text(error)}")
+
+    def localize_without_graph(self, engine: Any) -> Divergence:
         if not engines_module.accepts_observe(engine):
             return self.localize_black_box(engine)
         eager_recorder, eager_grads = self.eager_record()
@@ -279,7 +346,8 @@ class _Checker:
 
 def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled_autograd"), precision: str = "float64",
           rtol: Optional[float] = None, atol: Optional[float] = None,
-          reproducer_dir: Optional[str] = "refgrad-reproducers", keep_grad: bool = False) -> Report:
+          reproducer_dir: Optional[str] = "refgrad-reproducers", keep_grad: bool = False,
+          swap: Optional[str] = None) -> Report:
     """Checks each engine's gradients of fn(*args) against refgrad's oracle; see the module docstring.
 
     fn: a callable or an nn.Module returning the tensor(s) to differentiate (each gets a grad of
@@ -292,8 +360,14 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
     reproducer_dir: where failed engines' bundles go (None: write none).
     keep_grad: every fresh leaf starts with a copy of the user's .grad (where it has one) instead of None,
       so that each engine's accumulation into an existing .grad is checked too.
+    swap: "only_one" or "all_but_one" (refgrad.check.swap): each failed engine that ran compiled autograd runs
+      its backward again with node calls of compiled autograd's graph swapped for refgrad's implementation,
+      and report.swaps[engine] names the call whose swap alone makes it pass (only_one), or each call whose
+      torch implementation alone, among refgrad's, makes it fail (all_but_one). None (the default): no swap.
     """
     rule = _rule_from(rtol, atol)
+    if swap is not None and swap not in SWAP_MODES:
+        raise refgrad.Error(f"refgrad.check: swap must be None, {' or '.join(map(repr, SWAP_MODES))}, got {swap!r}")
     notes, compiled_engine = [], None
     compiled = engines_module.compiled_parts(fn)
     if compiled is not None:
@@ -327,7 +401,7 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
         chosen = _engines_from(engines, report)
         if compiled_engine is not None:
             chosen.append(compiled_engine)
-        _Checker(subject, oracle, rule, report, reproducer_dir).run(chosen)
+        _Checker(subject, oracle, rule, report, reproducer_dir, swap).run(chosen)
     finally:
         subject.restore_rng()
     return report

@@ -86,12 +86,18 @@ class _Localizer:
         self.eager = eager
         self.eager_grads = eager_grads
 
-    def first_divergence(self, recorder: _NodeRecorder, grads: dict, is_eager: bool, graph: str) -> Divergence:
-        graph_nodes = self.oracle.capture.graph.nodes
-        if len(recorder.names) != len(graph_nodes) or not all(map(_same_node, graph_nodes, recorder.names)):
-            return Divergence(reason="the engine's autograd graph differs from the oracle's (node names or count)",
-                              graph=graph)
-        for pc, index in self.oracle.node_calls():
+    def first_divergence(self, recorder: _NodeRecorder, grads: dict, is_eager: bool, graph: str,
+                         calls: Optional[list[tuple[int, int]]] = None) -> Divergence:
+        """``calls``: the (pc, graph node index) of the nodes to judge, in the order to judge them, when the
+        recorder's nodes were matched with the oracle's by its maker (compiled autograd's graph); None: every
+        node call of the oracle's program in its order, the recorder's nodes found by the same walk."""
+        if calls is None:
+            graph_nodes = self.oracle.capture.graph.nodes
+            if len(recorder.names) != len(graph_nodes) or not all(map(_same_node, graph_nodes, recorder.names)):
+                return Divergence(reason="the engine's autograd graph differs from the oracle's (node names or count)",
+                                  graph=graph)
+            calls = self.oracle.node_calls()
+        for pc, index in calls:
             divergence = self._judge(pc, index, recorder, grads, is_eager)
             if divergence is not None:
                 divergence.graph = graph

@@ -67,6 +67,119 @@ class Divergence:
                 f"max|R|; bound {_figure(self.tolerance)}) in {self.gradient}\n    {self.instruction}")
 
 
+@dataclass
+class SwapCall:
+    """A node call of compiled autograd's graph that swap mode can swap (refgrad.check.swap): its position among
+    the graph's node calls, its FX node, PyTorch's node it calls, and the pc of the oracle's instruction that
+    calls that node (None where the graph's calls could not be matched with the oracle's program)."""
+
+    position: int
+    fx_name: str
+    node: str
+    pc: Optional[int]
+
+    def __str__(self) -> str:
+        return f"call {self.position} `{self.fx_name}` ({self.node}{'' if self.pc is None else f', pc {self.pc}'})"
+
+
+@dataclass
+class SwapRun:
+    """One run of swap mode: the node calls (positions) that ran refgrad's implementation, and the verdict:
+    ``passed`` when every gradient passed the rule, ``failed`` the gradients that did not, ``error`` why a run
+    that raised has none."""
+
+    swapped: list[int]
+    passed: bool = False
+    failed: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return f"raised {self.error}" if self.error else "pass" if self.passed else f"FAIL ({', '.join(self.failed)})"
+
+
+_SWAP_MODES = {"only_one": "refgrad's implementation of only one node", "all_but_one":
+               "refgrad's implementation of every node but one"}
+
+
+def _positions(positions: list[int], calls: list[SwapCall]) -> str:
+    """"call 7 `x` (Node, pc 12)" for one call, "calls 0-8, 12" for several."""
+    if len(positions) == 1:
+        return str(calls[positions[0]])
+    spans: list[list[int]] = []
+    for position in sorted(positions):
+        if spans and position == spans[-1][1] + 1:
+            spans[-1][1] = position
+        else:
+            spans.append([position, position])
+    return "calls " + ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+@dataclass
+class Swap:
+    """What swap mode found for one engine: ``mode`` ("only_one" or "all_but_one"), the graph's swappable node
+    calls (``calls``), every run in the order it ran, the calls named (``named``: for only_one the call whose
+    swap alone makes every gradient pass; for all_but_one each call whose torch implementation alone, among
+    refgrad's, fails) and, for the first of them, its instruction and forward source line in the oracle's
+    program; ``reason`` says why no call is named."""
+
+    mode: str
+    calls: list[SwapCall] = field(default_factory=list)
+    runs: list[SwapRun] = field(default_factory=list)
+    named: list[SwapCall] = field(default_factory=list)
+    instruction: str = ""
+    source: str = ""
+    reason: str = ""
+
+    @property
+    def node(self) -> Optional[str]:
+        """PyTorch's name of the node named first (in the graph's order); None when none is."""
+        return self.named[0].node if self.named else None
+
+    @property
+    def pc(self) -> Optional[int]:
+        return self.named[0].pc if self.named else None
+
+    def describe(self, run: SwapRun) -> str:
+        """Which calls a run swapped, and its verdict: "refgrad's: calls 0-8: pass" (only_one), "torch's: call 3
+        `tanh_backward0` (TanhBackward0, pc 9), the other 5 refgrad's: FAIL (...)" (all_but_one)."""
+        kept = [call.position for call in self.calls if call.position not in run.swapped]
+        if not kept:
+            which = "refgrad's: every call"
+        elif self.mode == "all_but_one":
+            which = f"torch's: {_positions(kept, self.calls)}, the other {len(run.swapped)} refgrad's"
+        else:
+            which = f"refgrad's: {_positions(run.swapped, self.calls)}"
+        return f"{which}: {run.verdict}"
+
+    def _run_with(self, swapped: set[int]) -> Optional[SwapRun]:
+        return next((run for run in self.runs if set(run.swapped) == swapped), None)
+
+    def __str__(self) -> str:
+        head = (f"swap ({_SWAP_MODES.get(self.mode, self.mode)}; {len(self.runs)} runs over {len(self.calls)} "
+                "node calls)")
+        if not self.named:
+            return f"{head}: no node named: {self.reason}"
+        first = self.named[0]
+        where = ("" if first.pc is None else f" at pc {first.pc}") + (f" ({self.source})" if self.source else "")
+        if self.mode == "only_one":
+            why = f"with refgrad's {first.node} there and torch's everywhere else, every gradient passes"
+        else:
+            run = self._run_with({call.position for call in self.calls} - {first.position})
+            why = (f"torch's {first.node} alone among refgrad's nodes fails {', '.join(run.failed) if run else '?'} "
+                   "(every node refgrad's passes)")
+        text = f"{head}: {first.node}{where}, compiled autograd's `{first.fx_name}`: {why}"
+        if self.named[1:]:
+            text += "; also named: " + ", ".join(map(str, self.named[1:]))
+        return text + (f"\n    {self.instruction}" if self.instruction else "")
+
+
+def error_text(error: Exception) -> str:
+    """The exception's type and the first line of its message."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
 def _divergence_dict(divergence: Divergence) -> dict[str, Any]:
     """A Divergence as plain Python values: the engine's values by their shapes (the tensors are in the
     reproducer bundle; a gradient's elements would swamp a JSON report)."""
@@ -107,6 +220,7 @@ class Report:
     errors: dict[str, str] = field(default_factory=dict)  # engine -> why it produced no gradients
     # The nodes refgrad could not capture, and why: R is then eager's backward, not refgrad's run.
     uncovered: list[str] = field(default_factory=list)
+    swaps: dict[str, Swap] = field(default_factory=dict)  # engine -> what swap mode found (check's swap=)
 
     @property
     def reference(self) -> str:
@@ -142,6 +256,7 @@ class Report:
             "errors": dict(self.errors), "uncovered": list(self.uncovered),
             "hooks": {e: list(calls) for e, calls in self.hooks.items()},
             "hooks_not_recorded": {e: list(labels) for e, labels in self.hooks_not_recorded.items()},
+            "swaps": {e: {**asdict(swap), "node": swap.node, "pc": swap.pc} for e, swap in self.swaps.items()},
         }
 
     def summary(self) -> str:
@@ -195,6 +310,7 @@ class Report:
                     verdict = "pass" if r.passed else "FAIL" + (f" ({r.note})" if r.note else "")
                     lines.append(f"    observed run: {name}  max abs {_figure(r.max_abs)}  max rel "
                                  f"{_figure(r.max_rel)}  bound {_figure(r.tolerance)}  {verdict}")
+        lines += [f"{engine}: {swap}" for engine, swap in self.swaps.items()]
         for engine, calls in self.hooks.items():
             if not self.hooks_as_eager(engine):
                 lines.append(f"{engine}: FAIL: hooks fired otherwise than eager's: {calls} "

@@ -149,6 +149,7 @@ class Imported:
     outputs: list[str] = field(default_factory=list)  # the graph's returned grads, by output name
     text: str = ""  # the program as import_graph wrote it, before parsing
     leaf_names: dict[str, str] = field(default_factory=dict)  # program name -> the user's (leaves, outputs)
+    pc_of: dict[str, int] = field(default_factory=dict)  # an ops.<Node> call's FX node name -> its instruction's pc
 
     @property
     def program(self) -> refgrad.Program:
@@ -326,6 +327,7 @@ class _Importer(torch.fx.Interpreter):
             results += [self.register() if need else None for _ in range(count)]
         need = "" if all(needs_input_grad) else " need=[" + ",".join("1" if n else "0" for n in needs_input_grad) + "]"
         line = f"  {self.results(results)} = {node} {', '.join(self.operand(g) for g in grads)}"
+        self.imported.pc_of[fx_node.name] = len(self.code)
         self.code.append(line + ("  " + " ".join(fields) if fields else "") + need)
         return results
 
