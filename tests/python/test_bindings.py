@@ -80,7 +80,18 @@ def test_arrays_refgrad_cannot_address_are_copied():
     assert zero_d.shape == () and zero_d.item() == 2.5
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.float16, np.uint8, np.complex64])
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint16, np.uint32,
+                                   np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128])
+def test_every_numpy_dtype_refgrad_has_round_trips(dtype):
+    values = np.array([0, 1, 2, 3, 100, 7], dtype=np.int64).astype(dtype).reshape(2, 3)
+    tensor = refgrad.Tensor.from_numpy(values)
+    assert tensor.dtype == np.dtype(dtype).name
+    back = tensor.numpy()
+    assert back.dtype == values.dtype
+    np.testing.assert_array_equal(back, values)
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble])
 def test_dtypes_refgrad_lacks_raise_a_clear_error(dtype):
     with pytest.raises(refgrad.Error, match=r"refgrad has no dtype .*" + np.dtype(dtype).name):
         refgrad.Tensor.from_numpy(np.zeros(2, dtype=dtype))
@@ -110,8 +121,14 @@ def test_torch_round_trip():
     assert torch.equal(back, x.detach())
     back[0, 0] = 1.0  # a copy: refgrad's tensor is unchanged
     assert tensor.numpy()[0, 0] == -7.0
-    with pytest.raises(refgrad.Error, match="bfloat16"):
-        refgrad.Tensor.from_torch(torch.ones(2, dtype=torch.bfloat16))
+    # every dtype refgrad has crosses both ways with its bits: bfloat16 (which NumPy lacks) too
+    for dtype in (torch.bfloat16, torch.float16, torch.int32, torch.uint8, torch.complex64, torch.complex128):
+        values = (torch.arange(6.0) * 0.3 - 1).to(dtype) * (1j if dtype.is_complex else 1)
+        crossed = refgrad.Tensor.from_torch(values)
+        assert crossed.dtype == str(dtype).removeprefix("torch.")
+        assert crossed.torch().dtype == dtype and torch.equal(crossed.torch(), values)
+    with pytest.raises(refgrad.Error, match="refgrad has no dtype 'complex32'"):
+        refgrad.Tensor.from_torch(torch.ones(2, dtype=torch.complex32))
 
 
 def test_tensor_keeps_its_numpy_memory_alive():
