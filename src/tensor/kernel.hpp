@@ -175,12 +175,9 @@ T scalar_to(const Scalar& value, const char* op, const char* name) {
   } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, std::int64_t>) {
     // The narrower integers: the value must lie in T's range.
     const double v = value.is_floating_point() ? value.to_double() : static_cast<double>(value.to_int64());
-    const bool fits = value.is_floating_point()
-                          ? v >= static_cast<double>(std::numeric_limits<T>::min()) &&
-                                v <= static_cast<double>(std::numeric_limits<T>::max())
-                          : (std::is_unsigned_v<T> ? value.to_int64() >= 0 : true) &&
-                                v >= static_cast<double>(std::numeric_limits<T>::min()) &&
-                                v <= static_cast<double>(std::numeric_limits<T>::max());
+    // (NaN compares false: it never fits; a negative value is below an unsigned T's minimum, 0.)
+    const bool fits = v >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                      v <= static_cast<double>(std::numeric_limits<T>::max());
     check(fits, op, ": ", name, " ", value.repr(), " cannot be converted to type ", dtype_name(dtype_of<T>()),
           " without overflow");
     return value.is_floating_point() ? static_cast<T>(v) : static_cast<T>(value.to_int64());
