@@ -87,6 +87,7 @@ def table(results) -> str:
     ops_with = {kind: collections.Counter() for kind in FAILURES}  # an op counts under every kind it shows
     skipped = collections.Counter()
     needing = collections.defaultdict(set)  # missing node -> the ops that need it
+    complex_needing = collections.defaultdict(set)  # node not checked for complex -> the ops that need it
     for (op, dtype), outcomes in results.items():
         compared = [outcome for _, outcome in outcomes if outcome.kind != SKIP]
         skipped[dtype] += len(outcomes) - len(compared)
@@ -101,6 +102,8 @@ def table(results) -> str:
         for outcome in compared:
             for node in outcome.missing_nodes:
                 needing[node].add(op)
+            if outcome.complex_unchecked_node:
+                complex_needing[outcome.complex_unchecked_node].add(op)
 
     dtypes_run = [c for c in columns if any(d == c for _, d in results)]
     rows = [("ops right / attempted", lambda d: f"{ops_right[d]} / {ops_attempted[d]}"),
@@ -117,6 +120,15 @@ def table(results) -> str:
         lines.append(f"| {node} | {len(ops)} | {', '.join(sorted(ops)[:3])} |")
     if len(ranked) > 30:
         lines.append(f"| ({len(ranked) - 30} more) | | |")
+    if complex_needing:
+        ranked = sorted(complex_needing.items(), key=lambda item: (-len(item[1]), item[0]))
+        lines += ["", f"Nodes refgrad has but has not checked for complex numbers, by the number of ops whose "
+                      f"complex samples stop at them ({len(ranked)} nodes):", "", "| node | ops | for example |",
+                  "|---|---|---|"]
+        for node, ops in ranked[:30]:
+            lines.append(f"| {node} | {len(ops)} | {', '.join(sorted(ops)[:3])} |")
+        if len(ranked) > 30:
+            lines.append(f"| ({len(ranked) - 30} more) | | |")
     return "\n".join(lines)
 
 

@@ -170,6 +170,15 @@ const NodeDef* find_node(std::string_view name);  // nullptr when refgrad has no
 // primitives that would each round. The interpreter runs these nodes as the kernel does (DESIGN.md,
 // "Numbers and precision"): float16/bfloat16 inputs read into float32, the results rounded back once.
 bool computes_in_one_kernel(const NodeSchema& schema);
+// Whether the node's formula has been checked for complex numbers: the conjugates derivatives.yaml
+// writes (grad * other.conj()), handle_r_to_c for a real input, and L0 ops that take complex
+// tensors. A node not checked raises when a complex grad or saved tensor reaches it
+// (check_complex_supported) instead of computing a gradient that may lack a conjugate.
+bool supports_complex(const NodeSchema& schema);
+// Raises "<node>: complex64 is not supported yet by this node ..." when `grads` or `saved` hold a
+// complex tensor and the node does not support_complex().
+void check_complex_supported(const NodeSchema& schema, const Grads& grads);
+void check_complex_supported(const NodeSchema& schema, const std::vector<FieldValue>& saved);
 const NodeDef& get_node(std::string_view name);   // raises "unknown backward node ..."
 std::vector<const NodeDef*> all_nodes();          // sorted by name
 

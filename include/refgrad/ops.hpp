@@ -57,6 +57,23 @@ Tensor erfc(const Tensor& self);
 Tensor reciprocal(const Tensor& self);
 Tensor square(const Tensor& self);
 
+// ---------------------------------------------------------------- complex ---
+// complex64 and complex128 values (ATen's names). ATen returns views from real,
+// imag, view_as_real, view_as_complex and conj; here they are new tensors (a
+// backward program never writes through them). On a real tensor, real and
+// conj return it unchanged and imag raises, as in torch.
+
+Tensor real(const Tensor& self);
+Tensor imag(const Tensor& self);
+Tensor conj(const Tensor& self);
+Tensor view_as_real(const Tensor& self);     // [..., 2]: real and imaginary parts
+Tensor view_as_complex(const Tensor& self);  // float32/float64 [..., 2] -> complex64/complex128 [...]
+Tensor complex(const Tensor& real, const Tensor& imag);  // both float32 or both float64
+// angle(z) = atan2(imag, real); for a real x: pi where x < 0, else 0 (NaN kept).
+Tensor angle(const Tensor& self);
+// sgn(z) = z / |z|, 0 at 0; sign() for a real tensor.
+Tensor sgn(const Tensor& self);
+
 // ----------------------------------------------------------------- binary ---
 
 Tensor broadcast_to(const Tensor& self, const Shape& sizes);  // a view (expand)

@@ -34,8 +34,9 @@ namespace refgrad {
 // in them. The others are storage formats: an op reads them into its
 // "opmath" type (float16 and bfloat16 into float32, the narrower integers into
 // int64), computes there and rounds its result back, as ATen's CPU kernels do.
-// complex64 and complex128 are stored and converted; L0 has no complex
-// kernels yet, so an op on them raises. The numbering is the .rgbc format's:
+// complex64 and complex128 compute as std::complex<float>/<double> in the ops
+// ATen defines on them that refgrad has (src/tensor/complex.cpp); the others
+// raise. The numbering is the .rgbc format's:
 // new dtypes are appended.
 enum class DType : std::uint8_t {
   Bool, Int64, Float32, Float64,

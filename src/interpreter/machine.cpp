@@ -275,12 +275,14 @@ struct Machine::Impl {
     switch (code.op) {
       case Opcode::Call: {
         const BoundCall& call = bound.calls[pc];
+        check_complex_supported(call.node->schema, inputs);
         if (call.one_kernel) return call_one_kernel(code, call, step);
         return expect_grads(call.node->apply(inputs, call.saved.get(), step.need), code.result_count,
                             call.node->schema.name);
       }
       case Opcode::CopySlices: {
         const BoundCall& call = bound.calls[pc];
+        check_complex_supported(call.node->schema, inputs);
         return copy_slices(inputs, call.base, call.view, *call.node, call.saved, step.need);
       }
       case Opcode::Validate: return validate_outputs(inputs, step.metadata, step.validate_node);

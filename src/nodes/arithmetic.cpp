@@ -8,28 +8,31 @@
 namespace refgrad::nodes {
 namespace {
 
-// FunctionsManual's div_tensor_self_backward: grad / other, or zeros of self's
-// dtype when the division rounds (floor and trunc are piecewise constant).
+// conj for a Scalar divisor (a Scalar is real): itself.
+const Scalar& conj(const Scalar& value) { return value; }
+
+// FunctionsManual's div_tensor_self_backward: grad / other.conj(), or zeros of
+// self's dtype when the division rounds (floor and trunc are piecewise constant).
 template <class Other>
 Tensor div_tensor_self_backward(const Tensor& grad, const Other& other, DType self_scalar_type,
                                 const std::optional<std::string>& rounding_mode = std::nullopt) {
   if (rounding_mode) return zeros_like(grad, self_scalar_type);
-  return handle_r_to_c(self_scalar_type, div(grad, other));
+  return handle_r_to_c(self_scalar_type, div(grad, conj(other)));
 }
 
-// FunctionsManual's div_tensor_other_backward: -grad * ((self / other) / other).
+// FunctionsManual's div_tensor_other_backward: -grad * ((self / other) / other).conj().
 Tensor div_tensor_other_backward(const Tensor& grad, const Tensor& self, const Tensor& other,
                                  const std::optional<std::string>& rounding_mode = std::nullopt) {
   if (rounding_mode) return zeros_like(grad, other.dtype());
-  return handle_r_to_c(other.dtype(), mul(neg(grad), div(div(self, other), other)));
+  return handle_r_to_c(other.dtype(), mul(neg(grad), conj(div(div(self, other), other))));
 }
 
-// FunctionsManual's pow_backward (Scalar exponent): grad * (exponent * self^(exponent - 1)),
+// FunctionsManual's pow_backward (Scalar exponent): grad * (exponent * self^(exponent - 1)).conj(),
 // and zeros of self's dtype for exponent 0 (0 * self^-1 would be NaN at self == 0).
 Tensor pow_backward(const Tensor& grad, const Tensor& self, const Scalar& exponent) {
   if (exponent.to_double() == 0.0) return zeros_like(self);
   const double exp = exponent.to_double();
-  return handle_r_to_c(self.dtype(), mul(grad, mul(pow(self, Scalar(exp - 1)), Scalar(exp))));
+  return handle_r_to_c(self.dtype(), mul(grad, conj(mul(pow(self, Scalar(exp - 1)), Scalar(exp)))));
 }
 
 // FunctionsManual's pow_backward_self: grad * exponent * self^(exponent - 1), 0 where exponent == 0.
@@ -340,11 +343,11 @@ Grads AddcmulBackward0(const Grads& grads, const AddcmulBackward0Saved& saved, c
   if (need[0]) out[0] = handle_r_to_c(saved.self_scalar_type, grad);
   if (need[1]) {
     const Tensor& tensor2 = needed(saved.tensor2, "AddcmulBackward0", "tensor1", "tensor2");
-    out[1] = handle_r_to_c(saved.tensor1_scalar_type, mul(grad, mul(tensor2, saved.value)));
+    out[1] = handle_r_to_c(saved.tensor1_scalar_type, mul(grad, conj(mul(tensor2, saved.value))));
   }
   if (need[2]) {
     const Tensor& tensor1 = needed(saved.tensor1, "AddcmulBackward0", "tensor2", "tensor1");
-    out[2] = handle_r_to_c(saved.tensor2_scalar_type, mul(grad, mul(tensor1, saved.value)));
+    out[2] = handle_r_to_c(saved.tensor2_scalar_type, mul(grad, conj(mul(tensor1, saved.value))));
   }
   return out;
 }
@@ -372,13 +375,13 @@ Grads AddcdivBackward0(const Grads& grads, const AddcdivBackward0Saved& saved, c
     const Tensor& tensor2 = needed(saved.tensor2, "AddcdivBackward0", "tensor1", "tensor2");
     // value / tensor2: the Scalar becomes a 0-dim tensor of tensor2's dtype, as ATen wraps it.
     const Tensor value_over_tensor2 = div(scalar_tensor(saved.value, tensor2.dtype()), tensor2);
-    out[1] = handle_r_to_c(saved.tensor1_scalar_type, mul(grad, value_over_tensor2));
+    out[1] = handle_r_to_c(saved.tensor1_scalar_type, mul(grad, conj(value_over_tensor2)));
   }
   if (need[2]) {
     const Tensor& tensor1 = needed(saved.tensor1, "AddcdivBackward0", "tensor2", "tensor1");
     const Tensor& tensor2 = needed(saved.tensor2, "AddcdivBackward0", "tensor2", "tensor2");
     out[2] = handle_r_to_c(saved.tensor2_scalar_type,
-                           mul(neg(grad), div(mul(tensor1, saved.value), mul(tensor2, tensor2))));
+                           mul(neg(grad), conj(div(mul(tensor1, saved.value), mul(tensor2, tensor2)))));
   }
   return out;
 }

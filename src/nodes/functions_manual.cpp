@@ -7,8 +7,10 @@ Tensor maybe_multiply(const Tensor& grad, const Scalar& factor) {
   return is_one ? grad : mul(grad, factor);
 }
 
+Tensor times_i(const Tensor& t) { return complex(neg(imag(t)), real(t)); }
+
 Tensor mul_tensor_backward(const Tensor& grad, const Tensor& other, DType self_scalar_type) {
-  return handle_r_to_c(self_scalar_type, mul(grad, other));
+  return handle_r_to_c(self_scalar_type, mul(grad, conj(other)));
 }
 
 namespace {
@@ -24,15 +26,15 @@ bool is_column_major(const IntList& sizes, const IntList& strides) {
 Tensor mm_mat1_backward(const Tensor& grad, const Tensor& mat2, const IntList& mat1_sizes,
                         const IntList& mat1_strides, Layout mat1_layout, const Scalar& alpha) {
   if (mat1_layout == Layout::Strided && is_column_major(mat1_sizes, mat1_strides))
-    return maybe_multiply(t(mm(mat2, t(grad))), alpha);
-  return maybe_multiply(mm(grad, t(mat2)), alpha);
+    return maybe_multiply(t(mm(conj(mat2), t(grad))), alpha);
+  return maybe_multiply(mm(grad, t(conj(mat2))), alpha);
 }
 
 Tensor mm_mat2_backward(const Tensor& grad, const Tensor& mat1, const IntList& mat2_sizes,
                         const IntList& mat2_strides, Layout mat2_layout, const Scalar& alpha) {
   if (mat2_layout == Layout::Strided && is_column_major(mat2_sizes, mat2_strides))
-    return maybe_multiply(t(mm(t(grad), mat1)), alpha);
-  return maybe_multiply(mm(t(mat1), grad), alpha);
+    return maybe_multiply(t(mm(t(grad), conj(mat1))), alpha);
+  return maybe_multiply(mm(t(conj(mat1)), grad), alpha);
 }
 
 Tensor threshold_backward(const Tensor& grad, const Tensor& self, const Scalar& threshold) {

@@ -92,11 +92,11 @@ Grads BmmBackward0(const Grads& grads, const BmmBackward0Saved& saved, const Nee
   Grads out(2);
   if (need[0]) {
     const Tensor& mat2 = needed(saved.mat2, "BmmBackward0", "self", "mat2");
-    out[0] = bmm(grad, transpose(mat2, 1, 2));
+    out[0] = bmm(grad, conj(transpose(mat2, 1, 2)));
   }
   if (need[1]) {
     const Tensor& self = needed(saved.self, "BmmBackward0", "mat2", "self");
-    out[1] = bmm(transpose(self, 1, 2), grad);
+    out[1] = bmm(conj(transpose(self, 1, 2)), grad);
   }
   return out;
 }
@@ -119,11 +119,11 @@ Grads BaddbmmBackward0(const Grads& grads, const BaddbmmBackward0Saved& saved, c
   if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
   if (need[1]) {
     const Tensor& batch2 = needed(saved.batch2, "BaddbmmBackward0", "batch1", "batch2");
-    out[1] = maybe_multiply(bmm(grad, transpose(batch2, 1, 2)), saved.alpha);
+    out[1] = maybe_multiply(bmm(grad, conj(transpose(batch2, 1, 2))), saved.alpha);
   }
   if (need[2]) {
     const Tensor& batch1 = needed(saved.batch1, "BaddbmmBackward0", "batch2", "batch1");
-    out[2] = maybe_multiply(bmm(transpose(batch1, 1, 2), grad), saved.alpha);
+    out[2] = maybe_multiply(bmm(conj(transpose(batch1, 1, 2)), grad), saved.alpha);
   }
   return out;
 }
@@ -143,11 +143,11 @@ Grads DotBackward0(const Grads& grads, const DotBackward0Saved& saved, const Nee
   Grads out(2);
   if (need[0]) {
     const Tensor& tensor = needed(saved.tensor, "DotBackward0", "self", "tensor");
-    out[0] = mul(grad, tensor);
+    out[0] = mul(grad, conj(tensor));
   }
   if (need[1]) {
     const Tensor& self = needed(saved.self, "DotBackward0", "tensor", "self");
-    out[1] = mul(grad, self);
+    out[1] = mul(grad, conj(self));
   }
   return out;
 }
@@ -167,13 +167,13 @@ Grads MvBackward0(const Grads& grads, const MvBackward0Saved& saved, const Need&
   Grads out(2);
   if (need[0]) {
     const Tensor& vec = needed(saved.vec, "MvBackward0", "self", "vec");
-    out[0] = outer(grad, vec);
+    out[0] = outer(grad, conj(vec));
   }
   if (need[1]) {
     const Tensor& self = needed(saved.self, "MvBackward0", "vec", "self");
     check(self.dim() == 2 && self.size(0) == grad.size(0), "MvBackward0: self ", shape_text(self.sizes()),
           " does not match the grad ", shape_text(grad.sizes()));
-    out[1] = matmul(t(self), grad);  // mv
+    out[1] = matmul(t(conj(self)), grad);  // mv
   }
   return out;
 }

@@ -22,7 +22,7 @@ struct ExpBackward0Saved {
 Grads ExpBackward0(const Grads& grads, const ExpBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("ExpBackward0", *grads[0], saved.result, "result");
-  return Grads{mul(*grads[0], saved.result)};
+  return Grads{mul(*grads[0], conj(saved.result))};
 }
 
 // Exp2Backward0 — exp2(Tensor self)
@@ -35,7 +35,7 @@ Grads Exp2Backward0(const Grads& grads, const Exp2Backward0Saved& saved, const N
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("Exp2Backward0", *grads[0], saved.result, "result");
   constexpr double ln2 = 0.693147180559945309417;  // cmath's M_LN2
-  return Grads{mul(mul(*grads[0], saved.result), ln2)};
+  return Grads{mul(mul(*grads[0], conj(saved.result)), ln2)};
 }
 
 // Expm1Backward0 — expm1(Tensor self)
@@ -59,7 +59,7 @@ struct LogBackward0Saved {
 Grads LogBackward0(const Grads& grads, const LogBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("LogBackward0", *grads[0], saved.self, "self");
-  return Grads{div(*grads[0], saved.self)};
+  return Grads{div(*grads[0], conj(saved.self))};
 }
 
 // Log2Backward0 — log2(Tensor self)
@@ -113,7 +113,7 @@ struct SqrtBackward0Saved {
 Grads SqrtBackward0(const Grads& grads, const SqrtBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("SqrtBackward0", *grads[0], saved.result, "result");
-  return Grads{div(*grads[0], mul(saved.result, 2))};
+  return Grads{div(*grads[0], mul(conj(saved.result), 2))};
 }
 
 // RsqrtBackward0 — rsqrt(Tensor self)
@@ -125,7 +125,7 @@ struct RsqrtBackward0Saved {
 Grads RsqrtBackward0(const Grads& grads, const RsqrtBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("RsqrtBackward0", *grads[0], saved.result, "result");
-  return Grads{mul(mul(*grads[0], -0.5), pow(saved.result, 3))};
+  return Grads{mul(mul(*grads[0], -0.5), conj(pow(saved.result, 3)))};
 }
 
 // ReciprocalBackward0 — reciprocal(Tensor self)
@@ -137,7 +137,7 @@ struct ReciprocalBackward0Saved {
 Grads ReciprocalBackward0(const Grads& grads, const ReciprocalBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("ReciprocalBackward0", *grads[0], saved.result, "result");
-  return Grads{mul(neg(*grads[0]), mul(saved.result, saved.result))};
+  return Grads{mul(neg(*grads[0]), conj(mul(saved.result, saved.result)))};
 }
 
 // ---------------------------------------------------------- trigonometry ---
@@ -151,7 +151,7 @@ struct SinBackward0Saved {
 Grads SinBackward0(const Grads& grads, const SinBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("SinBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], cos(saved.self))};
+  return Grads{mul(*grads[0], conj(cos(saved.self)))};
 }
 
 // CosBackward0 — cos(Tensor self)
@@ -163,7 +163,7 @@ struct CosBackward0Saved {
 Grads CosBackward0(const Grads& grads, const CosBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("CosBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], neg(sin(saved.self)))};
+  return Grads{mul(*grads[0], conj(neg(sin(saved.self))))};
 }
 
 // AsinBackward0 — asin(Tensor self)
@@ -175,7 +175,7 @@ struct AsinBackward0Saved {
 Grads AsinBackward0(const Grads& grads, const AsinBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("AsinBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], rsqrt(add(mul(neg(saved.self), saved.self), 1)))};
+  return Grads{mul(*grads[0], conj(rsqrt(add(mul(neg(saved.self), saved.self), 1))))};
 }
 
 // AcosBackward0 — acos(Tensor self)
@@ -187,7 +187,7 @@ struct AcosBackward0Saved {
 Grads AcosBackward0(const Grads& grads, const AcosBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("AcosBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], neg(rsqrt(add(mul(neg(saved.self), saved.self), 1))))};
+  return Grads{mul(*grads[0], conj(neg(rsqrt(add(mul(neg(saved.self), saved.self), 1)))))};
 }
 
 // AtanBackward0 — atan(Tensor self)
@@ -199,7 +199,7 @@ struct AtanBackward0Saved {
 Grads AtanBackward0(const Grads& grads, const AtanBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("AtanBackward0", *grads[0], saved.self, "self");
-  return Grads{div(*grads[0], add(mul(saved.self, saved.self), 1))};
+  return Grads{div(*grads[0], conj(add(mul(saved.self, saved.self), 1)))};
 }
 
 // TanBackward0 — tan(Tensor self)
@@ -211,18 +211,19 @@ struct TanBackward0Saved {
 Grads TanBackward0(const Grads& grads, const TanBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("TanBackward0", *grads[0], saved.result, "result");
-  return Grads{mul(*grads[0], add(pow(saved.result, 2), 1))};
+  return Grads{mul(*grads[0], conj(add(pow(saved.result, 2), 1)))};
 }
 
 // ------------------------------------------------- tanh, sigmoid, erf ---
 
-// ATen's tanh_backward (a kernel, not a FunctionsManual helper): grad * (1 - result²).
+// ATen's tanh_backward (a kernel, not a FunctionsManual helper): grad * (1 - result²).conj().
 Tensor tanh_backward(const Tensor& grad, const Tensor& output) {
-  return mul(grad, sub(ones_like(output), mul(output, output)));
+  return mul(grad, conj(sub(ones_like(output), mul(output, output))));
 }
 
-// ATen's sigmoid_backward: grad * (1 - result) * result.
+// ATen's sigmoid_backward: grad * ((1 - result) * result).conj() (for real numbers, in this order).
 Tensor sigmoid_backward(const Tensor& grad, const Tensor& output) {
+  if (is_complex(output.dtype())) return mul(grad, conj(mul(sub(ones_like(output), output), output)));
   return mul(mul(grad, sub(ones_like(output), output)), output);
 }
 
@@ -275,12 +276,18 @@ struct AbsBackward0Saved {
 Grads AbsBackward0(const Grads& grads, const AbsBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("AbsBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], sign(saved.self))};  // sgn is sign for real dtypes
+  return Grads{mul(*grads[0], sgn(saved.self))};
 }
 
-// FunctionsManual's sgn_backward for a real x: zeros of sgn's (the result's)
-// sizes and dtype (PyTorch's _efficientzerotensor). Complex x is not supported.
-Tensor sgn_backward(const Tensor& /*x*/, const Tensor& /*gx*/, const Tensor& sgn) { return zeros_like(sgn); }
+// FunctionsManual's sgn_backward: for a complex x,
+//   ((gx - (sgn * sgn) * gx.conj()) / (2 |x|)), 0 where x == 0;
+// for a real x zeros of sgn's (the result's) sizes and dtype (PyTorch's _efficientzerotensor).
+Tensor sgn_backward(const Tensor& x, const Tensor& gx, const Tensor& sgn) {
+  if (!is_complex(x.dtype())) return zeros_like(sgn);
+  const Tensor magnitude = abs(x);
+  const Tensor out = div(sub(gx, mul(mul(sgn, sgn), conj(gx))), mul(magnitude, 2.0));
+  return masked_fill(out, eq(magnitude, Scalar(0.0)), Scalar(0.0));
+}
 
 // SgnBackward0 — sgn(Tensor self)
 //   self: sgn_backward(self, grad, result)
@@ -310,7 +317,7 @@ struct SinhBackward0Saved {
 Grads SinhBackward0(const Grads& grads, const SinhBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("SinhBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], cosh(saved.self))};
+  return Grads{mul(*grads[0], conj(cosh(saved.self)))};
 }
 
 // CoshBackward0 — cosh(Tensor self)
@@ -322,7 +329,7 @@ struct CoshBackward0Saved {
 Grads CoshBackward0(const Grads& grads, const CoshBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("CoshBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], sinh(saved.self))};
+  return Grads{mul(*grads[0], conj(sinh(saved.self)))};
 }
 
 // AsinhBackward0 — asinh(Tensor self)
@@ -334,11 +341,12 @@ struct AsinhBackward0Saved {
 Grads AsinhBackward0(const Grads& grads, const AsinhBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("AsinhBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], rsqrt(add(mul(saved.self, saved.self), 1)))};
+  return Grads{mul(*grads[0], conj(rsqrt(add(mul(saved.self, saved.self), 1))))};
 }
 
 // AcoshBackward0 — acosh(Tensor self)
-//   self: grad * (self * self - 1).rsqrt()      (the real case; PyTorch splits the rsqrt for complex self)
+//   self: self.is_complex() ? grad * ((self + 1).rsqrt() * (self - 1).rsqrt()).conj()
+//                           : grad * (self * self - 1).rsqrt()
 struct AcoshBackward0Saved {
   Tensor self;
 };
@@ -346,7 +354,10 @@ struct AcoshBackward0Saved {
 Grads AcoshBackward0(const Grads& grads, const AcoshBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("AcoshBackward0", *grads[0], saved.self, "self");
-  return Grads{mul(*grads[0], rsqrt(sub(mul(saved.self, saved.self), 1)))};
+  const Tensor& self = saved.self;
+  // sqrt(x*y) = sqrt(x)*sqrt(y) holds for positive reals only: complex numbers take two rsqrts.
+  if (is_complex(self.dtype())) return Grads{mul(*grads[0], conj(mul(rsqrt(add(self, 1)), rsqrt(sub(self, 1)))))};
+  return Grads{mul(*grads[0], rsqrt(sub(mul(self, self), 1)))};
 }
 
 // AtanhBackward0 — atanh(Tensor self)
@@ -358,7 +369,7 @@ struct AtanhBackward0Saved {
 Grads AtanhBackward0(const Grads& grads, const AtanhBackward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("AtanhBackward0", *grads[0], saved.self, "self");
-  return Grads{div(*grads[0], add(neg(mul(saved.self, saved.self)), 1))};
+  return Grads{div(*grads[0], conj(add(neg(mul(saved.self, saved.self)), 1)))};
 }
 
 // ErfcBackward0 — erfc(Tensor self)
@@ -521,7 +532,8 @@ void add_unary_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(one_tensor_node<AsinhBackward0Saved, AsinhBackward0, &AsinhBackward0Saved::self>(
       "AsinhBackward0", "asinh", "self", "self: grad * (self.pow(2) + 1).rsqrt().conj()"));
   registry.push_back(one_tensor_node<AcoshBackward0Saved, AcoshBackward0, &AcoshBackward0Saved::self>(
-      "AcoshBackward0", "acosh", "self", "self: grad * (self * self - 1).rsqrt()"));
+      "AcoshBackward0", "acosh", "self",
+      "self: self.is_complex() ? grad * ((self + 1).rsqrt() * (self - 1).rsqrt()).conj() : grad * (self * self - 1).rsqrt()"));
   registry.push_back(one_tensor_node<AtanhBackward0Saved, AtanhBackward0, &AtanhBackward0Saved::self>(
       "AtanhBackward0", "atanh", "self", "self: grad * 1 / (1 - self.pow(2)).conj()"));
   registry.push_back(one_tensor_node<ErfcBackward0Saved, ErfcBackward0, &ErfcBackward0Saved::self>(

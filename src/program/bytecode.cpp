@@ -420,6 +420,7 @@ BoundCall bind_call(const Bytecode& bytecode, const BytecodeInstr& code, const S
     fields = fields.subspan(2);
   }
   std::vector<FieldValue> values = schema_values(call.node->schema, fields, saved);
+  check_complex_supported(call.node->schema, values);
   call.one_kernel = code.op == Opcode::Call && computes_in_one_kernel(call.node->schema);
   if (call.one_kernel) call.stored_dtype = read_into_float32(values);
   call.saved = call.node->bind(values);

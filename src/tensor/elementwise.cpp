@@ -25,6 +25,7 @@ template <class T>
 constexpr bool is_bool_v = std::is_same_v<T, bool>;
 template <class T>
 constexpr bool is_int64_v = std::is_same_v<T, std::int64_t>;
+using kernel::is_complex_v;
 
 // ------------------------------------------------------------- helpers ---
 
@@ -43,8 +44,8 @@ DType common_dtype(const char* op, const std::vector<Operand>& operands) {
 }
 
 // ATen's promote_integer_to_float: float-valued ops compute int64/bool inputs
-// in the default dtype.
-DType float_dtype(DType dtype) { return is_floating_point(dtype) ? dtype : default_dtype(); }
+// in the default dtype (complex inputs stay complex).
+DType float_dtype(DType dtype) { return is_floating_point(dtype) || is_complex(dtype) ? dtype : default_dtype(); }
 
 // broadcast_shapes, with the op's name in front of the error.
 Shape broadcast_for(const char* op, const Shape& a, const Shape& b) {
@@ -91,6 +92,9 @@ template <class T>
 T checked_scalar(const Scalar& value, const char* op) {
   if constexpr (is_bool_v<T>) {
     return value.to_bool();
+  } else if constexpr (is_complex_v<T>) {
+    // A real Scalar as a complex number: its real part must fit.
+    return T(checked_scalar<typename T::value_type>(value, op), 0);
   } else {
     if (value.is_floating_point()) {
       const double v = value.to_double();
@@ -115,6 +119,8 @@ template <class T>
 T wrapped_scalar(const Scalar& value, const char* op) {
   if constexpr (std::is_floating_point_v<T>) {
     return value.is_floating_point() ? static_cast<T>(value.to_double()) : static_cast<T>(value.to_int64());
+  } else if constexpr (is_complex_v<T>) {
+    return T(wrapped_scalar<typename T::value_type>(value, op), 0);
   } else {
     return checked_scalar<T>(value, op);
   }
@@ -122,10 +128,10 @@ T wrapped_scalar(const Scalar& value, const char* op) {
 
 Tensor scalar_tensor_of(DType dtype, const char* op, const Scalar& value, bool checked) {
   Tensor out = empty({}, dtype);
-  kernel::dispatch(dtype, [&](auto tag) {
+  kernel::dispatch_with_complex(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     *out.data_ptr<T>() = checked ? checked_scalar<T>(value, op) : wrapped_scalar<T>(value, op);
-  });
+  }, op);
   return out;
 }
 
@@ -163,6 +169,20 @@ Tensor unary_float(const Tensor& self, const char* op, F f) {
   }), dtype);
 }
 
+// A float-valued unary op that ATen also defines on complex numbers (where
+// std::exp, std::sin, ... have complex overloads); int64 and bool inputs
+// compute in float32.
+template <class F>
+Tensor unary_float_or_complex(const Tensor& self, const char* op, F f) {
+  check_defined(self, op);
+  const DType dtype = float_dtype(self.dtype());
+  const Tensor input = self.to(opmath_dtype(dtype));
+  return kernel::rounded_to(kernel::dispatch_floating_or_complex(input.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return kernel::map<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
+  }), dtype);
+}
+
 // A unary op that keeps the dtype; bool inputs are rejected with `bool_error`.
 template <class F>
 Tensor unary_same(const Tensor& self, const char* op, const char* bool_error, F f) {
@@ -176,12 +196,18 @@ Tensor unary_same(const Tensor& self, const char* op, const char* bool_error, F 
     } else {
       return kernel::map<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
     }
-  }), self.dtype());
+  }, op), self.dtype());
 }
 
 }  // namespace
 
 Tensor neg(const Tensor& self) {
+  if (self.defined() && is_complex(self.dtype())) {
+    return kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return kernel::map<T, T>(self.sizes(), [](T x) { return negate(x); }, self);
+    }, "neg");
+  }
   return unary_same(self, "neg",
                     "negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
                     "mask, use the `~` or `logical_not()` operator instead.",
@@ -189,6 +215,16 @@ Tensor neg(const Tensor& self) {
 }
 
 Tensor abs(const Tensor& self) {
+  if (self.defined() && is_complex(self.dtype())) {  // |z|, a real tensor
+    return kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (is_complex_v<T>) {
+        return kernel::map<typename T::value_type, T>(self.sizes(), [](T z) { return std::abs(z); }, self);
+      } else {
+        return Tensor();  // complex only here
+      }
+    }, "abs");
+  }
   return unary_same(self, "abs", "not implemented for bool", [](auto x) {
     using T = decltype(x);
     if constexpr (is_int64_v<T>) return x < 0 ? wrapping_neg(x) : x;  // abs(INT64_MIN) wraps to itself
@@ -221,44 +257,44 @@ Tensor square(const Tensor& self) {
   // square is pow(self, 2): the int 2 promotes bool to int64.
   const DType dtype = self.dtype() == DType::Bool ? DType::Int64 : self.dtype();
   const Tensor input = self.to(opmath_dtype(dtype));
-  return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch_with_complex(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       return Tensor();  // promoted to int64 above
     } else {
       return kernel::map<T, T>(input.sizes(), [](T x) { return times(x, x); }, input);
     }
-  }), dtype);
+  }, "square"), dtype);
 }
 
-Tensor exp(const Tensor& self) { return unary_float(self, "exp", [](auto x) { return std::exp(x); }); }
-Tensor log(const Tensor& self) { return unary_float(self, "log", [](auto x) { return std::log(x); }); }
+Tensor exp(const Tensor& self) { return unary_float_or_complex(self, "exp", [](auto x) { return std::exp(x); }); }
+Tensor log(const Tensor& self) { return unary_float_or_complex(self, "log", [](auto x) { return std::log(x); }); }
 Tensor log1p(const Tensor& self) { return unary_float(self, "log1p", [](auto x) { return std::log1p(x); }); }
 Tensor expm1(const Tensor& self) { return unary_float(self, "expm1", [](auto x) { return std::expm1(x); }); }
-Tensor sqrt(const Tensor& self) { return unary_float(self, "sqrt", [](auto x) { return std::sqrt(x); }); }
+Tensor sqrt(const Tensor& self) { return unary_float_or_complex(self, "sqrt", [](auto x) { return std::sqrt(x); }); }
 Tensor rsqrt(const Tensor& self) {
-  return unary_float(self, "rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+  return unary_float_or_complex(self, "rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
 }
-Tensor sin(const Tensor& self) { return unary_float(self, "sin", [](auto x) { return std::sin(x); }); }
-Tensor cos(const Tensor& self) { return unary_float(self, "cos", [](auto x) { return std::cos(x); }); }
-Tensor tan(const Tensor& self) { return unary_float(self, "tan", [](auto x) { return std::tan(x); }); }
-Tensor asin(const Tensor& self) { return unary_float(self, "asin", [](auto x) { return std::asin(x); }); }
-Tensor acos(const Tensor& self) { return unary_float(self, "acos", [](auto x) { return std::acos(x); }); }
-Tensor atan(const Tensor& self) { return unary_float(self, "atan", [](auto x) { return std::atan(x); }); }
-Tensor sinh(const Tensor& self) { return unary_float(self, "sinh", [](auto x) { return std::sinh(x); }); }
-Tensor cosh(const Tensor& self) { return unary_float(self, "cosh", [](auto x) { return std::cosh(x); }); }
-Tensor asinh(const Tensor& self) { return unary_float(self, "asinh", [](auto x) { return std::asinh(x); }); }
-Tensor acosh(const Tensor& self) { return unary_float(self, "acosh", [](auto x) { return std::acosh(x); }); }
-Tensor atanh(const Tensor& self) { return unary_float(self, "atanh", [](auto x) { return std::atanh(x); }); }
-Tensor tanh(const Tensor& self) { return unary_float(self, "tanh", [](auto x) { return std::tanh(x); }); }
+Tensor sin(const Tensor& self) { return unary_float_or_complex(self, "sin", [](auto x) { return std::sin(x); }); }
+Tensor cos(const Tensor& self) { return unary_float_or_complex(self, "cos", [](auto x) { return std::cos(x); }); }
+Tensor tan(const Tensor& self) { return unary_float_or_complex(self, "tan", [](auto x) { return std::tan(x); }); }
+Tensor asin(const Tensor& self) { return unary_float_or_complex(self, "asin", [](auto x) { return std::asin(x); }); }
+Tensor acos(const Tensor& self) { return unary_float_or_complex(self, "acos", [](auto x) { return std::acos(x); }); }
+Tensor atan(const Tensor& self) { return unary_float_or_complex(self, "atan", [](auto x) { return std::atan(x); }); }
+Tensor sinh(const Tensor& self) { return unary_float_or_complex(self, "sinh", [](auto x) { return std::sinh(x); }); }
+Tensor cosh(const Tensor& self) { return unary_float_or_complex(self, "cosh", [](auto x) { return std::cosh(x); }); }
+Tensor asinh(const Tensor& self) { return unary_float_or_complex(self, "asinh", [](auto x) { return std::asinh(x); }); }
+Tensor acosh(const Tensor& self) { return unary_float_or_complex(self, "acosh", [](auto x) { return std::acosh(x); }); }
+Tensor atanh(const Tensor& self) { return unary_float_or_complex(self, "atanh", [](auto x) { return std::atanh(x); }); }
+Tensor tanh(const Tensor& self) { return unary_float_or_complex(self, "tanh", [](auto x) { return std::tanh(x); }); }
 Tensor sigmoid(const Tensor& self) {
   // 1 / (1 + e^-x): exp overflows to inf for x << 0, giving 0, not NaN.
-  return unary_float(self, "sigmoid", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
+  return unary_float_or_complex(self, "sigmoid", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
 }
 Tensor erf(const Tensor& self) { return unary_float(self, "erf", [](auto x) { return std::erf(x); }); }
 Tensor erfc(const Tensor& self) { return unary_float(self, "erfc", [](auto x) { return std::erfc(x); }); }
 Tensor reciprocal(const Tensor& self) {
-  return unary_float(self, "reciprocal", [](auto x) { return decltype(x)(1) / x; });
+  return unary_float_or_complex(self, "reciprocal", [](auto x) { return decltype(x)(1) / x; });
 }
 
 // ------------------------------------------------------------- add, sub ---
@@ -269,7 +305,7 @@ namespace {
 void check_alpha(const char* op, DType dtype, const Scalar& alpha) {
   check(!alpha.is_boolean() || dtype == DType::Bool, op,
         ": Boolean alpha only supported for Boolean results (the result is ", dtype_name(dtype), ")");
-  check(is_floating_point(dtype) || !alpha.is_floating_point(), op,
+  check(is_floating_point(dtype) || is_complex(dtype) || !alpha.is_floating_point(), op,
         ": for integral input tensors, argument alpha must not be a floating point number (alpha=", alpha.repr(),
         ", result ", dtype_name(dtype), ")");
 }
@@ -293,7 +329,7 @@ Tensor add_or_sub(const char* op, const Operand& self, const Operand& other, con
   check_alpha(op, dtype, alpha);
   const DType compute = opmath_dtype(dtype);
   const Tensor a = operand_as(self, compute, op), b = operand_as(other, compute, op);
-  return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch_with_complex(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       // bool + alpha * bool, stored as bool: nonzero is true.
@@ -313,7 +349,7 @@ Tensor add_or_sub(const char* op, const Operand& self, const Operand& other, con
         return binary_kernel<T, T>(op, a, b, [k](T x, T y) { return plus(x, times(k, y)); });
       }
     }
-  }), dtype);
+  }, op), dtype);
 }
 
 }  // namespace
@@ -335,11 +371,11 @@ Tensor mul_operands(const Operand& self, const Operand& other) {
   const DType dtype = common_dtype("mul", {self, other});
   const DType compute = opmath_dtype(dtype);
   const Tensor a = operand_as(self, compute, "mul"), b = operand_as(other, compute, "mul");
-  return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch_with_complex(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) return binary_kernel<bool, bool>("mul", a, b, [](bool x, bool y) { return x && y; });
     else return binary_kernel<T, T>("mul", a, b, [](T x, T y) { return times(x, y); });
-  }), dtype);
+  }, "mul"), dtype);
 }
 
 }  // namespace
@@ -392,12 +428,14 @@ Tensor div_operands(const Operand& self, const Operand& other, const std::option
         "div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
         rounding_mode.value_or(""), "'");
   const DType promoted = common_dtype("div", {self, other});
+  check(!rounding_mode || !is_complex(promoted), "div: rounding_mode='", rounding_mode.value_or(""),
+        "' is not supported for complex numbers (", dtype_name(promoted), ")");
   if (!rounding_mode) {
     // True division: integer inputs divide in float32.
     const DType dtype = float_dtype(promoted);
     const DType compute = opmath_dtype(dtype);
     const Tensor a = operand_as(self, compute, "div"), b = operand_as(other, compute, "div");
-    return kernel::rounded_to(kernel::dispatch_floating(compute, "div", [&](auto tag) {
+    return kernel::rounded_to(kernel::dispatch_floating_or_complex(compute, "div", [&](auto tag) {
       using T = typename decltype(tag)::type;
       return binary_kernel<T, T>("div", a, b, [](T x, T y) { return x / y; });
     }), dtype);
@@ -458,12 +496,12 @@ Tensor pow_tensors(const Tensor& base, const Tensor& exponent, DType dtype) {
   check(dtype != DType::Bool, "pow: not implemented for bool (base ", dtype_name(base.dtype()), ", exponent ",
         dtype_name(exponent.dtype()), ")");
   const Tensor a = base.to(opmath_dtype(dtype)), b = exponent.to(opmath_dtype(dtype));
-  return kernel::rounded_to(kernel::dispatch(a.dtype(), [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch_with_complex(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) return Tensor();  // rejected above
     else if constexpr (is_int64_v<T>) return binary_kernel<T, T>("pow", a, b, [](T x, T y) { return int_pow(x, y); });
-    else return binary_kernel<T, T>("pow", a, b, [](T x, T y) { return std::pow(x, y); });
-  }), dtype);
+    else return binary_kernel<T, T>("pow", a, b, [](T x, T y) { return static_cast<T>(std::pow(x, y)); });
+  }, "pow"), dtype);
 }
 
 // pow(Tensor, Scalar) for a floating result. Like ATen, some exponents take
@@ -478,8 +516,14 @@ Tensor pow_floating_scalar(const Tensor& base, double e) {
   if (e == 2.0) return kernel::map<T, T>(sizes, [](T x) { return x * x; }, base);
   if (e == 3.0) return kernel::map<T, T>(sizes, [](T x) { return x * x * x; }, base);
   if (e == -2.0) return kernel::map<T, T>(sizes, [](T x) { return T(1) / (x * x); }, base);
-  // ATen raises float32 to a double exponent.
-  return kernel::map<T, T>(sizes, [e](T x) { return static_cast<T>(std::pow(static_cast<double>(x), e)); }, base);
+  if constexpr (is_complex_v<T>) {
+    // A complex base is raised in its own precision.
+    const typename T::value_type exponent = static_cast<typename T::value_type>(e);
+    return kernel::map<T, T>(sizes, [exponent](T x) { return std::pow(x, exponent); }, base);
+  } else {
+    // ATen raises float32 to a double exponent.
+    return kernel::map<T, T>(sizes, [e](T x) { return static_cast<T>(std::pow(static_cast<double>(x), e)); }, base);
+  }
 }
 
 // Scalar::equal in c10: a bool Scalar equals only a bool.
@@ -503,7 +547,7 @@ Tensor pow(const Tensor& self, Scalar exponent) {
   if (one) return self.to(dtype).clone();
   check(dtype != DType::Bool, "pow: not implemented for bool (base bool, exponent ", exponent.repr(), ")");
   const Tensor base = self.to(opmath_dtype(dtype));
-  return kernel::rounded_to(kernel::dispatch(base.dtype(), [&](auto tag) {
+  return kernel::rounded_to(kernel::dispatch_with_complex(base.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_bool_v<T>) {
       return Tensor();  // rejected above
@@ -513,7 +557,7 @@ Tensor pow(const Tensor& self, Scalar exponent) {
     } else {
       return pow_floating_scalar<T>(base, exponent.to_double());
     }
-  }), dtype);
+  }, "pow"), dtype);
 }
 
 Tensor pow(Scalar self, const Tensor& exponent) {
@@ -562,23 +606,27 @@ Tensor atan2(const Tensor& self, const Tensor& other) {
 
 namespace {
 
-// A comparison computes in the promoted dtype and returns bool.
-template <class Compare>
+// A comparison computes in the promoted dtype and returns bool. Complex
+// numbers have no order: only eq and ne (`equality`) take them.
+template <bool equality = false, class Compare>
 Tensor compare(const char* op, const Operand& self, const Operand& other, Compare compare_values) {
   const DType compute = opmath_dtype(common_dtype(op, {self, other}));
+  check(equality || !is_complex(compute), op, ": not supported for complex numbers (", dtype_name(compute),
+        "): they have no order");
   const Tensor a = operand_as(self, compute, op), b = operand_as(other, compute, op);
-  return kernel::dispatch(compute, [&](auto tag) {
+  return kernel::dispatch_with_complex(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return binary_kernel<bool, T>(op, a, b, [compare_values](T x, T y) { return compare_values(x, y); });
-  });
+    if constexpr (is_complex_v<T> && !equality) return Tensor();  // rejected above
+    else return binary_kernel<bool, T>(op, a, b, [compare_values](T x, T y) { return compare_values(x, y); });
+  }, op);
 }
 
 }  // namespace
 
-Tensor eq(const Tensor& self, const Tensor& other) { return compare("eq", self, other, std::equal_to<>()); }
-Tensor eq(const Tensor& self, Scalar other) { return compare("eq", self, other, std::equal_to<>()); }
-Tensor ne(const Tensor& self, const Tensor& other) { return compare("ne", self, other, std::not_equal_to<>()); }
-Tensor ne(const Tensor& self, Scalar other) { return compare("ne", self, other, std::not_equal_to<>()); }
+Tensor eq(const Tensor& self, const Tensor& other) { return compare<true>("eq", self, other, std::equal_to<>()); }
+Tensor eq(const Tensor& self, Scalar other) { return compare<true>("eq", self, other, std::equal_to<>()); }
+Tensor ne(const Tensor& self, const Tensor& other) { return compare<true>("ne", self, other, std::not_equal_to<>()); }
+Tensor ne(const Tensor& self, Scalar other) { return compare<true>("ne", self, other, std::not_equal_to<>()); }
 Tensor lt(const Tensor& self, const Tensor& other) { return compare("lt", self, other, std::less<>()); }
 Tensor lt(const Tensor& self, Scalar other) { return compare("lt", self, other, std::less<>()); }
 Tensor le(const Tensor& self, const Tensor& other) { return compare("le", self, other, std::less_equal<>()); }
@@ -623,10 +671,12 @@ Tensor where_operands(const Tensor& condition, const Operand& self, const Operan
   const DType compute = opmath_dtype(dtype);
   const Tensor a = operand_as(self, compute, "where", true), b = operand_as(other, compute, "where", true);
   const Shape sizes = broadcast_for("where", condition.sizes(), broadcast_for("where", a.sizes(), b.sizes()));
+  // (xtensor cannot mix a bool input with complex ones in one expression: complex picks part by part.)
+  if (is_complex(compute)) return complex(where(condition, real(a), real(b)), where(condition, imag(a), imag(b)));
   return kernel::rounded_to(kernel::dispatch(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return kernel::map<T, bool, T, T>(sizes, [](bool c, T x, T y) { return c ? x : y; }, condition, a, b);
-  }), dtype);
+  }, "where"), dtype);
 }
 
 }  // namespace
@@ -729,11 +779,15 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value) {
   // expands both before filling a copy); the dtype is self's.
   const Shape sizes = broadcast_for("masked_fill", self.sizes(), mask.sizes());
   const Tensor input = kernel::to_opmath(self);
+  if (is_complex(input.dtype())) {  // a real value: the imaginary parts are filled with 0
+    checked_scalar<std::complex<double>>(value, "masked_fill");
+    return complex(masked_fill(real(input), mask, value), masked_fill(imag(input), mask, Scalar(0.0)));
+  }
   return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T fill = checked_scalar<T>(value, "masked_fill");
     return kernel::map<T, T, bool>(sizes, [fill](T x, bool m) { return m ? fill : x; }, input, mask);
-  }), self.dtype());
+  }, "masked_fill"), self.dtype());
 }
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {

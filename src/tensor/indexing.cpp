@@ -176,7 +176,7 @@ Tensor scatter_impl(const Tensor& self, std::int64_t dim, const Tensor& index, c
   // Validate every index before writing anything.
   for_each_offsets<1>(index1.sizes(), {index1.strides()},
                       [&](const auto& o) { checked_index(idx[o[0]], size, d, op, /*wrap=*/false); });
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dst = out.data_ptr<T>();
     const T constant = src.defined() ? T(0) : kernel::scalar_to<T>(value, op, "value");
@@ -388,7 +388,7 @@ Tensor index_select(const Tensor& self, std::int64_t dim, const Tensor& index) {
   Tensor out = empty(out_sizes, self.dtype());
   const Tensor out1 = as_nonempty(out);
   const std::int64_t stride = self1.stride(d);
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = self.data_ptr<T>();
     T* dst = out.data_ptr<T>();
@@ -420,7 +420,7 @@ Tensor gather(const Tensor& self, std::int64_t dim, const Tensor& index) {
   const Tensor self1 = as_nonempty(self), index1 = as_nonempty(index), out1 = as_nonempty(out);
   const std::int64_t size = self1.size(d), stride = self1.stride(d);
   const std::int64_t* idx = index.data_ptr<std::int64_t>();
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = self.data_ptr<T>();
     T* dst = out.data_ptr<T>();
@@ -481,7 +481,7 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
 
   const Tensor out1 = as_nonempty(out);
   const std::int64_t stride = out1.stride(d);
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T a = kernel::scalar_to<T>(alpha, op, "alpha");  // torch truncates a float alpha for integer tensors
     const T* src = source.data_ptr<T>();
@@ -503,7 +503,7 @@ Tensor index(const Tensor& self, const std::vector<OptionalTensor>& indices) {
   if (kernel::is_storage_format(self)) return kernel::rounded_to(index(kernel::to_opmath(self), indices), self.dtype());
   const IndexPlan plan = plan_index(self, self.strides(), indices, op);
   Tensor out = empty(plan.result_sizes, self.dtype());
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = self.data_ptr<T>();
     T* dst = out.data_ptr<T>();
@@ -531,7 +531,7 @@ Tensor index_put(const Tensor& self, const std::vector<OptionalTensor>& indices,
   check(broadcasts_to(values.sizes(), plan.result_sizes), op, ": shape mismatch: value tensor of shape ",
         shape_text(values.sizes()), " cannot be broadcast to indexing result of shape ", shape_text(plan.result_sizes));
   const Tensor expanded = broadcast_to(values, plan.result_sizes);
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = expanded.data_ptr<T>();
     T* dst = out.data_ptr<T>();
@@ -561,7 +561,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
   std::int64_t count = 0;
   for_each_offsets<1>(sizes, {mask_b.strides()}, [&](const auto& o) { count += m[o[0]] ? 1 : 0; });
   Tensor out = empty({count}, self.dtype());
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = self_b.data_ptr<T>();
     T* dst = out.data_ptr<T>();
@@ -593,7 +593,7 @@ Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& sour
   check(count <= source.numel(), op, ": source has ", source.numel(), " elements but the mask has ", count,
         " true elements (mask ", shape_text(mask.sizes()), ", self ", shape_text(self.sizes()), ")");
   const Tensor flat_source = source.contiguous();
-  kernel::dispatch(self.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = flat_source.data_ptr<T>();
     T* dst = out.data_ptr<T>();
@@ -625,7 +625,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
   Shape out_sizes = indices.sizes();
   out_sizes.push_back(width);
   Tensor out = empty(out_sizes, weight.dtype());
-  kernel::dispatch(weight.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(weight.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = weight.data_ptr<T>();
     T* dst = out.data_ptr<T>();

@@ -25,7 +25,8 @@ struct Tag {
 
 // The error for a dtype that reached a kernel which does not compute in it:
 // a storage format (float16, bfloat16, the narrower integers) that the op did
-// not first read into its opmath type, or a complex dtype (no kernels yet).
+// not first read into its opmath type, or a complex dtype given to an op that
+// has no complex kernel.
 [[noreturn]] void fail_not_computed(DType dtype, const char* op);
 
 // Calls f(Tag<T>{}) with T the C++ type of `dtype`, one of the compute types
@@ -42,6 +43,20 @@ decltype(auto) dispatch(DType dtype, F&& f, const char* op = "dispatch") {
   }
 }
 
+// Like dispatch, and complex64/complex128 as std::complex<float>/<double>: for
+// the ops that have complex kernels (arithmetic, the analytic functions,
+// where, equality). Nothing here uses std::complex's fast paths: g++ without
+// -ffast-math multiplies and divides as C's Annex G says (inf and NaN parts
+// handled), as ATen's c10::complex does up to rounding.
+template <class F>
+decltype(auto) dispatch_with_complex(DType dtype, F&& f, const char* op = "dispatch") {
+  switch (dtype) {
+    case DType::ComplexFloat: return f(Tag<std::complex<float>>{});
+    case DType::ComplexDouble: return f(Tag<std::complex<double>>{});
+    default: return dispatch(dtype, std::forward<F>(f), op);
+  }
+}
+
 // Like dispatch, for ops defined only on floating dtypes.
 template <class F>
 decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
@@ -51,6 +66,16 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
     case DType::Float16:
     case DType::BFloat16: fail_not_computed(dtype, op);
     default: fail(concat(op, ": expected a floating point tensor, got ", dtype_name(dtype)));
+  }
+}
+
+// Like dispatch_floating, and complex64/complex128 (std::complex).
+template <class F>
+decltype(auto) dispatch_floating_or_complex(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::ComplexFloat: return f(Tag<std::complex<float>>{});
+    case DType::ComplexDouble: return f(Tag<std::complex<double>>{});
+    default: return dispatch_floating(dtype, op, std::forward<F>(f));
   }
 }
 
@@ -293,6 +318,16 @@ void gemm_contiguous(bool transpose_a, bool transpose_b, std::int64_t m, std::in
 
 // Contiguous copy of `t` in `dtype` (no copy when it already is both).
 Tensor contiguous_as(const Tensor& t, DType dtype);
+
+// A complex tensor computed part by part: complex(f(real(t)), f(imag(t))),
+// for an op that is linear over the reals in `t` (sum, mean, cumsum, gather,
+// index_add, ...): the op applied to the real and imaginary parts separately
+// is the op on the complex tensor. A real `t` is f(t).
+template <class F>
+Tensor by_parts(const Tensor& t, F&& f) {
+  if (!t.defined() || !is_complex(t.dtype())) return f(t);
+  return complex(f(real(t)), f(imag(t)));
+}
 
 // Dims to reduce over: an empty list means all; each wrapped and unique.
 std::vector<bool> reduction_mask(const IntList& dim, std::int64_t ndim, const char* op);

@@ -249,6 +249,17 @@ void check_defined(const Tensor& t, const char* op) { check(t.defined(), op, ": 
   fail(concat(op, ": shapes ", str(a.sizes()), " and ", str(b.sizes()), " cannot be multiplied"));
 }
 
+// A product of complex matrices (or vectors) from four real ones:
+// (Ar + i Ai)(Br + i Bi) = (Ar Br - Ai Bi) + i (Ar Bi + Ai Br), `real_product`
+// being the real op (mm, bmm, dot) on contiguous parts. ATen calls BLAS's
+// complex gemm instead; the two differ by rounding only.
+template <class RealProduct>
+Tensor complex_product(const Tensor& a, const Tensor& b, RealProduct real_product) {
+  const Tensor ar = real(a).contiguous(), ai = imag(a).contiguous();
+  const Tensor br = real(b).contiguous(), bi = imag(b).contiguous();
+  return complex(sub(real_product(ar, br), real_product(ai, bi)), add(real_product(ar, bi), real_product(ai, br)));
+}
+
 // a @ b for two matrices, or for two stacks of matrices with equal batch
 // sizes, into a new contiguous tensor of shape batch + [n, m].
 Tensor product(const Tensor& a, const Tensor& b, const char* op) {
@@ -256,6 +267,8 @@ Tensor product(const Tensor& a, const Tensor& b, const char* op) {
   out_sizes.push_back(b.sizes().back());
   if (kernel::is_storage_format(a))  // float16 @ float16 accumulates in float32, rounded once (opmath)
     return kernel::rounded_to(product(kernel::to_opmath(a), kernel::to_opmath(b), op), a.dtype());
+  if (is_complex(a.dtype()))
+    return complex_product(a, b, [op](const Tensor& x, const Tensor& y) { return product(x, y, op); });
   Tensor out = empty(out_sizes, a.dtype());
   kernel::dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -285,6 +298,8 @@ Tensor dot(const Tensor& self, const Tensor& other) {
   check_not_bool(self.dtype(), "dot");
   if (kernel::is_storage_format(self))
     return kernel::rounded_to(dot(kernel::to_opmath(self), kernel::to_opmath(other)), self.dtype());
+  if (is_complex(self.dtype()))  // no conjugate: that is vdot
+    return complex_product(self, other, [](const Tensor& x, const Tensor& y) { return dot(x, y); });
 
   Tensor out = empty({}, self.dtype());
   const int64_t n = self.numel();
@@ -359,6 +374,12 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
   if (kernel::is_storage_format(self))
     return kernel::rounded_to(
         addmm(kernel::to_opmath(self), kernel::to_opmath(mat1), kernel::to_opmath(mat2), beta, alpha), self.dtype());
+  if (is_complex(self.dtype())) {
+    // beta * self + alpha * (mat1 @ mat2), self ignored when beta is 0 (its NaNs too).
+    const Tensor scaled_product = mul(mm(mat1, mat2), alpha);
+    if (beta.to_double() == 0.0) return scaled_product;
+    return add(mul(broadcast_to(self, out_sizes), beta), scaled_product);
+  }
 
   Tensor out = empty(out_sizes, self.dtype());
   kernel::dispatch(self.dtype(), [&](auto tag) {
@@ -388,6 +409,7 @@ Tensor outer(const Tensor& self, const Tensor& vec2) {
   check(vec2.dim() == 1, "outer: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
   // ATen's outer is self[:, None] * vec2: a broadcast multiply, so dtypes promote.
   const DType dtype = promote_types(self.dtype(), vec2.dtype());
+  if (is_complex(dtype)) return mul(unsqueeze(self, 1), vec2);
   const Tensor x = kernel::contiguous_as(self, opmath_dtype(dtype)), y = kernel::contiguous_as(vec2, opmath_dtype(dtype));
   const int64_t n = x.numel(), m = y.numel();
   Tensor out = empty({n, m}, opmath_dtype(dtype));

@@ -395,6 +395,8 @@ Tensor sum(const Tensor& self, const IntList& dim, bool keepdim, std::optional<D
   // As in ATen, the input is converted to the requested dtype first: a sum
   // with dtype=int64 of floats adds the truncated values.
   const Tensor input = self.to(out_dtype);
+  if (is_complex(out_dtype))  // the real and imaginary parts summed apart
+    return kernel::by_parts(input, [&](const Tensor& part) { return sum(part, dim, keepdim); });
   if (is_floating_point(out_dtype)) return reduce_with_xtensor<double>(input, mask, keepdim, out_dtype, 0.0, SumReducer{});
   return reduce_with_xtensor<std::uint64_t>(input, mask, keepdim, out_dtype, 0, SumReducer{});
 }
@@ -406,14 +408,18 @@ Tensor mean(const Tensor& self, std::optional<DType> dtype) { return mean(self, 
 Tensor mean(const Tensor& self, const IntList& dim, bool keepdim, std::optional<DType> dtype) {
   check(self.defined(), "mean: tensor is undefined");
   if (dtype) {
-    check(is_floating_point(*dtype), "mean: could not infer output dtype. Optional dtype must be a floating point dtype, got ",
+    check(is_floating_point(*dtype) || is_complex(*dtype),
+          "mean: could not infer output dtype. Optional dtype must be either a floating point or complex dtype, got ",
           dtype_name(*dtype));
   } else {
-    check(self.is_floating_point(), "mean: could not infer output dtype. Input dtype must be a floating point dtype, got ",
+    check(self.is_floating_point() || is_complex(self.dtype()),
+          "mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype, got ",
           dtype_name(self.dtype()));
   }
   const std::vector<bool> mask = kernel::reduction_mask(dim, self.dim(), "mean");
   const DType out_dtype = dtype.value_or(self.dtype());
+  if (is_complex(out_dtype))  // the real and imaginary parts averaged apart
+    return kernel::by_parts(self.to(out_dtype), [&](const Tensor& part) { return mean(part, dim, keepdim); });
   // The mean of nothing is 0/0 = NaN.
   return reduce_with_xtensor<double>(self.to(out_dtype), mask, keepdim, out_dtype, NAN, MeanReducer{});
 }
@@ -519,6 +525,8 @@ Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) 
   check(out_dtype != DType::Bool, "cumsum: not implemented for output dtype bool");
   const std::vector<bool> mask = single_dim_mask(dim, self.dim(), "cumsum");
   const Tensor input = self.to(out_dtype);  // converted first, as ATen
+  if (is_complex(out_dtype))  // the real and imaginary parts summed apart
+    return kernel::by_parts(input, [&](const Tensor& part) { return cumsum(part, dim); });
   // Value: the rows' element type; Acc: the running sum (uint64 wraps like torch's int64).
   auto scan = [&](auto value_tag, auto acc_tag) {
     using Value = typename decltype(value_tag)::type;

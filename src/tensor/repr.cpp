@@ -22,6 +22,7 @@
 //   the text (float32, the default dtype; int64; bool); an empty tensor always
 //   names a dtype other than float32, and its size unless it is 1-d.
 #include <cmath>
+#include <complex>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -124,6 +125,36 @@ class ElementFormatter {
   std::size_t width_ = 1;
   bool integral_ = true;
   bool scientific_ = false;
+};
+
+// A complex element, as torch prints it: the real parts and the imaginary
+// parts each get their own format (from all shown values' parts), and the
+// imaginary part follows with its sign and a "j": "1.5000-2.0000j".
+template <class Part>
+class ElementFormatter<std::complex<Part>> {
+ public:
+  explicit ElementFormatter(const std::vector<std::complex<Part>>& shown)
+      : real_(parts(shown, false)), imag_(parts(shown, true)) {}
+
+  // torch counts the imaginary part's width and its "j" (the sign's column is the real part's padding).
+  std::size_t width() const { return real_.width() + imag_.width() + 1; }
+
+  std::string format(std::complex<Part> value) const {
+    std::string imag_text = imag_.format(value.imag()) + "j";
+    imag_text.erase(0, imag_text.find_first_not_of(' '));
+    const bool signed_imag = imag_text[0] == '+' || imag_text[0] == '-';
+    return real_.format(value.real()) + (signed_imag ? "" : "+") + imag_text;
+  }
+
+ private:
+  static std::vector<Part> parts(const std::vector<std::complex<Part>>& shown, bool imaginary) {
+    std::vector<Part> values;
+    for (const std::complex<Part>& value : shown) values.push_back(imaginary ? value.imag() : value.real());
+    return values;
+  }
+
+  ElementFormatter<Part> real_;
+  ElementFormatter<Part> imag_;
 };
 
 // The indices shown along a dim of this size.
@@ -275,14 +306,16 @@ std::string Tensor::repr() const {
     if (dtype_ != default_dtype()) suffixes.push_back(dtype_suffix);
     body = "[]";
   } else {
-    const bool dtype_inferable = dtype_ == default_dtype() || dtype_ == DType::Int64 || dtype_ == DType::Bool;
+    // complex64 is the default complex dtype when float32 is the default dtype.
+    const bool dtype_inferable = dtype_ == default_dtype() || dtype_ == DType::Int64 || dtype_ == DType::Bool ||
+                                 (dtype_ == DType::ComplexFloat && default_dtype() == DType::Float32);
     if (!dtype_inferable) suffixes.push_back(dtype_suffix);
     if (dtype_ == DType::UInt64) {
       body = Printer<std::uint64_t>(*this).text(indent);  // int64, its opmath type, does not hold every value
     } else {
       // A storage format prints its values as its opmath type holds them exactly.
       const Tensor shown = kernel::to_opmath(*this);
-      body = kernel::dispatch(shown.dtype(), [&](auto tag) {
+      body = kernel::dispatch_with_complex(shown.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         return Printer<T>(shown).text(indent);
       }, "repr");

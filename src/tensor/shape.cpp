@@ -523,6 +523,8 @@ Tensor constant_pad_nd(const Tensor& self, const IntList& pad, Scalar value) {
   check_defined(self, "constant_pad_nd");
   if (kernel::is_storage_format(self))
     return kernel::rounded_to(constant_pad_nd(kernel::to_opmath(self), pad, value), self.dtype());
+  if (is_complex(self.dtype()))  // a real fill value: the imaginary part is padded with 0
+    return complex(constant_pad_nd(real(self), pad, value), constant_pad_nd(imag(self), pad, Scalar(0.0)));
   check(pad.size() % 2 == 0, "constant_pad_nd: length of pad must be even but instead it equals ", pad.size());
   const auto padded_dims = static_cast<std::int64_t>(pad.size() / 2);
   check(padded_dims <= self.dim(), "constant_pad_nd: length of pad should be no more than twice the number of "
@@ -584,7 +586,7 @@ Tensor triangle(const Tensor& self, const char* op, Keep keep) {
   const std::int64_t rows = self.sizes()[self.dim() - 2], cols = self.sizes()[self.dim() - 1];
   if (out.numel() == 0) return out;
   const std::int64_t matrices = out.numel() / (rows * cols);
-  kernel::dispatch(out.dtype(), [&](auto tag) {
+  kernel::dispatch_with_complex(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* data = out.data_ptr<T>();
     for (std::int64_t m = 0; m < matrices; ++m)

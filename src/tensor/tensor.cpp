@@ -474,8 +474,8 @@ namespace kernel {
 
 void fail_not_computed(DType dtype, const char* op) {
   if (is_complex(dtype))
-    fail(concat(op, ": ", dtype_name(dtype), " is not supported yet: refgrad stores complex tensors and converts them, "
-                "but has no complex kernels"));
+    fail(concat(op, ": ", dtype_name(dtype), " is not supported: refgrad has no complex kernel for this op (it has "
+                "them for arithmetic, the analytic functions, sums, products of matrices, indexing and views)"));
   fail(concat(op, ": internal error: a ", dtype_name(dtype), " tensor reached a kernel that computes in ",
               dtype_name(opmath_dtype(dtype)), "; the op should have converted it first (kernel::to_opmath)"));
 }

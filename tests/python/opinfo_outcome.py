@@ -6,7 +6,9 @@ classify() runs one sample through torch and refgrad and says which of these it 
                      raises, or nothing requires grad): not refgrad's to answer; counted apart, never
                      in the expectations file
   unsupported dtype  refgrad has no such dtype (a probe capture in it fails so, or the capture's
-                     message says so for a dtype inside the program: complex from a real op)
+                     message says so for a dtype inside the program: complex from a real op), or a
+                     node of the program has not been checked for complex numbers ("complex128 in
+                     ReluBackward0": refgrad refuses it rather than risk a missing conjugate)
   missing nodes      capture refuses nodes (refgrad.torch.UnsupportedError): their names, sorted
   refgrad error      capture or the run raised anything else (the message's first line)
   wrong gradient     refgrad ran and a gradient is off (the worst one, with its error and bound): an
@@ -97,6 +99,12 @@ class Outcome:
     def missing_nodes(self) -> list[str]:
         return self.detail.split(", ") if self.kind == MISSING_NODES else []
 
+    @property
+    def complex_unchecked_node(self) -> Optional[str]:
+        """For "unsupported dtype: complex128 in ReluBackward0": the node not yet checked for complex."""
+        found = re.fullmatch(r"complex(?:64|128) in (\w+)", self.detail) if self.kind == UNSUPPORTED_DTYPE else None
+        return found.group(1) if found else None
+
 
 @functools.lru_cache(maxsize=None)
 def refgrad_has_dtype(dtype: torch.dtype) -> bool:
@@ -115,7 +123,13 @@ def refgrad_has_dtype(dtype: torch.dtype) -> bool:
 
 def _no_dtype(message: str) -> Optional[str]:
     found = re.search(r"refgrad has no dtype (?:for NumPy's )?'?([\w.]+)'?", message) or \
-        re.search(r"(complex64|complex128) is not supported yet", message)  # stored, but no complex kernels
+        re.search(r"(complex64|complex128) is not supported yet", message)
+    return found.group(1) if found else None
+
+
+def _complex_unchecked_node(message: str) -> Optional[str]:
+    """The node whose formula refgrad has not checked for complex numbers, when the error says so."""
+    found = re.search(r"(\w+): complex(?:64|128) is not supported yet by this node", message)
     return found.group(1) if found else None
 
 
@@ -198,6 +212,9 @@ def _promoted(dtype: torch.dtype) -> torch.dtype:
 
 def _refgrad_error(error: refgrad.Error) -> Outcome:
     missing = _no_dtype(str(error))
+    node = _complex_unchecked_node(str(error))
+    if missing and node:
+        return Outcome(UNSUPPORTED_DTYPE, f"{missing} in {node}")
     if missing:
         return Outcome(UNSUPPORTED_DTYPE, f"{missing} inside the program")
     return Outcome(REFGRAD_ERROR, _first_line(error))

@@ -195,15 +195,15 @@ TEST_CASE("mean") {
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(mean(tensor({1, 2})),
-                         "mean: could not infer output dtype. Input dtype must be a floating point dtype, got int64",
+                         "mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype, got int64",
                          Error);
     CHECK_THROWS_WITH_AS(mean(tensor({true}), {0}),
-                         "mean: could not infer output dtype. Input dtype must be a floating point dtype, got bool",
+                         "mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype, got bool",
                          Error);
     CHECK(torch_raises("torch.mean(a)", {tensor({1, 2})}));
     CHECK_THROWS_WITH_AS(
         mean(x, DType::Int64),
-        "mean: could not infer output dtype. Optional dtype must be a floating point dtype, got int64", Error);
+        "mean: could not infer output dtype. Optional dtype must be either a floating point or complex dtype, got int64", Error);
     CHECK_THROWS_WITH_AS(mean(x, {1, 1}), "mean: dim 1 appears multiple times in the list of dims", Error);
   }
 }
