@@ -35,24 +35,40 @@ Tensor pow_backward(const Tensor& grad, const Tensor& self, const Scalar& expone
   return handle_r_to_c(self.dtype(), mul(grad, conj(mul(pow(self, Scalar(exp - 1)), Scalar(exp)))));
 }
 
-// FunctionsManual's pow_backward_self: grad * exponent * self^(exponent - 1), 0 where exponent == 0.
+// FunctionsManual's pow_backward_self: grad * (exponent * self^(exponent - 1)).conj(), 0 where exponent == 0.
 Tensor pow_backward_self(const Tensor& grad, const Tensor& self, const Tensor& exponent) {
   const Tensor out = where(eq(exponent, Scalar(0.0)), Scalar(0.0),
-                           mul(grad, mul(exponent, pow(self, sub(exponent, Scalar(1))))));
+                           mul(grad, conj(mul(exponent, pow(self, sub(exponent, Scalar(1)))))));
   return handle_r_to_c(self.dtype(), out);
 }
 
-// FunctionsManual's pow_backward_exponent (Tensor base): grad * result * log(self), 0 where
+// exponent >= 0, for a real exponent; for a complex one, a real exponent >= 0 (imaginary part 0).
+Tensor real_and_nonnegative(const Tensor& exponent) {
+  if (!is_complex(exponent.dtype())) return ge(exponent, Scalar(0));
+  return logical_and(eq(imag(exponent), Scalar(0)), ge(real(exponent), Scalar(0)));
+}
+
+// FunctionsManual's pow_backward_exponent (Tensor base): grad * (result * log(self)).conj(), 0 where
 // self == 0 and exponent >= 0 (the one-sided derivative there; log(0) would make it -inf or NaN).
 Tensor pow_backward_exponent(const Tensor& grad, const Tensor& self, const Tensor& exponent, const Tensor& result) {
-  const Tensor cond = logical_and(eq(self, Scalar(0)), ge(exponent, Scalar(0)));
+  const Tensor cond = logical_and(eq(self, Scalar(0)), real_and_nonnegative(exponent));
   const Tensor self_promoted = to(self, result_type(self, exponent));
-  return handle_r_to_c(exponent.dtype(), mul(grad, where(cond, Scalar(0.0), mul(result, log(self_promoted)))));
+  return handle_r_to_c(exponent.dtype(),
+                       mul(grad, where(cond, Scalar(0.0), conj(mul(result, log(self_promoted))))));
 }
 
 // FunctionsManual's pow_backward_exponent (Scalar base): grad * result * log(base), 0 where
 // base == 0 and exponent >= 0. A negative base gives NaN, as log does.
+// With a complex exponent the base is a complex number too: log of a negative base is ln|base| + i pi.
 Tensor pow_backward_exponent(const Tensor& grad, const Scalar& base, const Tensor& exponent, const Tensor& result) {
+  if (is_complex(exponent.dtype())) {
+    const DType part = exponent.dtype() == DType::ComplexFloat ? DType::Float32 : DType::Float64;
+    const double b = base.to_double();
+    const Tensor log_base = complex(scalar_tensor(std::log(std::abs(b)), part), scalar_tensor(b < 0 ? M_PI : 0.0, part));
+    const Tensor scaled = conj(mul(result, log_base));
+    if (b == 0.0) return mul(grad, where(real_and_nonnegative(exponent), Scalar(0.0), scaled));
+    return mul(grad, scaled);
+  }
   const Scalar log_base(std::log(base.to_double()));
   if (base.to_double() == 0.0) {
     const Tensor out = mul(grad, where(ge(exponent, Scalar(0)), Scalar(0.0), mul(result, log_base)));
@@ -460,8 +476,8 @@ Grads LogaddexpBackward0(const Grads& grads, const LogaddexpBackward0Saved& save
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
   Grads out(2);
-  if (need[0]) out[0] = div(grad, add(exp(sub(saved.other, saved.self)), 1));
-  if (need[1]) out[1] = div(grad, add(exp(sub(saved.self, saved.other)), 1));
+  if (need[0]) out[0] = div(grad, conj(add(exp(sub(saved.other, saved.self)), 1)));
+  if (need[1]) out[1] = div(grad, conj(add(exp(sub(saved.self, saved.other)), 1)));
   return out;
 }
 
@@ -684,12 +700,12 @@ Grads LerpBackward1(const Grads& grads, const LerpBackward1Saved& saved, const N
   Grads out(3);
   if (need[0]) {
     const Tensor& weight = needed(saved.weight, "LerpBackward1", "self", "weight");
-    out[0] = mul(grad, add(neg(weight), Scalar(1)));  // 1 - weight, exactly
+    out[0] = mul(grad, conj(add(neg(weight), Scalar(1))));  // 1 - weight, exactly
   }
-  if (need[1]) out[1] = mul(grad, needed(saved.weight, "LerpBackward1", "end", "weight"));
+  if (need[1]) out[1] = mul(grad, conj(needed(saved.weight, "LerpBackward1", "end", "weight")));
   if (need[2]) {
     const Tensor& end = needed(saved.end, "LerpBackward1", "weight", "end");
-    out[2] = mul(grad, sub(end, needed(saved.self, "LerpBackward1", "weight", "self")));
+    out[2] = mul(grad, conj(sub(end, needed(saved.self, "LerpBackward1", "weight", "self"))));
   }
   return out;
 }

@@ -79,10 +79,10 @@ Grads AngleBackward0(const Grads& grads, const AngleBackward0Saved& saved, const
 // ComplexBackward0 — complex(Tensor real, Tensor imag)
 //   real: at::real(grad)
 //   imag: at::imag(grad)
-// (PyTorch saves both inputs, for forward-mode AD; the backward reads neither.)
+// (PyTorch saves each input when the other's grad may be needed, for forward-mode AD; the backward reads neither.)
 struct ComplexBackward0Saved {
-  Tensor imag;
-  Tensor real;
+  std::optional<Tensor> imag;  // None when the other input's grad is not needed
+  std::optional<Tensor> real;
 };
 
 Grads ComplexBackward0(const Grads& grads, const ComplexBackward0Saved& /*saved*/, const Need& need) {
@@ -134,8 +134,8 @@ void add_complex_nodes(std::vector<NodeDef>& registry) {
       {saved<&AngleBackward0Saved::self>("self", FieldKind::Tensor)}));
   registry.push_back(define_node<ComplexBackward0Saved, ComplexBackward0>(
       {"ComplexBackward0", "complex", {"real", "imag"}, 1, {}, "real: at::real(grad)\nimag: at::imag(grad)"},
-      {saved<&ComplexBackward0Saved::imag>("imag", FieldKind::Tensor),
-       saved<&ComplexBackward0Saved::real>("real", FieldKind::Tensor)}));
+      {saved<&ComplexBackward0Saved::imag>("imag", FieldKind::Tensor, true),
+       saved<&ComplexBackward0Saved::real>("real", FieldKind::Tensor, true)}));
   registry.push_back(define_node<PolarBackward0Saved, PolarBackward0>(
       {"PolarBackward0", "polar", {"abs", "angle"}, 1, {}, "abs, angle: polar_backward(grad, result)"},
       {saved<&PolarBackward0Saved::result>("result", FieldKind::Tensor)}));

@@ -161,7 +161,7 @@ Tensor cumsum_backward(const Tensor& grad, std::int64_t dim) {
   return flip(cumsum(flip(grad, {dim}), dim), {dim});
 }
 
-// linalg_vector_norm's grad for each ord. ord 0 has none: PyTorch returns an
+// linalg_vector_norm's grad for each ord (sgn is sign for real self: z / |z| for complex). ord 0 has none: PyTorch returns an
 // undefined tensor (nullopt). At a zero norm the grad is 0; for inf norms it
 // is split evenly among the elements of largest |x| (NaNs included).
 std::optional<Tensor> norm_backward(Tensor grad, const Tensor& self, double p, Tensor norm, const IntList& dim,
@@ -171,18 +171,24 @@ std::optional<Tensor> norm_backward(Tensor grad, const Tensor& self, double p, T
     norm = unsqueeze_multiple(norm, dim, self.dim());
   }
   if (p == 0.0) return std::nullopt;
-  if (p == 1.0) return mul(sign(self), grad);
+  if (p == 1.0) return mul(sgn(self), grad);
   if (p == 2.0) return mul(grad, masked_fill(div(self, norm), eq(norm, 0), 0));
   if (std::isinf(p)) {
     const Tensor self_abs = abs(self);
-    const Tensor mask = logical_or(eq(self_abs, norm), ne(self_abs, self_abs));
-    return mul(sign(self), mul(div(grad, sum(mask, dim, true)), mask));
+    // PyTorch compares |self| with the saved norm. For complex self refgrad compares with the extreme |self|
+    // recomputed, which is the saved norm in the program's own dtype, and still marks the extreme element
+    // when a float64 run reads a complex64 program: there the saved norm is |z| rounded to float32, which
+    // no |z| computed in float64 equals (every element would be unmarked and the grad 0/0).
+    const Tensor extreme = is_complex(self.dtype()) ? (p > 0 ? amax(self_abs, dim, true) : amin(self_abs, dim, true))
+                                                    : norm;
+    const Tensor mask = logical_or(eq(self_abs, extreme), ne(self_abs, self_abs));
+    return mul(sgn(self), mul(div(grad, sum(mask, dim, true)), mask));
   }
   if (p < 1.0) {
-    const Tensor self_scaled = mul(sign(self), masked_fill(pow(abs(self), p - 1), eq(self, 0), 0));
+    const Tensor self_scaled = mul(sgn(self), masked_fill(pow(abs(self), p - 1), eq(self, 0), 0));
     return mul(mul(self_scaled, grad), pow(norm, 1 - p));
   }
-  const Tensor self_scaled = p < 2.0 ? mul(sign(self), pow(abs(self), p - 1)) : mul(self, pow(abs(self), p - 2));
+  const Tensor self_scaled = p < 2.0 ? mul(sgn(self), pow(abs(self), p - 1)) : mul(self, pow(abs(self), p - 2));
   const Tensor scale_v = masked_fill(div(grad, pow(norm, p - 1)), eq(norm, 0), 0);
   return mul(self_scaled, scale_v);
 }
@@ -216,13 +222,13 @@ Tensor std_backward(const Tensor& result, const Tensor& grad, const Tensor& self
   return var_backward(grad_var, self, dim, correction, keepdim);
 }
 
-// grad * softmax(self) over the reduced dims, computed as exp(self - result).
+// grad * softmax(self) over the reduced dims, computed as exp(self - result).conj().
 Tensor logsumexp_backward(Tensor grad, const Tensor& self, Tensor result, const IntList& dim, bool keepdim) {
   if (!keepdim && self.dim() != 0) {
     grad = unsqueeze_multiple(grad, dim, self.dim());
     result = unsqueeze_multiple(result, dim, self.dim());
   }
-  return mul(grad, exp(sub(self, result)));
+  return mul(grad, conj(exp(sub(self, result))));
 }
 
 // ------------------------------------------------------------------ nodes ---

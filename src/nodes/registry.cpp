@@ -242,20 +242,23 @@ bool supports_complex(const NodeSchema& schema) {
       // arithmetic
       "AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "RsubBackward0", "RsubBackward1",
       "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "NegBackward0", "PowBackward0",
-      "AddcmulBackward0", "AddcdivBackward0", "WhereBackward0", "MaskedFillBackward0", "MaskedFillBackward1",
+      "PowBackward1", "PowBackward2", "LogaddexpBackward0",
+      "AddcmulBackward0", "AddcdivBackward0", "LerpBackward0", "LerpBackward1", "WhereBackward0", "MaskedFillBackward0", "MaskedFillBackward1",
       // complex numbers themselves
       "ConjBackward0", "ConjPhysicalBackward0", "NegViewBackward0", "ViewAsRealBackward0",
       "ViewAsComplexBackward0", "AngleBackward0", "ComplexBackward0", "PolarBackward0", "AbsBackward0",
       "SgnBackward0",
       // analytic functions
-      "ExpBackward0", "Exp2Backward0", "LogBackward0", "SqrtBackward0", "RsqrtBackward0", "ReciprocalBackward0",
+      "ExpBackward0", "Exp2Backward0", "Expm1Backward0", "LogBackward0", "Log2Backward0", "Log10Backward0",
+      "Log1PBackward0", "SqrtBackward0", "RsqrtBackward0", "ReciprocalBackward0",
       "SinBackward0", "CosBackward0", "TanBackward0", "AsinBackward0", "AcosBackward0", "AtanBackward0",
       "SinhBackward0", "CoshBackward0", "TanhBackward0", "AsinhBackward0", "AcoshBackward0", "AtanhBackward0",
-      "SigmoidBackward0",
+      "SigmoidBackward0", "SincBackward0",
       // products of matrices
       "MmBackward0", "AddmmBackward0", "BmmBackward0", "BaddbmmBackward0", "DotBackward0", "MvBackward0",
       // sums
-      "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0",
+      "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
+      "VarBackward0", "StdBackward0", "LogsumexpBackward0",
       // views, copies and shapes
       "AliasBackward0", "AliasBackward0_copy", "CloneBackward0", "ToCopyBackward0", "ViewBackward0",
       "ViewBackward0_copy", "ReshapeAliasBackward0", "ReshapeAliasBackward0_copy", "UnsafeViewBackward0",
@@ -268,7 +271,8 @@ bool supports_complex(const NodeSchema& schema) {
       "SplitWithSizesBackward0", "SplitWithSizesBackward0_copy", "UnbindBackward0", "UnbindBackward0_copy",
       "CatBackward0", "StackBackward0", "FlipBackward0", "RollBackward0", "RepeatBackward0",
       "ConstantPadNdBackward0", "TrilBackward0", "TriuBackward0", "DiagonalBackward0", "DiagonalBackward0_copy",
-      "DiagEmbedBackward0", "TraceBackward0",
+      "DiagEmbedBackward0", "TraceBackward0", "UnfoldBackward0", "UnfoldBackward0_copy", "AsStridedBackward0",
+      "AsStridedBackward0_copy", "PixelShuffleBackward0", "PixelUnshuffleBackward0", "ChannelShuffleBackward0",
       // indexing
       "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "IndexPutBackward0", "IndexAddBackward0",
       "ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0", "MaskedScatterBackward0",

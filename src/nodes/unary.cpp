@@ -47,7 +47,7 @@ struct Expm1Backward0Saved {
 Grads Expm1Backward0(const Grads& grads, const Expm1Backward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("Expm1Backward0", *grads[0], saved.result, "result");
-  return Grads{mul(*grads[0], add(saved.result, 1))};
+  return Grads{mul(*grads[0], add(conj(saved.result), 1))};
 }
 
 // LogBackward0 — log(Tensor self)
@@ -71,7 +71,7 @@ struct Log2Backward0Saved {
 Grads Log2Backward0(const Grads& grads, const Log2Backward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("Log2Backward0", *grads[0], saved.self, "self");
-  return Grads{div(*grads[0], mul(saved.self, 0.6931471805599453))};
+  return Grads{div(*grads[0], mul(conj(saved.self), 0.6931471805599453))};
 }
 
 // Log10Backward0 — log10(Tensor self)
@@ -83,11 +83,11 @@ struct Log10Backward0Saved {
 Grads Log10Backward0(const Grads& grads, const Log10Backward0Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
   check_same_shape("Log10Backward0", *grads[0], saved.self, "self");
-  return Grads{div(*grads[0], mul(saved.self, 2.3025850929940456))};
+  return Grads{div(*grads[0], mul(conj(saved.self), 2.3025850929940456))};
 }
 
 // FunctionsManual's log1p_backward for strided tensors: grad / (self + 1).conj().
-Tensor log1p_backward(const Tensor& grad, const Tensor& self) { return div(grad, add(self, 1)); }
+Tensor log1p_backward(const Tensor& grad, const Tensor& self) { return div(grad, conj(add(self, 1))); }
 
 // Log1PBackward0 (PyTorch capitalizes the P) — log1p(Tensor self)
 //   self: log1p_backward(grad, self)
@@ -398,7 +398,10 @@ Grads SincBackward0(const Grads& grads, const SincBackward0Saved& saved, const N
   constexpr double pi = 3.14159265358979323846;  // cmath's M_PI
   const Tensor self_pi = mul(saved.self, pi);
   const Tensor self_squared_pi = mul(mul(saved.self, saved.self), pi);
-  const Tensor out = div(mul(*grads[0], sub(mul(self_pi, cos(self_pi)), sin(self_pi))), self_squared_pi);
+  const Tensor numerator = sub(mul(self_pi, cos(self_pi)), sin(self_pi));
+  // For complex self, the derivative's conjugate, as derivatives.yaml's holomorphic formulas take it.
+  const Tensor out = is_complex(saved.self.dtype()) ? mul(*grads[0], conj(div(numerator, self_squared_pi)))
+                                                    : div(mul(*grads[0], numerator), self_squared_pi);
   return Grads{masked_fill(out, eq(self_squared_pi, Scalar(0)), Scalar(0))};
 }
 

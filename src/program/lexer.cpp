@@ -150,7 +150,7 @@ Token Lexer::next() {
   }
   if (is_sigil(c)) return read_sigil_name(sigil_kind(c));
   if (is_letter(c)) return read_word();
-  if (is_digit(c) || (c == '-' && (is_digit(peek(1)) || is_letter(peek(1))))) return read_number();
+  if (is_digit(c) || ((c == '-' || c == '+') && (is_digit(peek(1)) || is_letter(peek(1))))) return read_number();
   if (c == '"') return read_string();
   if (is_symbol(c)) return read_symbol();
   source_.fail(here_, "unexpected character " + show_char(c));
@@ -180,15 +180,22 @@ Token Lexer::read_word() {
 
 // -?[0-9]+ is an Integer; with a fraction (.[0-9]*) or an exponent (e[+-]?[0-9]+)
 // it is a Float; -inf and -nan are Floats too (bare inf and nan are Words).
+// A number followed by j is an Imaginary (the imaginary part of a complex
+// element, 1.5-2j); only it may start with '+' (1+2j), and +-inf, +-nan take
+// the j too (nan+infj).
 Token Lexer::read_number() {
   Token token{TokenKind::Integer, "", here_};
-  if (peek() == '-') token.text += advance();
+  if (peek() == '-' || peek() == '+') token.text += advance();
   if (is_letter(peek())) {
     while (is_name_char(peek())) token.text += advance();
-    if (token.text != "-inf" && token.text != "-nan") {
+    const std::string_view magnitude = std::string_view(token.text).substr(1);
+    if (magnitude == "infj" || magnitude == "nanj") {
+      token.kind = TokenKind::Imaginary;
+    } else if (token.text == "-inf" || token.text == "-nan") {
+      token.kind = TokenKind::Float;
+    } else {
       source_.fail(token.where, "malformed number '" + token.text + "'");
     }
-    token.kind = TokenKind::Float;
     return token;
   }
   while (is_digit(peek())) token.text += advance();
@@ -205,6 +212,14 @@ Token Lexer::read_number() {
       source_.fail(token.where, "malformed number '" + token.text + "': the exponent has no digits");
     }
     while (is_digit(peek())) token.text += advance();
+  }
+  if (peek() == 'j' && !is_name_char(peek(1))) {
+    token.text += advance();
+    token.kind = TokenKind::Imaginary;
+  }
+  if (token.text[0] == '+' && token.kind != TokenKind::Imaginary) {
+    source_.fail(token.where, "malformed number '" + token.text +
+                                  "': only an imaginary part starts with '+' (a complex element such as 1+2j)");
   }
   // "12abc", "1.5.3": a number must not run into a name.
   if (is_name_char(peek())) {

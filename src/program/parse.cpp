@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <set>
 
@@ -74,6 +75,12 @@ bool is_float_word(const Token& token) {
 
 bool is_number(const Token& token) {
   return token.kind == TokenKind::Integer || token.kind == TokenKind::Float || is_float_word(token);
+}
+
+// An imaginary part: 2j, -0.5j, +infj, and the bare words infj and nanj.
+bool is_imaginary(const Token& token) {
+  return token.kind == TokenKind::Imaginary ||
+         (token.kind == TokenKind::Word && (token.text == "infj" || token.text == "nanj"));
 }
 
 bool is_bool(const Token& token) {
@@ -177,6 +184,10 @@ class Parser {
   std::int64_t read_integer();
   template <class Float>
   Float read_float(DType dtype);
+  template <class Float>
+  Float float_of(const Token& token, const std::string& spelling, DType dtype);
+  template <class Float>
+  Float read_imaginary(DType dtype);
   bool read_bool();
   Scalar read_scalar();
   DType read_dtype();
@@ -457,7 +468,15 @@ template <class Float>
 Float Parser::read_float(DType dtype) {
   if (!is_number(token_)) fail_expected("a number");
   const Token token = take();
-  const std::string& spelling = token.text;
+  return float_of<Float>(token, token.text, dtype);
+}
+
+// The value of a number's spelling (a Float or Integer token's text, or an
+// Imaginary's without its j): nan, inf and their signs included.
+template <class Float>
+Float Parser::float_of(const Token& token, const std::string& spelling_with_sign, DType dtype) {
+  const std::string spelling =
+      spelling_with_sign[0] == '+' ? spelling_with_sign.substr(1) : spelling_with_sign;  // from_chars takes no '+'
   const bool negative = spelling[0] == '-';
   const std::string_view magnitude = std::string_view(spelling).substr(negative ? 1 : 0);
   const Float sign = negative ? -1 : 1;
@@ -470,6 +489,13 @@ Float Parser::read_float(DType dtype) {
     fail(token, fmt::format("{} is out of range for {}", spelling, short_dtype_name(dtype)));
   }
   return value;
+}
+
+template <class Float>
+Float Parser::read_imaginary(DType dtype) {
+  if (!is_imaginary(token_)) fail_expected("an imaginary part such as 2j");
+  const Token token = take();
+  return float_of<Float>(token, token.text.substr(0, token.text.size() - 1), dtype);  // without the j
 }
 
 bool Parser::read_bool() {
@@ -718,9 +744,8 @@ Tensor Parser::read_literal(const TensorType& type) {
     case DType::Float64: return read_literal_as<double>(type);
     case DType::Float16:
     case DType::BFloat16: return to(read_literal_as<float>(type), type.dtype);  // rounded to nearest, as torch.tensor
-    case DType::ComplexFloat:
-    case DType::ComplexDouble:
-      fail(start, "a " + short_dtype_name(type.dtype) + " tensor literal: complex literals are not supported yet");
+    case DType::ComplexFloat: return read_literal_as<std::complex<float>>(type);
+    case DType::ComplexDouble: return read_literal_as<std::complex<double>>(type);
     default: {  // the other integer types: written as integers that must fit
       const Tensor wide = read_literal_as<std::int64_t>(type);
       const Tensor narrow = to(wide, type.dtype);
@@ -749,6 +774,14 @@ T Parser::read_element(const TensorType& type) {
   } else if constexpr (std::is_same_v<T, std::int64_t>) {
     if (!at(TokenKind::Integer)) fail_expected("an integer (an element of " + to_string(type) + ")");
     return read_integer();
+  } else if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>) {
+    // Python's spelling: 1.5-2j, -1+0j, 3j (no real part), 2 (no imaginary part), nan+infj.
+    using Part = typename T::value_type;
+    if (is_imaginary(token_)) return T(0, read_imaginary<Part>(type.dtype));
+    if (!is_number(token_)) fail_expected("a complex number such as 1.5-2j (an element of " + to_string(type) + ")");
+    const Part real_part = read_float<Part>(type.dtype);
+    const bool signed_imaginary = is_imaginary(token_) && (token_.text[0] == '+' || token_.text[0] == '-');
+    return T(real_part, signed_imaginary ? read_imaginary<Part>(type.dtype) : Part(0));
   } else {
     if (!is_number(token_)) fail_expected("a number (an element of " + to_string(type) + ")");
     return read_float<T>(type.dtype);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <complex>
 #include <type_traits>
 #include <utility>
 
@@ -187,9 +188,18 @@ std::string format_value(const AttrValue& value) {
 
 template <class T>
 std::string format_element(T value) {
-  if constexpr (std::is_same_v<T, bool>) return format_bool(value);
-  else if constexpr (std::is_floating_point_v<T>) return format_float(value);
-  else return std::to_string(value);
+  if constexpr (std::is_same_v<T, bool>) {
+    return format_bool(value);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return format_float(value);
+  } else if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>) {
+    // Python's spelling, the imaginary part always signed: 1.5-2.0j, 0.0+1.0j, nan+infj.
+    std::string imaginary = format_float(value.imag());
+    if (imaginary[0] != '-') imaginary = "+" + imaginary;
+    return format_float(value.real()) + imaginary + "j";
+  } else {
+    return std::to_string(value);
+  }
 }
 
 // Writes the block of dimension `dim` that starts at values[next], moving `next` past it.
@@ -228,9 +238,8 @@ std::string print_tensor_literal(const Tensor& tensor) {
     case DType::Float64: return format_literal<double>(tensor);
     case DType::Float16:
     case DType::BFloat16: return format_literal<float>(tensor);  // exact: float holds every value
-    case DType::ComplexFloat:
-    case DType::ComplexDouble:
-      fail("print_tensor_literal: complex literals are not supported yet (" + short_dtype_name(tensor.dtype()) + ")");
+    case DType::ComplexFloat: return format_literal<std::complex<float>>(tensor);
+    case DType::ComplexDouble: return format_literal<std::complex<double>>(tensor);
     default: return format_literal<std::int64_t>(tensor);  // the other integers: exact in int64
   }
 }

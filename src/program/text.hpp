@@ -58,6 +58,7 @@ enum class TokenKind : std::uint8_t {
   Output,    // ^name
   Integer,   // -?[0-9]+
   Float,     // 1.0, -2.5e-3, 1e+20, -inf, -nan (bare inf and nan are Words)
+  Imaginary, // 2j, -0.5j, +1e-3j, +infj, -nanj: a complex number's imaginary part (bare infj, nanj are Words)
   String,    // "..."; text holds the decoded bytes
   Symbol,    // one of , = : [ ] { }
 };

@@ -166,6 +166,8 @@ TEST_CASE("bundle: every dtype's declarations and literals round trip through th
       "  saved $ints : i32[2] = [-2147483648, 7]\n"
       "  saved $wide : u64[1] = [5]\n"
       "  saved $waves : c64[2]\n"
+      "  saved $phases : c64[3] = [1.5-2.0j, 0.0+1.0j, -0.25+0.0j]\n"
+      "  saved $odd : c128[3] = [nan+infj, -inf-0.0j, 1e-300+1e+300j]\n"
       "code\n";
   const Program program = parse_program(text, "every.bwd");
   CHECK(print_program(program) == text);
@@ -176,8 +178,15 @@ TEST_CASE("bundle: every dtype's declarations and literals round trip through th
         0.0999755859375);
   CHECK(error_of([] { parse_program("program p\n  saved $x : u8[2] = [1, 256]\ncode\n", "t.bwd"); })
             .find("t.bwd:2:22: error: an element of the literal does not fit u8") != std::string::npos);
-  CHECK(error_of([] { parse_program("program p\n  saved $x : c64[1] = [1.0]\ncode\n", "t.bwd"); })
-            .find("complex literals are not supported yet") != std::string::npos);
+  // Complex elements as Python spells them: either part may be left out; only an imaginary part takes '+'.
+  const Tensor spelled = *parse_program("program p\n  saved $z : c128[4] = [1, 2j, -3.5-1j, +infj]\ncode\n").saved[0].value;
+  CHECK(spelled.to_vector<std::complex<double>>() ==
+        std::vector<std::complex<double>>{{1, 0}, {0, 2}, {-3.5, -1}, {0, INFINITY}});
+  CHECK(error_of([] { parse_program("program p\n  saved $x : c64[1] = [+1.0]\ncode\n", "t.bwd"); })
+            .find("t.bwd:2:24: error: malformed number '+1.0': only an imaginary part starts with '+'") !=
+        std::string::npos);
+  CHECK(error_of([] { parse_program("program p\n  saved $x : f32[1] = [2j]\ncode\n", "t.bwd"); })
+            .find("t.bwd:2:24: error: expected a number (an element of f32[1]), got '2j'") != std::string::npos);
 }
 
 TEST_CASE("bundle: safetensors writes non-contiguous tensors in row-major order") {

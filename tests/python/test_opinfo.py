@@ -38,7 +38,7 @@ from opinfo_outcome import (MISSING_NODES, PASS, REFGRAD_ERROR, SKIP, TORCH_INAC
 from opinfo_samples import DTYPES, autograd_ops, backward_dtypes, dtype_name, first_variant, op_id, samples
 
 FULL = os.environ.get("REFGRAD_OPINFO_FULL") == "1"
-SUBSET_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+SUBSET_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128)
 EXPECTATIONS = Expectations(ENTRIES)
 OPS = autograd_ops()
 
