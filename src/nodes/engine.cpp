@@ -186,8 +186,8 @@ namespace {
 
 // CopyBackwards — self.copy_(src) (functions/tensor.cpp, CopyBackwards_apply_functional)
 //   self: zeros_like(grad)
-//   src:  grad.to(src_options) (real part first for a complex grad into a real
-//         src: refgrad has no complex dtypes)
+//   src:  grad.to(src_options) (a complex grad into a real src keeps its real
+//         part, as torch's .to does)
 struct CopyBackwardsSaved {
   TensorOptions src_options;
 };

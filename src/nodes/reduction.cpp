@@ -119,7 +119,7 @@ Tensor cumprod(const Tensor& self, std::int64_t dim) {
 }
 
 // The product of all other elements of each slice along dim, without
-// dividing (so zeros are safe): exclusive prefix times exclusive suffix products.
+// dividing (so zeros are safe): exclusive prefix times exclusive suffix products (conjugated for complex).
 Tensor prod_safe_zeros_backward(const Tensor& grad, const Tensor& inp, std::int64_t dim) {
   if (inp.numel() == 0) return expand(grad, inp.sizes());
   const std::int64_t n = inp.size(dim);
@@ -130,7 +130,7 @@ Tensor prod_safe_zeros_backward(const Tensor& grad, const Tensor& inp, std::int6
   const Tensor exclusive_normal = cumprod(cat({ones_, narrow(inp, dim, 0, n - 1)}, dim), dim);
   const Tensor narrow_reverse = flip(narrow(inp, dim, 1, n - 1), {dim});
   const Tensor exclusive_reverse = flip(cumprod(cat({ones_, narrow_reverse}, dim), dim), {dim});
-  return mul(grad, mul(exclusive_normal, exclusive_reverse));
+  return mul(grad, conj(mul(exclusive_normal, exclusive_reverse)));
 }
 
 // prod() over all elements. No zero: result / input. One zero: the safe
@@ -139,7 +139,7 @@ Tensor prod_safe_zeros_backward(const Tensor& grad, const Tensor& inp, std::int6
 Tensor prod_backward(const Tensor& grad, const Tensor& input, const Tensor& result) {
   if (input.dim() == 0) return grad;
   const std::int64_t zeros_count = sum(eq(input, 0)).item<std::int64_t>();
-  if (zeros_count == 0) return mul(grad, div(result, input));
+  if (zeros_count == 0) return mul(grad, conj(div(result, input)));
   if (zeros_count > 1) return zeros_like(input);
   return reshape(prod_safe_zeros_backward(grad, reshape(input, {-1}), 0), input.sizes());
 }
@@ -151,7 +151,7 @@ Tensor prod_backward(const Tensor& grad, const Tensor& input, const Tensor& resu
   dim = wrap_dim(dim, input.dim(), "prod_backward");
   const Tensor g = keepdim ? grad : unsqueeze(grad, dim);
   const Tensor r = keepdim ? result : unsqueeze(result, dim);
-  if (sum(eq(input, 0)).item<std::int64_t>() == 0) return mul(g, div(r, input));
+  if (sum(eq(input, 0)).item<std::int64_t>() == 0) return mul(g, conj(div(r, input)));
   return prod_safe_zeros_backward(g, input, dim);
 }
 

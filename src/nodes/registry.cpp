@@ -258,9 +258,9 @@ bool supports_complex(const NodeSchema& schema) {
       "MmBackward0", "AddmmBackward0", "BmmBackward0", "BaddbmmBackward0", "DotBackward0", "MvBackward0",
       // sums
       "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
-      "VarBackward0", "StdBackward0", "LogsumexpBackward0",
+      "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1",
       // views, copies and shapes
-      "AliasBackward0", "AliasBackward0_copy", "CloneBackward0", "ToCopyBackward0", "ViewBackward0",
+      "AliasBackward0", "AliasBackward0_copy", "CloneBackward0", "ToCopyBackward0", "CopyBackwards", "ViewBackward0",
       "ViewBackward0_copy", "ReshapeAliasBackward0", "ReshapeAliasBackward0_copy", "UnsafeViewBackward0",
       "PermuteBackward0", "PermuteBackward0_copy", "TransposeBackward0", "TransposeBackward0_copy",
       "TransposeBackward1", "TBackward0", "TBackward0_copy", "ExpandBackward0", "ExpandBackward0_copy",

@@ -431,6 +431,18 @@ namespace {
 Tensor prod_over(const Tensor& self, const std::vector<bool>& mask, bool keepdim, std::optional<DType> dtype) {
   const DType out_dtype = dtype.value_or(integral_to_int64(self.dtype()));
   const Tensor input = self.to(out_dtype);
+  if (is_complex(out_dtype)) {
+    // A product is not linear: complex128 rows, multiplied in order, rounded once to the output dtype.
+    const Rows<std::complex<double>> rows = rows_of<std::complex<double>>(input, mask);
+    Tensor out = empty(reduced_sizes(input.sizes(), mask, keepdim), DType::ComplexDouble);
+    std::complex<double>* data = out.data_ptr<std::complex<double>>();
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+      std::complex<double> product = 1.0;
+      for (std::int64_t j = 0; j < rows.length; ++j) product *= rows.row(i)[j];
+      data[i] = product;
+    }
+    return out.to(out_dtype);
+  }
   if (is_floating_point(out_dtype)) return reduce_with_xtensor<double>(input, mask, keepdim, out_dtype, 1.0, ProdReducer{});
   return reduce_with_xtensor<std::uint64_t>(input, mask, keepdim, out_dtype, 1, ProdReducer{});
 }
