@@ -67,7 +67,7 @@ class _Generating:
         if r >= 0.75:
             self.autocast = "bfloat16" if self.rng.random() < 0.5 else "float16"
         self.torch_dtype = getattr(torch, self.dtype)
-        self.target_ops = self.rng.randint(4, max_ops)
+        self.target_ops = self.rng.randint(5, max_ops)
         self.leaves: list[Leaf] = []
         self.ops: list[Op] = []
         self.env: dict[str, torch.Tensor] = {}  # variable -> its tensor in the generating run
@@ -89,12 +89,17 @@ class _Generating:
         return [name for name, tensor in self.env.items() if tensor.requires_grad and where(tensor)]
 
     def pick(self, where: Callable[[torch.Tensor], bool] = lambda t: True) -> Optional[str]:
-        """A variable of the pool that satisfies ``where``: mostly one of the last few made (chains), now
+        """A variable of the pool that satisfies ``where``: mostly a result no op reads yet (so that the
+        program grows as one graph rather than many dead branches), else one of the last few made, now
         and then any (leaves reused)."""
         names = self.variables(where)
         if not names:
             return None
-        if self.rng.random() < 0.7:
+        r = self.rng.random()
+        unread = [name for name in names if name.startswith("v") and name not in self.used]
+        if r < 0.6 and unread:
+            names = unread[-2:]
+        elif r < 0.85:
             names = names[-3:]
         return self.rng.choice(names)
 
@@ -474,7 +479,7 @@ def _draw(seed: int, attempt: int, max_ops: int) -> Program:
     sinks = [op.out for op in g.ops if op.out is not None and op.out not in g.used]
     if not sinks:
         sinks = [g.variables()[-1]]
-    outputs = [sinks[-1]] + g.rng.sample(sinks[:-1], min(len(sinks) - 1, g.rng.choice([0, 1, 2, 2])))
+    outputs = [sinks[-1]] + g.rng.sample(sinks[:-1], min(len(sinks) - 1, 2))
     program = Program(seed, GENERATOR_VERSION, g.dtype, g.autocast, tuple(g.leaves), tuple(g.ops),
                       tuple(sorted(outputs, key=lambda name: int(name[1:]))))
     return program.pruned()

@@ -55,6 +55,7 @@ def _worker_main(conn, config: dict) -> None:
 
     current = {"seed": None}
     case_module.engine_started.append(lambda name: conn.send(("engine", current["seed"], name)))
+    conn.send(("ready",))  # imports done: the campaign's per-case timeout starts counting from here
     while True:
         try:
             message = conn.recv()
@@ -103,6 +104,8 @@ class Campaign:
     minimize: bool = False
     minimize_seconds: float = 300.0
     progress: bool = True
+    seed_list: Optional[list[int]] = None  # exactly these seeds (--seeds), instead of a shard's range
+    startup_timeout: float = 300.0
     # what it found
     ran: int = 0
     by_kind: collections.Counter = field(default_factory=collections.Counter)
@@ -111,6 +114,9 @@ class Campaign:
     elapsed: float = 0.0
 
     def seeds(self):
+        if self.seed_list is not None:
+            yield from self.seed_list
+            return
         index, count = self.shard
         k = 0
         while self.cases is None or k < self.cases:
@@ -197,10 +203,16 @@ class Campaign:
     # --- workers ---
 
     def _start(self, context, config: dict) -> _Worker:
+        """A fresh worker, once it has imported torch and refgrad (startup is not a case's time)."""
         parent, child = context.Pipe()
         process = context.Process(target=_worker_main, args=(child, config), daemon=True)
         process.start()
         child.close()
+        if not parent.poll(self.startup_timeout):
+            process.kill()
+            raise RuntimeError(f"refgrad-fuzz: a worker did not start in {self.startup_timeout:g} s")
+        message = parent.recv()  # EOFError: it died importing
+        assert message == ("ready",), message
         return _Worker(process, parent)
 
     def _send(self, worker: _Worker, job: tuple, timeout: float) -> None:
@@ -384,6 +396,7 @@ def _run_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per case before it is a timeout finding")
     parser.add_argument("--shard", type=_shard, default=(0, 1), help="i/n: this machine's seeds of n (default 0/1)")
     parser.add_argument("--seed-start", type=int, default=0, help="the first seed (default 0)")
+    parser.add_argument("--seeds", help="comma-separated seeds to run (a finding's, again), instead of a range")
     parser.add_argument("--max-ops", type=int, default=16, help="the most ops a generated program has (default 16)")
     parser.add_argument("--findings", default="fuzz-findings", help="the findings directory (default fuzz-findings)")
     parser.add_argument("--no-repeat", action="store_true",
@@ -429,7 +442,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         cases=args.cases if args.cases is not None or args.seconds is not None else 100,
                         seconds=args.seconds, workers=max(1, args.workers), timeout=args.timeout, shard=args.shard,
                         seed_start=args.seed_start, max_ops=args.max_ops, repeat=not args.no_repeat,
-                        minimize=args.minimize, minimize_seconds=args.minimize_seconds, progress=not args.quiet)
+                        minimize=args.minimize, minimize_seconds=args.minimize_seconds, progress=not args.quiet,
+                        seed_list=[int(s) for s in args.seeds.split(",")] if args.seeds else None)
     numbers = campaign.run()
     print(json.dumps(numbers, indent=2))
     return 0

@@ -1,0 +1,185 @@
+"""refgrad.fuzz (issue 19): the generator, the campaign runner, triage and the minimizer.
+
+- the generator is deterministic, and pinned: a few seeds' programs are committed
+  (tests/python/fuzz_expected/), so that a change that changes what a seed generates fails here until
+  GENERATOR_VERSION is bumped and the files rewritten (REFGRAD_FUZZ_PIN=1 rewrites them);
+- its programs are valid: 40 seeds each run forward and backward in eager, refgrad captures every one
+  (no node refused) and refgrad.check finds eager within the rule of refgrad's run (no oracle bug);
+- a campaign against an engine with a planted bug (tests/python/fuzz_planted.py: MulBackward0's gradients
+  times 1.01) finds it in the cases that have a MulBackward0 and only there, classifies it as a wrong
+  gradient at MulBackward0, files one folder per signature, and counts a second finding of a signature in
+  its folder;
+- the minimizer shrinks such a finding's program to a multiplication and little else, still finding the
+  bug, without autocast, in float64;
+- a worker whose engine dies (os._exit) or hangs is a finding, and the campaign goes on;
+- one case through compiled autograd (aot_eager) passes.
+"""
+import json
+import os
+
+import pytest
+import torch
+
+from refgrad.fuzz import GENERATOR_VERSION, generate, run_case
+from refgrad.fuzz.minimize import minimize, minimize_finding
+from refgrad.fuzz.program import load, run_eager
+from refgrad.fuzz.runner import Campaign, main
+from refgrad.fuzz.triage import Finding
+
+import fuzz_planted
+
+EXPECTED = os.path.join(os.path.dirname(__file__), "fuzz_expected")
+PINNED = [0, 5, 11]
+MUL_BUG = ("wrong_MulBackward0", "wrong_gradient", "MulBackward0")
+
+
+def nodes_of(program):
+    """The names of the grad_fn nodes of the program's eager forward."""
+    loaded = load(program)
+    return {node.name() for node in fuzz_planted._nodes(loaded.program(*loaded.make_inputs()))}
+
+
+def seeds_with(kind, count, exclude=False, node=False, limit=200):
+    """The first ``count`` seeds whose program has an op of ``kind`` (``node``: a grad_fn node of that
+    name), or without one when ``exclude``."""
+    found = []
+    for seed in range(limit):
+        program = generate(seed)
+        if (kind in (nodes_of(program) if node else program.op_kinds)) != exclude:
+            found.append(seed)
+            if len(found) == count:
+                return found
+    raise AssertionError(f"fewer than {count} seeds with{'out' if exclude else ''} {kind} below {limit}")
+
+
+def test_the_same_seed_gives_the_same_program():
+    first = [generate(seed).source() for seed in range(8)]
+    again = [generate(seed).source() for seed in reversed(range(8))][::-1]
+    assert first == again
+    assert len(set(first)) == 8
+
+
+@pytest.mark.parametrize("seed", PINNED)
+def test_pinned_programs(seed):
+    """A seed's program is fixed at a GENERATOR_VERSION: a silent change of the generator fails here."""
+    path = os.path.join(EXPECTED, f"v{GENERATOR_VERSION}_seed{seed}.py")
+    source = generate(seed).source()
+    if os.environ.get("REFGRAD_FUZZ_PIN"):
+        os.makedirs(EXPECTED, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(source)
+    with open(path) as f:
+        assert source == f.read(), (f"generate({seed}) changed: bump GENERATOR_VERSION and pin the new programs "
+                                    "(REFGRAD_FUZZ_PIN=1)")
+
+
+def test_programs_cover_the_op_families():
+    kinds = set()
+    for seed in range(120):
+        kinds.update(generate(seed).op_kinds)
+    for family in ["sin", "add", "mul", "reshape", "permute", "expand", "narrow", "inplace_add", "sum", "amax",
+                   "softmax", "index_select", "gather", "index_add", "matmul", "bmm", "linear", "conv2d",
+                   "layer_norm", "batch_norm", "sdpa", "autograd_function", "tensor_hook",
+                   "post_accumulate_grad_hook", "retain_grad", "cat"]:
+        assert family in kinds, family
+
+
+def test_programs_cover_the_dtypes():
+    modes = {(p.dtype, p.autocast) for p in map(generate, range(40))}
+    assert {("float32", None), ("float64", None), ("float32", "bfloat16"), ("float32", "float16")} <= modes
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_programs_are_valid_and_refgrad_covers_them(chunk):
+    """Each program runs in eager; refgrad captures it whole, and eager passes the rule against it."""
+    for seed in range(chunk * 10, chunk * 10 + 10):
+        program = generate(seed)
+        assert all(grad is None or torch.isfinite(grad).all() for grad in run_eager(program)), seed
+        result = run_case(program, ["eager"])
+        assert result.uncovered == [], (seed, result.uncovered)
+        assert result.findings == [], (seed, result.report, result.source)
+
+
+def test_a_case_through_compiled_autograd_passes():
+    result = run_case(generate(seeds_with("matmul", 1)[0]), ["eager", "compiled_autograd:aot_eager"])
+    assert result.findings == [], result.report
+    assert "compiled_autograd#2" in result.report  # the second run, for nondeterminism
+
+
+def test_run_case_finds_the_planted_bug_only_where_there_is_a_mul():
+    with_mul, without = seeds_with("MulBackward0", 1, node=True), seeds_with("MulBackward0", 1, True, True)
+    found = run_case(generate(with_mul[0]), ["eager", fuzz_planted.wrong_mul], repeat=False)
+    assert [f.bug for f in found.findings] == [MUL_BUG], found.report
+    assert run_case(generate(without[0]), ["eager", fuzz_planted.wrong_mul], repeat=False).findings == []
+
+
+def test_campaign_finds_classifies_and_dedups(tmp_path):
+    with_mul = seeds_with("MulBackward0", 2, node=True)
+    without = seeds_with("MulBackward0", 2, exclude=True, node=True)
+    findings = str(tmp_path / "findings")
+    campaign = Campaign(engines=["eager", "py:fuzz_planted:wrong_mul"], findings=findings, workers=2, timeout=120,
+                        seed_list=with_mul + without, progress=False)
+    numbers = campaign.run()
+    assert numbers["cases"] == 4 and numbers["findings_by_kind"] == {"wrong_gradient": 2}
+    folders = sorted(campaign.new)
+    assert len(folders) == 2  # two programs, two op sets: two signatures of one bug
+    for folder in folders:
+        summary = json.load(open(os.path.join(folder, "summary.json")))
+        assert (summary["engine"], summary["kind"], summary["where"]) == MUL_BUG
+        assert summary["seed"] in with_mul and summary["count"] == 1
+        assert "MulBackward0" in open(os.path.join(folder, "report.txt")).read()
+        assert os.path.exists(os.path.join(folder, "reproducer.safetensors"))
+        compile(open(os.path.join(folder, "case.py")).read(), "case.py", "exec")
+    # the same seed again: no new folder, the signature's count goes up
+    again = Campaign(engines=["eager", "py:fuzz_planted:wrong_mul"], findings=findings, workers=1, timeout=120,
+                     seed_list=with_mul[:1], progress=False)
+    again.run()
+    assert again.new == []
+    counts = sorted(json.load(open(os.path.join(f, "summary.json")))["count"] for f in folders)
+    assert counts == [1, 2]
+    lines = open(os.path.join(findings, "cases.jsonl")).read().splitlines()
+    assert len(lines) == 5
+    # the minimizer on a filed finding writes the minimized program beside the case
+    folder = next(f for f in folders if json.load(open(os.path.join(f, "summary.json")))["seed"] == with_mul[0])
+    minimize_finding(folder, seconds=60)
+    small = open(os.path.join(folder, "minimized.py")).read()
+    assert "minimized from case" in small
+    assert "MulBackward0" in open(os.path.join(folder, "minimized.txt")).read()
+
+
+def test_minimizer_shrinks_and_keeps_the_bug():
+    seed = max(seeds_with("MulBackward0", 4, node=True), key=lambda s: len(generate(s).ops))
+    program = generate(seed)
+    small, log = minimize(program, ["eager", fuzz_planted.wrong_mul], MUL_BUG, seconds=60)
+    assert len(small.ops) < len(program.ops) and len(small.ops) <= 2, (log, small.source())
+    assert "MulBackward0" in nodes_of(small)
+    assert small.autocast is None and small.dtype == "float64"
+    found = run_case(small, ["eager", fuzz_planted.wrong_mul], repeat=False)
+    assert MUL_BUG in [f.bug for f in found.findings]
+
+
+@pytest.mark.parametrize("engine, kind, where", [("Crashing", "worker_crashed", "exit code 3"),
+                                                 ("Hanging", "timeout", "timeout")])
+def test_a_worker_that_dies_or_hangs_is_a_finding(tmp_path, engine, kind, where):
+    findings = str(tmp_path / "findings")
+    campaign = Campaign(engines=["eager", f"py:fuzz_planted:{engine}"], findings=findings, workers=1, timeout=3,
+                        seed_list=[1, 2], progress=False)
+    numbers = campaign.run()
+    assert numbers["cases"] == 2 and numbers["findings_by_kind"] == {kind: 2}  # the campaign went on
+    summary = json.load(open(os.path.join(campaign.new[0], "summary.json")))
+    assert (summary["kind"], summary["engine"], summary["where"]) == (kind, engine.lower(), where)
+
+
+def test_signature_and_slug():
+    finding = Finding("wrong_gradient", "compiled_autograd:inductor", "MulBackward0", ("add", "mul"))
+    assert finding.signature == ("compiled_autograd:inductor", "wrong_gradient", "MulBackward0", ("add", "mul"))
+    assert finding.slug.startswith("wrong_gradient-compiled_autograd_inductor-MulBackward0-")
+    assert Finding.from_dict(finding.to_dict()) == finding
+
+
+def test_command_line_show_and_report(tmp_path, capsys):
+    assert main(["show", "3"]) == 0
+    assert capsys.readouterr().out.strip() == generate(3).source().strip()
+    os.makedirs(tmp_path / "empty")
+    assert main(["report", str(tmp_path / "empty")]) == 0
+    assert "0 distinct findings" in capsys.readouterr().out
