@@ -23,6 +23,8 @@ any other op.
 """
 from __future__ import annotations
 
+import collections
+import hashlib
 import linecache
 from dataclasses import dataclass, field, replace
 from typing import Optional
@@ -219,12 +221,20 @@ class Loaded:
     filename: str = field(default="")
 
 
+_REGISTERED: collections.deque = collections.deque()  # the sources linecache holds for us, oldest first
+
+
 def load(program: Program, engine: str = "compiled_autograd:aot_eager") -> Loaded:
     """Executes the program's source (registered with linecache, so that tracebacks and anomaly mode show
-    its lines) and returns its functions."""
+    its lines: the last few loaded stay registered) and returns its functions."""
     source = program.source(engine)
-    filename = f"<refgrad.fuzz case {program.seed} v{program.version} {abs(hash(source)):x}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    digest = hashlib.sha1(source.encode()).hexdigest()[:10]
+    filename = f"<refgrad.fuzz case {program.seed} v{program.version} {digest}>"
+    if filename not in linecache.cache:
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        _REGISTERED.append(filename)
+        while len(_REGISTERED) > 16:
+            linecache.cache.pop(_REGISTERED.popleft(), None)
     namespace: dict = {"__name__": "refgrad_fuzz_case"}
     exec(compile(source, filename, "exec"), namespace)
     return Loaded(namespace["program"], namespace["make_inputs"], source, filename)

@@ -70,8 +70,16 @@ def _worker_main(conn, config: dict) -> None:
             continue
         seed = current["seed"] = message[1]
         workdir = os.path.join(config["findings"], ".work", str(seed))
-        program = generate(seed, max_ops=config["max_ops"])
-        result = case_module.run_case(program, config["engines"], reproducer_dir=workdir, repeat=config["repeat"])
+        try:
+            program = generate(seed, max_ops=config["max_ops"])
+            result = case_module.run_case(program, config["engines"], reproducer_dir=workdir,
+                                          repeat=config["repeat"])
+        except Exception as error:  # not check's (run_case triages those): the fuzzer's own
+            import traceback
+            from refgrad.fuzz.triage import Finding
+            result = case_module.CaseResult(seed, 0, (), [Finding("fuzzer_error", "refgrad.fuzz", type(error).__name__,
+                                                                  (), str(error).strip()[:200])],
+                                            report=traceback.format_exc())
         conn.send(("result", seed, result.to_dict()))
 
 

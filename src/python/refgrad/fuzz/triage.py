@@ -11,6 +11,7 @@ A finding's ``kind`` is one of:
     nondeterministic   an engine gave different gradients, bit for bit, in two runs of the same case
     worker_crashed     the process running the case died (a segfault in torch, os._exit, ...)
     timeout            the case ran past the per-case timeout (the process was killed)
+    fuzzer_error       refgrad.fuzz itself raised (the generator, say): a bug of the fuzzer
 
 Rounding within DESIGN.md's rule is no finding: check's verdict decides, per gradient.
 
@@ -27,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 KINDS = ("oracle_raised", "oracle_disagrees", "engine_raised", "wrong_gradient", "hooks_differ",
-         "nondeterministic", "worker_crashed", "timeout")
+         "nondeterministic", "worker_crashed", "timeout", "fuzzer_error")
 
 
 @dataclass(frozen=True)
