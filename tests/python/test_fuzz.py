@@ -151,21 +151,22 @@ def test_minimizer_shrinks_and_keeps_the_bug():
     seed = max(seeds_with("MulBackward0", 4, node=True), key=lambda s: len(generate(s).ops))
     program = generate(seed)
     small, log = minimize(program, ["eager", fuzz_planted.wrong_mul], MUL_BUG, seconds=60)
-    assert len(small.ops) < len(program.ops) and len(small.ops) <= 2, (log, small.source())
+    assert len(program.ops) >= 8 and len(small.ops) == 1, (log, small.source())
     assert "MulBackward0" in nodes_of(small)
     assert small.autocast is None and small.dtype == "float64"
     found = run_case(small, ["eager", fuzz_planted.wrong_mul], repeat=False)
     assert MUL_BUG in [f.bug for f in found.findings]
 
 
-@pytest.mark.parametrize("engine, kind, where", [("Crashing", "worker_crashed", "exit code 3"),
-                                                 ("Hanging", "timeout", "timeout")])
-def test_a_worker_that_dies_or_hangs_is_a_finding(tmp_path, engine, kind, where):
+@pytest.mark.parametrize("engine, kind, where, seeds", [("Crashing", "worker_crashed", "exit code 3", [1, 2]),
+                                                        ("Hanging", "timeout", "timeout", [1])])
+def test_a_worker_that_dies_or_hangs_is_a_finding(tmp_path, engine, kind, where, seeds):
     findings = str(tmp_path / "findings")
     campaign = Campaign(engines=["eager", f"py:fuzz_planted:{engine}"], findings=findings, workers=1, timeout=3,
-                        seed_list=[1, 2], progress=False)
+                        seed_list=seeds, progress=False)
     numbers = campaign.run()
-    assert numbers["cases"] == 2 and numbers["findings_by_kind"] == {kind: 2}  # the campaign went on
+    # the campaign went on after the crash: a fresh worker ran the second case
+    assert numbers["cases"] == len(seeds) and numbers["findings_by_kind"] == {kind: len(seeds)}
     summary = json.load(open(os.path.join(campaign.new[0], "summary.json")))
     assert (summary["kind"], summary["engine"], summary["where"]) == (kind, engine.lower(), where)
 

@@ -13,7 +13,10 @@ as ops go. The steps, each tried until none helps:
 3. ops (ddmin): chunks of ops, halving down to single ones, each replaced by leaves (an op that defines a
    variable becomes a leaf of the same name, shape and dtype, so that no other op changes; a hook or
    retain_grad just goes); what no output needs any more is pruned;
-4. shapes: each leaf whose values the remaining program allows made smaller (its shape's dims halved),
+4. ops bypassed, last first: an op's output replaced by its input of the same shape and dtype (the ops
+   between the bug's node and the outputs, which step 3 would cut off from it);
+   steps 2 to 4 repeat while they shrink the program;
+5. shapes: each leaf whose values the remaining program allows made smaller (its shape's dims halved),
    tried one leaf at a time; ops whose shapes no longer fit fail to run, and the candidate is dropped.
 
 Only the engine the finding names (and eager, the rule's baseline) run while minimizing. A worker crash
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import replace
@@ -69,6 +73,29 @@ def without(program: Program, indices: Sequence[int]) -> Program:
             leaves.append(Leaf(op.out, op.shape, 1000 + index, None if op.dtype == program.dtype else op.dtype))
     ops = tuple(op for i, op in enumerate(program.ops) if i not in drop)
     return replace(program, ops=ops, leaves=tuple(leaves)).pruned()
+
+
+def bypassed(program: Program, index: int) -> Optional[Program]:
+    """The program without op ``index``, its output replaced everywhere by the op's first input of the
+    same shape and dtype (``y = gelu(x)`` gone, x read where y was): how ops after the bug's node go,
+    which replacing them by leaves would cut off from it. None when no input fits."""
+    op = program.ops[index]
+    if op.out is None:
+        return None
+    kinds = {leaf.name: (leaf.shape, leaf.dtype or program.dtype) for leaf in program.leaves}
+    kinds.update({o.out: (o.shape, o.dtype) for o in program.ops if o.out is not None})
+    source = next((name for name in op.uses if kinds.get(name) == (op.shape, op.dtype)), None)
+    if source is None:
+        return None
+    pattern = re.compile(rf"\b{re.escape(op.out)}\b")
+    ops = []
+    for later in program.ops[:index] + program.ops[index + 1:]:
+        if op.out in later.uses:
+            later = replace(later, lines=tuple(pattern.sub(source, line) for line in later.lines),
+                            uses=tuple(dict.fromkeys(source if name == op.out else name for name in later.uses)))
+        ops.append(later)
+    outputs = tuple(dict.fromkeys(source if name == op.out else name for name in program.outputs))
+    return replace(program, ops=tuple(ops), outputs=outputs).pruned()
 
 
 def _smaller_leaf(program: Program, index: int) -> Optional[Program]:
@@ -118,21 +145,30 @@ def minimize(program: Program, engines: Sequence[Any], bug: Bug, seconds: float 
             attempt(replace(program, autocast=None), f"{program.dtype} without autocast")
     elif program.dtype == "float32":
         attempt(replace(program, dtype="float64"), "float64")
-    for output in list(program.outputs[:-1]):
-        attempt(replace(program, outputs=tuple(o for o in program.outputs if o != output)).pruned(),
-                f"output {output} dropped")
-    chunk = max(1, len(program.ops) // 2)
-    while chunk >= 1 and time.monotonic() < deadline:
-        start, changed = 0, False
-        while start < len(program.ops) and time.monotonic() < deadline:
-            indices = list(range(start, min(start + chunk, len(program.ops))))
-            names = ", ".join(program.ops[i].kind for i in indices)
-            if attempt(without(program, indices), f"dropped {names}"):
-                changed = True  # the ops after the dropped ones moved down: try the same start again
-            else:
-                start += chunk
-        if not changed:
-            chunk //= 2
+    size = None
+    while size != (len(program.ops), len(program.outputs)) and time.monotonic() < deadline:
+        size = (len(program.ops), len(program.outputs))
+        for output in list(program.outputs):
+            if len(program.outputs) > 1:
+                attempt(replace(program, outputs=tuple(o for o in program.outputs if o != output)).pruned(),
+                        f"output {output} dropped")
+        chunk = max(1, len(program.ops) // 2)
+        while chunk >= 1 and time.monotonic() < deadline:
+            start, changed = 0, False
+            while start < len(program.ops) and time.monotonic() < deadline:
+                indices = list(range(start, min(start + chunk, len(program.ops))))
+                names = ", ".join(program.ops[i].kind for i in indices)
+                if attempt(without(program, indices), f"dropped {names}"):
+                    changed = True  # the ops after the dropped ones moved down: try the same start again
+                else:
+                    start += chunk
+            if not changed:
+                chunk //= 2
+        index = len(program.ops) - 1
+        while index >= 0 and time.monotonic() < deadline:
+            if index < len(program.ops):
+                attempt(bypassed(program, index), f"bypassed {program.ops[index].kind}")
+            index -= 1
     progress = True
     while progress and time.monotonic() < deadline:
         progress = False

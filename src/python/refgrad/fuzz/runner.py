@@ -139,7 +139,9 @@ class Campaign:
         context = multiprocessing.get_context("spawn")
         config = {"engines": list(self.engines), "findings": self.findings, "max_ops": self.max_ops,
                   "repeat": self.repeat, "minimize_seconds": self.minimize_seconds}
-        workers = [self._start(context, config) for _ in range(self.workers)]
+        # all start at once (each imports torch); one that dies is replaced when there is work for it
+        workers: list[Optional[_Worker]] = [self._ready(w) for w in [self._spawn(context, config)
+                                                                     for _ in range(self.workers)]]
         seeds, start = self.seeds(), time.monotonic()
         bar = _Progress(self.cases, self.progress)
         minimize_queue: list[str] = []
@@ -149,24 +151,29 @@ class Campaign:
                 now = time.monotonic()
                 out_of_time = self.seconds is not None and now - start >= self.seconds
                 for i, worker in enumerate(workers):
-                    if worker.job is not None:
+                    if worker is not None and worker.job is not None:
                         continue
+                    job = None
                     if not exhausted and not out_of_time:
                         seed = next(seeds, None)
                         if seed is None:
                             exhausted = True
                         else:
-                            self._send(worker, ("case", seed), self.timeout)
-                            continue
-                    if minimize_queue:
-                        self._send(worker, ("minimize", minimize_queue.pop(0)), self.minimize_seconds + self.timeout)
-                if all(worker.job is None for worker in workers):
+                            job = (("case", seed), self.timeout)
+                    if job is None and minimize_queue:
+                        job = (("minimize", minimize_queue.pop(0)), self.minimize_seconds + self.timeout)
+                    if job is None:
+                        continue
+                    if worker is None:
+                        worker = workers[i] = self._ready(self._spawn(context, config))
+                    self._send(worker, *job)
+                if all(worker is None or worker.job is None for worker in workers):
                     if self.minimize and self.new and not minimize_queue and not getattr(self, "_queued", False):
                         self._queued = True
                         minimize_queue.extend(self.new)
                         continue
                     break
-                busy = [worker for worker in workers if worker.job is not None]
+                busy = [worker for worker in workers if worker is not None and worker.job is not None]
                 timeout = max(0.0, min(worker.deadline for worker in busy) - time.monotonic())
                 if self.seconds is not None and not out_of_time:
                     timeout = min(timeout, max(0.0, start + self.seconds - time.monotonic()))
@@ -184,15 +191,16 @@ class Campaign:
                     if dead or not worker.process.is_alive():
                         worker.process.join(timeout=10)
                         self._lost(worker, "worker_crashed", _exit_text(worker.process.exitcode), bar)
-                        workers[index] = self._start(context, config)
+                        workers[index] = None
                     elif time.monotonic() > worker.deadline:
                         worker.process.kill()
                         worker.process.join()
                         self._lost(worker, "timeout", "timeout", bar)
-                        workers[index] = self._start(context, config)
+                        workers[index] = None
         finally:
             for worker in workers:
-                self._stop(worker)
+                if worker is not None:
+                    self._stop(worker)
             bar.close()
             shutil.rmtree(os.path.join(self.findings, ".work"), ignore_errors=True)
         self.elapsed = time.monotonic() - start
@@ -210,18 +218,21 @@ class Campaign:
 
     # --- workers ---
 
-    def _start(self, context, config: dict) -> _Worker:
-        """A fresh worker, once it has imported torch and refgrad (startup is not a case's time)."""
+    def _spawn(self, context, config: dict) -> _Worker:
         parent, child = context.Pipe()
         process = context.Process(target=_worker_main, args=(child, config), daemon=True)
         process.start()
         child.close()
-        if not parent.poll(self.startup_timeout):
-            process.kill()
-            raise RuntimeError(f"refgrad-fuzz: a worker did not start in {self.startup_timeout:g} s")
-        message = parent.recv()  # EOFError: it died importing
-        assert message == ("ready",), message
         return _Worker(process, parent)
+
+    def _ready(self, worker: _Worker) -> _Worker:
+        """The worker, once it has imported torch and refgrad (startup is not a case's time)."""
+        if not worker.conn.poll(self.startup_timeout):
+            worker.process.kill()
+            raise RuntimeError(f"refgrad-fuzz: a worker did not start in {self.startup_timeout:g} s")
+        message = worker.conn.recv()  # EOFError: it died importing
+        assert message == ("ready",), message
+        return worker
 
     def _send(self, worker: _Worker, job: tuple, timeout: float) -> None:
         worker.job, worker.engine = job, ""
