@@ -23,6 +23,7 @@ import torch
 from refgrad.fuzz import GENERATOR_VERSION, generate, run_case
 from refgrad.fuzz.minimize import minimize, minimize_finding
 from refgrad.fuzz.program import load, run_eager
+from refgrad.fuzz.report import markdown
 from refgrad.fuzz.runner import Campaign, main
 from refgrad.fuzz.triage import Finding
 
@@ -145,6 +146,10 @@ def test_campaign_finds_classifies_and_dedups(tmp_path):
     small = open(os.path.join(folder, "minimized.py")).read()
     assert "minimized from case" in small
     assert "MulBackward0" in open(os.path.join(folder, "minimized.txt")).read()
+    # the markdown report lists both findings, the minimized one with its minimized program
+    text = markdown(findings)
+    assert "2 distinct findings" in text and text.count("## wrong_gradient: wrong_MulBackward0 at MulBackward0") == 2
+    assert "minimized repro" in text and "repro (not minimized)" in text
 
 
 def test_minimizer_shrinks_and_keeps_the_bug():

@@ -215,10 +215,13 @@ def minimize_finding(folder: str, engines: Optional[Sequence[str]] = None, secon
         f.write(small.source(shown))
     work = os.path.join(folder, ".minimized-bundle")
     result = run_case(small, specs, reproducer_dir=work, repeat=bug[1] == "nondeterministic")
+    report = result.report
     bundle = result.reproducers.get(bug[0])
     if bundle:
-        shutil.copy(bundle, os.path.join(folder, "minimized.safetensors"))
+        kept = os.path.join(folder, "minimized.safetensors")
+        shutil.copy(bundle, kept)
+        report = report.replace(bundle, kept)
     shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(folder, "minimized.txt"), "w") as f:
-        f.write(result.report + "\n\nminimizer's steps:\n" + "\n".join(log) + "\n")
+        f.write(report + "\n\nminimizer's steps:\n" + "\n".join(log) + "\n")
     return f"{len(program.ops)} ops to {len(small.ops)}, {len(program.leaves)} leaves to {len(small.leaves)}"

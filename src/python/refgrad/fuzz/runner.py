@@ -48,7 +48,13 @@ from typing import Any, Optional, Sequence
 def _worker_main(conn, config: dict) -> None:
     """A worker's loop: receive ("case", seed) or ("minimize", folder), send back ("result", seed, dict) or
     ("minimized", folder, text); ("engine", seed, name) as each engine starts."""
+    import warnings
+
     import torch  # noqa: F401  (imported once per worker, not per case)
+
+    # torch's warnings (dynamo's about what it cannot trace, ...) would bury the progress bar; what matters
+    # of a case is in its report
+    warnings.filterwarnings("ignore", category=UserWarning)
 
     from refgrad.fuzz import case as case_module
     from refgrad.fuzz.generator import generate
@@ -317,6 +323,8 @@ class Campaign:
         bundle = result.reproducers.get(finding.engine)
         if bundle and os.path.exists(bundle):
             shutil.copy(bundle, os.path.join(folder, "reproducer.safetensors"))
+            with open(os.path.join(folder, "report.txt"), "w") as f:  # the bundle's path as it is kept
+                f.write(result.report.replace(bundle, os.path.join(folder, "reproducer.safetensors")) + "\n")
         summary = {**finding.to_dict(), "seed": result.seed, "generator_version": result.version,
                    "engines": self.engine_names, "engine_specs": list(self.engines), "count": 1, "seeds": [result.seed], "torch": _torch_version(),
                    "max_ops": self.max_ops}
