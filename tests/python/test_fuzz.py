@@ -119,7 +119,7 @@ def test_campaign_finds_classifies_and_dedups(tmp_path):
     without = seeds_with("MulBackward0", 2, exclude=True, node=True)
     findings = str(tmp_path / "findings")
     campaign = Campaign(engines=["eager", "py:fuzz_planted:wrong_mul"], findings=findings, workers=2, timeout=120,
-                        seed_list=with_mul + without, progress=False)
+                        seed_list=with_mul + without, progress=False, minimize=True, minimize_seconds=60)
     numbers = campaign.run()
     assert numbers["cases"] == 4 and numbers["findings_by_kind"] == {"wrong_gradient": 2}
     folders = sorted(campaign.new)
@@ -140,16 +140,19 @@ def test_campaign_finds_classifies_and_dedups(tmp_path):
     assert counts == [1, 2]
     lines = open(os.path.join(findings, "cases.jsonl")).read().splitlines()
     assert len(lines) == 5
-    # the minimizer on a filed finding writes the minimized program beside the case
-    folder = next(f for f in folders if json.load(open(os.path.join(f, "summary.json")))["seed"] == with_mul[0])
-    minimize_finding(folder, seconds=60)
-    small = open(os.path.join(folder, "minimized.py")).read()
-    assert "minimized from case" in small
-    assert "MulBackward0" in open(os.path.join(folder, "minimized.txt")).read()
-    # the markdown report lists both findings, the minimized one with its minimized program
+    # --minimize: each new finding was minimized (in a worker), its program beside the case
+    for folder in folders:
+        small = open(os.path.join(folder, "minimized.py")).read()
+        assert "minimized from case" in small and "* " in small.split("def program")[1]
+        assert "MulBackward0" in open(os.path.join(folder, "minimized.txt")).read()
+        assert os.path.exists(os.path.join(folder, "minimized.safetensors"))
+    # minimize_finding again on one (what `refgrad-fuzz minimize FOLDER` does), then the markdown report
+    os.remove(os.path.join(folders[0], "minimized.py"))
+    assert "ops to" in minimize_finding(folders[0], seconds=60)
+    assert os.path.exists(os.path.join(folders[0], "minimized.py"))
     text = markdown(findings)
     assert "2 distinct findings" in text and text.count("## wrong_gradient: wrong_MulBackward0 at MulBackward0") == 2
-    assert "minimized repro" in text and "repro (not minimized)" in text
+    assert text.count("minimized repro") == 2
 
 
 def test_minimizer_shrinks_and_keeps_the_bug():
