@@ -179,6 +179,14 @@ def test_a_worker_that_dies_or_hangs_is_a_finding(tmp_path, engine, kind, where,
     assert (summary["kind"], summary["engine"], summary["where"]) == (kind, engine.lower(), where)
 
 
+def test_shards_split_the_seeds():
+    shards = [list(Campaign(engines=["eager"], findings="-", cases=4, shard=(i, 3), seed_start=10).seeds())
+              for i in range(3)]
+    assert shards[1] == [11, 14, 17, 20]
+    assert sorted(sum(shards, [])) == list(range(10, 22))
+    assert list(Campaign(engines=["eager"], findings="-", seed_list=[5, 3]).seeds()) == [5, 3]
+
+
 def test_signature_and_slug():
     finding = Finding("wrong_gradient", "compiled_autograd:inductor", "MulBackward0", ("add", "mul"))
     assert finding.signature == ("compiled_autograd:inductor", "wrong_gradient", "MulBackward0", ("add", "mul"))

@@ -96,6 +96,7 @@ class _Worker:
     job: Optional[tuple] = None  # ("case", seed) or ("minimize", folder)
     deadline: float = 0.0
     engine: str = ""  # the engine running now
+    done: int = 0  # jobs it has finished
 
 
 # --- the campaign ---
@@ -119,6 +120,7 @@ class Campaign:
     minimize_seconds: float = 300.0
     progress: bool = True
     seed_list: Optional[list[int]] = None  # exactly these seeds (--seeds), instead of a shard's range
+    recycle: int = 200  # a worker is replaced after this many jobs (what torch caches per process stays bounded)
     startup_timeout: float = 300.0
     # what it found
     ran: int = 0
@@ -159,6 +161,9 @@ class Campaign:
                 for i, worker in enumerate(workers):
                     if worker is not None and worker.job is not None:
                         continue
+                    if worker is not None and worker.done >= self.recycle:
+                        self._stop(worker)
+                        worker = workers[i] = None
                     job = None
                     if not exhausted and not out_of_time:
                         seed = next(seeds, None)
@@ -260,6 +265,7 @@ class Campaign:
         if message[0] == "engine":
             worker.engine = message[2]
             return
+        worker.done += 1
         if message[0] == "minimized":
             worker.job = None
             if self.progress:
@@ -430,6 +436,8 @@ def _run_parser(parser: argparse.ArgumentParser) -> None:
                         help="run each engine once (no nondeterminism check; faster)")
     parser.add_argument("--minimize", action="store_true", help="minimize each new finding after the campaign")
     parser.add_argument("--minimize-seconds", type=float, default=300.0, help="budget per finding (default 300)")
+    parser.add_argument("--recycle", type=int, default=200,
+                        help="replace a worker after this many cases (bounds what torch caches; default 200)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -470,7 +478,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         seconds=args.seconds, workers=max(1, args.workers), timeout=args.timeout, shard=args.shard,
                         seed_start=args.seed_start, max_ops=args.max_ops, repeat=not args.no_repeat,
                         minimize=args.minimize, minimize_seconds=args.minimize_seconds, progress=not args.quiet,
-                        seed_list=[int(s) for s in args.seeds.split(",")] if args.seeds else None)
+                        seed_list=[int(s) for s in args.seeds.split(",")] if args.seeds else None,
+                        recycle=max(1, args.recycle))
     numbers = campaign.run()
     print(json.dumps(numbers, indent=2))
     return 0
