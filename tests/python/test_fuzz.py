@@ -40,6 +40,20 @@ def nodes_of(program):
     return {node.name() for node in fuzz_planted._nodes(loaded.program(*loaded.make_inputs()))}
 
 
+def planted_seeds(count, found=True, limit=100):
+    """The first ``count`` seeds where checking with the planted MulBackward0 bug finds it (or, with
+    ``found`` false, finds nothing at all): a MulBackward0 whose wrong gradient reaches a leaf unchanged
+    enough to fail the rule (a later normalization can hide it)."""
+    seeds = []
+    for seed in range(limit):
+        findings = run_case(generate(seed), ["eager", fuzz_planted.wrong_mul], repeat=False).findings
+        if (findings == [] and not found) or (found and [f.bug for f in findings] == [MUL_BUG]):
+            seeds.append(seed)
+            if len(seeds) == count:
+                return seeds
+    raise AssertionError(f"fewer than {count} such seeds below {limit}")
+
+
 def seeds_with(kind, count, exclude=False, node=False, limit=200):
     """The first ``count`` seeds whose program has an op of ``kind`` (``node``: a grad_fn node of that
     name), or without one when ``exclude``."""
@@ -81,13 +95,22 @@ def test_programs_cover_the_op_families():
     for family in ["sin", "add", "mul", "reshape", "permute", "expand", "narrow", "inplace_add", "sum", "amax",
                    "softmax", "index_select", "gather", "index_add", "matmul", "bmm", "linear", "conv2d",
                    "layer_norm", "batch_norm", "sdpa", "autograd_function", "tensor_hook",
-                   "post_accumulate_grad_hook", "retain_grad", "cat"]:
+                   "post_accumulate_grad_hook", "retain_grad", "cat", "stack", "cumsum", "topk", "lerp", "max_pool2d",
+                   "interpolate_bilinear", "mse_loss"]:
         assert family in kinds, family
 
 
 def test_programs_cover_the_dtypes():
     modes = {(p.dtype, p.autocast) for p in map(generate, range(40))}
     assert {("float32", None), ("float64", None), ("float32", "bfloat16"), ("float32", "float16")} <= modes
+
+
+# Seeds (of 0-39) where eager fails the rule against refgrad's run though neither is wrong: a gradient
+# that is zero in exact arithmetic (layer_norm's weight over equal values, or its input over two values),
+# which torch's kernel computes by a formula that cancels; the rule's noise, refgrad's own float32
+# rounding, is 0 there (docs/fuzzing.md, "A known false finding"). When the rule learns to bound that
+# rounding, this test fails here: empty the table.
+RULE_FALSE_FINDINGS = {13: "NativeLayerNormBackward0"}
 
 
 @pytest.mark.parametrize("chunk", range(4))
@@ -98,7 +121,8 @@ def test_programs_are_valid_and_refgrad_covers_them(chunk):
         assert all(grad is None or torch.isfinite(grad).all() for grad in run_eager(program)), seed
         result = run_case(program, ["eager"])
         assert result.uncovered == [], (seed, result.uncovered)
-        assert result.findings == [], (seed, result.report, result.source)
+        expected = [("eager", "oracle_disagrees", RULE_FALSE_FINDINGS[seed])] if seed in RULE_FALSE_FINDINGS else []
+        assert [f.bug for f in result.findings] == expected, (seed, result.report, result.source)
 
 
 def test_a_case_through_compiled_autograd_passes():
@@ -115,8 +139,8 @@ def test_run_case_finds_the_planted_bug_only_where_there_is_a_mul():
 
 
 def test_campaign_finds_classifies_and_dedups(tmp_path):
-    with_mul = seeds_with("MulBackward0", 2, node=True)
-    without = seeds_with("MulBackward0", 2, exclude=True, node=True)
+    with_mul, without = planted_seeds(2), planted_seeds(2, found=False)
+    assert all("MulBackward0" in nodes_of(generate(seed)) for seed in with_mul)
     findings = str(tmp_path / "findings")
     campaign = Campaign(engines=["eager", "py:fuzz_planted:wrong_mul"], findings=findings, workers=2, timeout=120,
                         seed_list=with_mul + without, progress=False, minimize=True, minimize_seconds=60)
@@ -156,7 +180,7 @@ def test_campaign_finds_classifies_and_dedups(tmp_path):
 
 
 def test_minimizer_shrinks_and_keeps_the_bug():
-    seed = max(seeds_with("MulBackward0", 4, node=True), key=lambda s: len(generate(s).ops))
+    seed = max(planted_seeds(3), key=lambda s: len(generate(s).ops))
     program = generate(seed)
     small, log = minimize(program, ["eager", fuzz_planted.wrong_mul], MUL_BUG, seconds=60)
     assert len(program.ops) >= 8 and len(small.ops) == 1, (log, small.source())

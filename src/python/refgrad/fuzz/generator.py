@@ -16,14 +16,17 @@ torch. At the end the whole program runs forward and backward in eager once more
 run_eager); a program that fails there (an in-place op on a tensor that a backward needs) is drawn again
 from the next attempt's stream.
 
-What programs hold (GENERATOR_VERSION 1): elementwise unary ops and binary ops with broadcasting,
-scalar ops, views (view, reshape, permute, transpose, t, narrow, strided slices, select, expand,
-unsqueeze, squeeze), in-place ops on views of a clone (CopySlices), reductions (sum, mean, amax,
-logsumexp, var), softmax and log_softmax, indexing with repeated indices (index_select, gather,
-index_add, advanced indexing), cat, matmul, mm, bmm, linear, conv2d, layer_norm, batch_norm,
-scaled_dot_product_attention, an autograd.Function, tensor hooks on leaves and intermediates,
-post-accumulate-grad hooks, retain_grad; leaves used several times, one to three outputs; float32 or
-float64 leaves, and float16 or bfloat16 under torch.autocast.
+What programs hold (GENERATOR_VERSION 2; version 1 lacked the ops along a dim, stack, pooling and
+resampling, and the losses): elementwise unary ops and binary ops with broadcasting, scalar ops, views
+(view, reshape, permute, transpose, t, narrow, strided slices, select, expand, unsqueeze, squeeze),
+in-place ops on views of a clone (CopySlices), reductions (sum, mean, amax, logsumexp, var), softmax and
+log_softmax, ops along a dim (cumsum, flip, roll, std, vector_norm, max, sort, topk, prod, split,
+unbind, repeat_interleave), tril, masked_fill, lerp, addcmul, indexing with repeated indices
+(index_select, gather, index_add, advanced indexing), cat, stack, matmul, mm, bmm, linear, conv2d,
+pooling, pad, interpolate, pixel_unshuffle, layer_norm, batch_norm, scaled_dot_product_attention,
+losses, an autograd.Function, tensor hooks on leaves and intermediates, post-accumulate-grad hooks,
+retain_grad; leaves used several times, one to three outputs; float32 or float64 leaves, and float16
+or bfloat16 under torch.autocast.
 
 Bump GENERATOR_VERSION whenever a change would change what any seed generates (tests/python/
 test_fuzz.py pins a few seeds' programs, so a silent change fails).
@@ -39,7 +42,7 @@ import torch
 
 from refgrad.fuzz.program import Leaf, Op, Program, run_eager
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 _UNARY = {  # kind -> source of out from {a}
     "sin": "torch.sin({a})", "cos": "torch.cos({a})", "tanh": "torch.tanh({a})",
@@ -48,6 +51,14 @@ _UNARY = {  # kind -> source of out from {a}
     "exp": "torch.exp({a})", "log1p_abs": "torch.log1p({a}.abs())", "rsqrt": "torch.rsqrt({a} * {a} + 1)",
     "square": "{a} * {a}", "mul_scalar": "{a} * {c}", "add_scalar": "{a} + {c}", "pow": "{a} ** 2",
     "clamp": "{a}.clamp(-0.5, 0.5)", "leaky_relu": "F.leaky_relu({a}, 0.1)",
+    "elu": "F.elu({a})", "mish": "F.mish({a})", "hardtanh": "F.hardtanh({a})", "erf": "torch.erf({a})",
+    "atan": "torch.atan({a})", "hardswish": "F.hardswish({a})",
+}
+_DIM_OPS = {  # kind -> source of out from {a} and a dim {d} of it
+    "cumsum": "{a}.cumsum({d})", "flip": "{a}.flip({d})", "roll": "{a}.roll(1, {d})",
+    "std": "{a}.std({d})", "norm": "torch.linalg.vector_norm({a}, dim={d})", "max_dim": "{a}.max({d}).values",
+    "sort": "{a}.sort({d}).values", "topk": "{a}.topk(1, {d}).values", "prod": "{a}.prod({d})",
+    "split": "{a}.split(1, {d})[0]", "unbind": "{a}.unbind({d})[-1]", "repeat": "{a}.repeat_interleave(2, {d})",
 }
 _BINARY = {
     "add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / ({b}.abs() + 1)",
@@ -459,10 +470,79 @@ def _hook(g: _Generating) -> bool:
     return g.try_op(kind, [f"{a}.register_hook({hook})"], [a], None, (hook,))
 
 
+def _dim_op(g: _Generating) -> bool:
+    """An op along one dim: cumsum, flip, roll, std, vector_norm, max, sort, topk, prod, split, unbind,
+    repeat_interleave; or tril, masked_fill, lerp, addcmul."""
+    a = g.pick(lambda t: t.dim() >= 1)
+    if a is None:
+        return False
+    shape, rng, out = g.shape(a), g.rng, g.out_name()
+    kind = rng.choice(sorted(_DIM_OPS) + ["tril", "masked_fill", "lerp", "addcmul"])
+    uses = [a]
+    if kind == "tril":
+        src = f"{a}.tril()"
+    elif kind == "masked_fill":
+        src = f"{a}.masked_fill({a} < 0, 0.25)"
+    elif kind in ("lerp", "addcmul"):
+        b = g.operand_like(shape)
+        uses.append(b)
+        src = f"torch.lerp({a}, {b}, 0.3)" if kind == "lerp" else f"torch.addcmul({a}, {b}, {b}, value=0.5)"
+    else:
+        src = _DIM_OPS[kind].format(a=a, d=rng.randrange(len(shape)))
+    return g.try_op(kind, [f"{out} = {src}"], uses, out)
+
+
+def _stack(g: _Generating) -> bool:
+    a = g.pick()
+    shape, rng, out = g.shape(a), g.rng, g.out_name()
+    b = a if rng.random() < 0.3 else g.operand_like(shape, broadcast=False)
+    return g.try_op("stack", [f"{out} = torch.stack([{a}, {b}], {rng.randint(0, len(shape))})"], [a, b], out)
+
+
+def _pool(g: _Generating) -> bool:
+    """Pooling, padding and resampling of a 4-d (N, C, H, W) variable, or of a new leaf."""
+    rng, out = g.rng, g.out_name()
+    a = g.pick(lambda t: t.dim() == 4 and t.shape[2] >= 2 and t.shape[3] >= 2)
+    if a is None:
+        a = g.new_leaf((rng.randint(1, 2), rng.randint(1, 3), rng.randint(2, 6), rng.randint(2, 6)))
+    kind = rng.choice(["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad", "interpolate_nearest",
+                       "interpolate_bilinear", "pixel_shuffle"])
+    src = {
+        "max_pool2d": f"F.max_pool2d({a}, 2)", "avg_pool2d": f"F.avg_pool2d({a}, 2, ceil_mode={rng.random() < 0.5})",
+        "adaptive_avg_pool2d": f"F.adaptive_avg_pool2d({a}, 1)", "pad": f"F.pad({a}, (1, 0, 0, 2))",
+        "interpolate_nearest": f"F.interpolate({a}, scale_factor=2, mode='nearest')",
+        "interpolate_bilinear": f"F.interpolate({a}, scale_factor=2, mode='bilinear', align_corners=False)",
+        "pixel_shuffle": f"F.pixel_unshuffle({a}, 2)",
+    }[kind]
+    return g.try_op(kind, [f"{out} = {src}"], [a], out)
+
+
+def _loss(g: _Generating) -> bool:
+    """A loss of a variable against a target that is a new leaf too (so both get gradients), or against
+    class indices (cross_entropy)."""
+    a = g.pick(lambda t: t.dim() >= 1)
+    if a is None:
+        return False
+    shape, rng, out = g.shape(a), g.rng, g.out_name()
+    kind = rng.choice(["mse_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "bce_with_logits"])
+    reduction = rng.choice(["mean", "sum", "none"])
+    if kind == "cross_entropy":
+        if len(shape) != 2:
+            return False
+        classes = [rng.randrange(shape[1]) for _ in range(shape[0])]
+        return g.try_op(kind, [f"{out} = F.cross_entropy({a}, torch.tensor({classes}), reduction={reduction!r})"],
+                        [a], out)
+    b = g.operand_like(shape, broadcast=False)
+    target = f"torch.sigmoid({b})" if kind == "bce_with_logits" else b
+    function = {"bce_with_logits": "binary_cross_entropy_with_logits"}.get(kind, kind)
+    return g.try_op(kind, [f"{out} = F.{function}({a}, {target}, reduction={reduction!r})"], [a, b], out)
+
+
 # op family -> (builder, weight)
 _FAMILIES: list[tuple[Callable[[_Generating], bool], int]] = [
     (_unary, 6), (_binary, 5), (_view, 5), (_in_place, 2), (_reduction, 3), (_indexing, 3), (_cat, 1),
-    (_matmul, 3), (_conv2d, 1), (_norm, 2), (_attention, 1), (_function, 1), (_hook, 2),
+    (_matmul, 3), (_conv2d, 1), (_norm, 2), (_attention, 1), (_function, 1), (_hook, 2), (_dim_op, 3),
+    (_stack, 1), (_pool, 1), (_loss, 1),
 ]
 
 

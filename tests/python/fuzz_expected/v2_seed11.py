@@ -1,8 +1,8 @@
-# refgrad.fuzz case 5 (generator version 1): 9 ops, 5 leaves, 3 outputs, float32: add_scalar, conv2d, gelu, index_add, reshape, sdpa, select, slice_step, softmax
+# refgrad.fuzz case 11 (generator version 2): 10 ops, 7 leaves, 3 outputs, float64: add_scalar, div, hardtanh, index_add, mul, retain_grad, sdpa, where
 import torch
 import torch.nn.functional as F
 
-DTYPE = torch.float32
+DTYPE = torch.float64
 ENGINE = 'compiled_autograd:aot_eager'
 
 
@@ -12,26 +12,29 @@ def leaf(shape, seed, dtype=DTYPE):
     return values.to(dtype).requires_grad_()
 
 
-def program(x0, x4, x10, w11, w12):
-    v1 = x0.select(0, 0)
-    v2 = x0[::2]
-    v3 = v2.index_add(0, torch.tensor([0, 0]), x4)
-    v6 = v3 + 0.5
-    v8 = v6.reshape((1, 1))
-    v9 = F.conv2d(x10, w11, w12, stride=1, padding=0)
-    v13 = F.gelu(v9)
-    v19 = torch.softmax(v8, 0)
-    v20 = F.scaled_dot_product_attention(v13, v13, v13, is_causal=True)
-    return v1, v19, v20
+def program(x1, x3, x6, x10, x11, x14, x15):
+    v2 = x1 + -1.5
+    v2.retain_grad()
+    v4 = x1 * x3
+    v5 = v2.index_add(1, torch.tensor([0]), x6)
+    v7 = F.hardtanh(v4)
+    v9 = F.scaled_dot_product_attention(v5, v7, x10, is_causal=False)
+    v12 = x1 / (x11.abs() + 1)
+    v13 = v9.index_add(0, torch.tensor([1]), x14)
+    v16 = torch.where(v12 > 0, v12, x15)
+    v17 = x14 / (x11.abs() + 1)
+    return v13, v16, v17
 
 
 def make_inputs():
     return [
-        leaf((1,), 17933),  # x0
-        leaf((2,), 47093),  # x4
-        leaf((2, 3, 5, 6), 54034),  # x10
-        leaf((3, 3, 1, 1), 50074),  # w11
-        leaf((3,), 2184),  # w12
+        leaf((4, 1, 1), 61460),  # x1
+        leaf((1,), 17261),  # x3
+        leaf((4, 1, 1), 52797),  # x6
+        leaf((4, 1, 4), 64680),  # x10
+        leaf((1, 1), 18299),  # x11
+        leaf((1, 1, 4), 39789),  # x14
+        leaf((1,), 10599),  # x15
     ]
 
 

@@ -1,4 +1,4 @@
-# refgrad.fuzz case 11 (generator version 1): 9 ops, 4 leaves, 3 outputs, float32: cat, div, index_add, inplace_mul_scalar, leaky_relu, sub, sum_all, transpose, unsqueeze
+# refgrad.fuzz case 5 (generator version 2): 8 ops, 4 leaves, 3 outputs, float32 under autocast(bfloat16): add, div, elu, expand, index_add, select, smooth_l1_loss
 import torch
 import torch.nn.functional as F
 
@@ -12,26 +12,25 @@ def leaf(shape, seed, dtype=DTYPE):
     return values.to(dtype).requires_grad_()
 
 
-def program(x0, x4, x7, x12):
-    v1 = F.leaky_relu(x0, 0.1)
-    v2 = v1.sum()
-    v3 = torch.cat([v1, x4], 0)
-    v5 = v3.clone()
-    v5.transpose(0, 1)[0].mul_(-2.0)
-    v6 = v5.transpose(0, 0)
-    v8 = x7 / (x0.abs() + 1)
-    v9 = v6.unsqueeze(1)
-    v10 = x4 - v8
-    v11 = v10.index_add(0, torch.tensor([2, 1, 2, 2]), x12)
-    return v2, v9, v11
+def program(x1, x6, x9, x12):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        v2 = x1.select(0, 0)
+        v3 = F.elu(v2)
+        v4 = x1.unsqueeze(0).expand(3, -1)
+        v5 = x1.index_add(0, torch.tensor([2]), x6)
+        v7 = v4 / (v4.abs() + 1)
+        v8 = v3 / (x6.abs() + 1)
+        v10 = x9 + v7
+        v11 = F.smooth_l1_loss(v8, x12, reduction='none')
+    return v5, v10, v11
 
 
 def make_inputs():
     return [
-        leaf((3, 2), 46683),  # x0
-        leaf((3, 2), 23475),  # x4
-        leaf((3, 2), 23774),  # x7
-        leaf((4, 2), 61489),  # x12
+        leaf((3,), 9815),  # x1
+        leaf((1,), 33495),  # x6
+        leaf((3,), 55517),  # x9
+        leaf((1,), 60061),  # x12
     ]
 
 

@@ -1,8 +1,8 @@
-# refgrad.fuzz case 0 (generator version 1): 10 ops, 4 leaves, 3 outputs, float32: div, inplace_mul, inplace_sigmoid, log1p_abs, mean, mul, narrow, reshape, where
+# refgrad.fuzz case 0 (generator version 2): 9 ops, 8 leaves, 3 outputs, float64: conv2d, exp, expand, linear, maximum, repeat, sdpa
 import torch
 import torch.nn.functional as F
 
-DTYPE = torch.float32
+DTYPE = torch.float64
 ENGINE = 'compiled_autograd:aot_eager'
 
 
@@ -12,28 +12,29 @@ def leaf(shape, seed, dtype=DTYPE):
     return values.to(dtype).requires_grad_()
 
 
-def program(x0, x3, x6, x9):
-    v1 = x0.clone()
-    v1.select(0, 0).sigmoid_()
-    v4 = x3 * v1
-    v5 = v4.clone()
-    v5.narrow(1, 0, 1).mul_(x6)
-    v8 = torch.log1p(v5.abs())
-    v10 = v5 / (x9.abs() + 1)
-    v11 = x9.mean(1, keepdim=False)
-    v12 = torch.where(v10 > 0, v10, v10)
-    v13 = v12.reshape((1, 6))
-    v15 = torch.where(v13 > 0, v13, v13)
-    v16 = v11.narrow(0, 0, 1)
-    return v8, v15, v16
+def program(x0, x1, x8, w9, w10, w17, w18, w21):
+    v2 = torch.maximum(x0, x1)
+    v7 = F.conv2d(x8, w9, w10, stride=2, padding=0)
+    v11 = F.scaled_dot_product_attention(v7, v7, v7, is_causal=False)
+    v13 = w10.repeat_interleave(2, 0)
+    v14 = v2.repeat_interleave(2, 0)
+    v15 = torch.exp(v13)
+    v16 = F.linear(v14, w17, w18)
+    v19 = v16.unsqueeze(0).expand(2, -1)
+    v20 = F.linear(v15, w21)
+    return v11, v19, v20
 
 
 def make_inputs():
     return [
-        leaf((1, 2, 3), 35120),  # x0
-        leaf((1, 2, 3), 54599),  # x3
-        leaf((1, 1, 3), 48914),  # x6
-        leaf((2, 3), 18201),  # x9
+        leaf((2,), 57750),  # x0
+        leaf((2,), 46704),  # x1
+        leaf((1, 3, 3, 3), 55594),  # x8
+        leaf((1, 3, 1, 1), 61051),  # w9
+        leaf((1,), 13864),  # w10
+        leaf((5, 4), 50867),  # w17
+        leaf((5,), 21764),  # w18
+        leaf((3, 2), 21805),  # w21
     ]
 
 
