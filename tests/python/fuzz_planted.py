@@ -60,3 +60,15 @@ class Hanging:
 
     def gradients(self, forward, grad_outputs):
         time.sleep(600)
+
+
+class Raising:
+    """An engine that raises a wrapped error, as torch's compilers do (the root is the ValueError)."""
+
+    name = "raising"
+
+    def gradients(self, forward, grad_outputs):
+        try:
+            raise ValueError("the root of it")
+        except ValueError as error:
+            raise RuntimeError("when compiling") from error

@@ -138,6 +138,12 @@ def test_run_case_finds_the_planted_bug_only_where_there_is_a_mul():
     assert run_case(generate(without[0]), ["eager", fuzz_planted.wrong_mul], repeat=False).findings == []
 
 
+def test_an_engine_that_raises_is_a_finding_naming_the_root_cause():
+    found = run_case(generate(0), ["eager", fuzz_planted.Raising()], repeat=False).findings
+    assert [f.bug for f in found] == [("raising", "engine_raised", "RuntimeError")]
+    assert found[0].detail == "RuntimeError: when compiling <- ValueError: the root of it"
+
+
 def test_campaign_finds_classifies_and_dedups(tmp_path):
     with_mul, without = planted_seeds(2), planted_seeds(2, found=False)
     assert all("MulBackward0" in nodes_of(generate(seed)) for seed in with_mul)
@@ -177,6 +183,7 @@ def test_campaign_finds_classifies_and_dedups(tmp_path):
     text = markdown(findings)
     assert "2 distinct findings" in text and text.count("## wrong_gradient: wrong_MulBackward0 at MulBackward0") == 2
     assert text.count("minimized repro") == 2
+    assert "| wrong_gradient | wrong_MulBackward0 | MulBackward0 | 2 | 3 |" in text  # one bug: 2 signatures, 3 cases
 
 
 def test_minimizer_shrinks_and_keeps_the_bug():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence, Union
 
 import refgrad
@@ -27,6 +27,20 @@ import refgrad.check
 from refgrad import engines as engines_module
 from refgrad.fuzz.program import Program, load
 from refgrad.fuzz.triage import Finding, classify, error_type
+
+
+def root_cause(error: BaseException) -> str:
+    """The innermost exception of the chain that ``error`` ends (its __cause__, else its __context__), as
+    "Type: first line"; "" when error is its own root. torch wraps errors (TorchRuntimeError "when making
+    fake tensor call", BackendCompilerFailed, ...): the root says what went wrong."""
+    root, seen = error, {id(error)}
+    while (root.__cause__ or root.__context__) is not None and id(root.__cause__ or root.__context__) not in seen:
+        root = root.__cause__ or root.__context__
+        seen.add(id(root))
+    if root is error:
+        return ""
+    lines = str(root).strip().splitlines()
+    return f"{type(root).__name__}: {lines[0] if lines else ''}"
 
 
 def resolve_engine(spec: Union[str, Any]) -> Any:
@@ -69,10 +83,15 @@ class _Recorded:
 
     def __init__(self, inner: Any, name: str):
         self.inner, self.name, self.first = inner, name, None
+        self.error: Optional[BaseException] = None  # what its first failed run raised (check keeps only its text)
 
     def gradients(self, forward, grad_outputs, *, observe=None):
         _started(self.name)
-        grads = self.inner.gradients(forward, grad_outputs, **({} if observe is None else {"observe": observe}))
+        try:
+            grads = self.inner.gradients(forward, grad_outputs, **({} if observe is None else {"observe": observe}))
+        except Exception as error:
+            self.error = self.error or error
+            raise
         self._keep(grads)
         return grads
 
@@ -86,7 +105,11 @@ class _RecordedBlackBox(_Recorded):
 
     def gradients(self, forward, grad_outputs):
         _started(self.name)
-        grads = self.inner.gradients(forward, grad_outputs)
+        try:
+            grads = self.inner.gradients(forward, grad_outputs)
+        except Exception as error:
+            self.error = self.error or error
+            raise
         self._keep(grads)
         return grads
 
@@ -159,6 +182,10 @@ def run_case(program: Program, engines: Sequence[Union[str, Any]] = ("eager", "c
         return result
     first = {engine.name: engine.first for engine in recorded}
     result.findings = classify(report, program.op_kinds, repeats, first)
+    causes = {engine.name: root_cause(engine.error) for engine in recorded if engine.error is not None}
+    result.findings = [replace(finding, detail=f"{finding.detail} <- {causes[finding.engine]}")
+                       if finding.kind == "engine_raised" and causes.get(finding.engine) else finding
+                       for finding in result.findings]
     result.uncovered = list(report.uncovered)
     result.report = report.format(eager=True)
     result.reproducers = {engine: path for engine, path in report.reproducers.items() if engine not in repeats}

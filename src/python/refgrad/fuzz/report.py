@@ -43,6 +43,15 @@ def markdown(directory: str) -> str:
         lines += ["| kind | cases |", "|---|---|"] + [f"| {k} | {v} |" for k, v in sorted(kinds.items())] + [""]
     found = findings(directory)
     lines += [f"{len(found)} distinct findings.", ""]
+    # one row per bug, (engine, kind, where): the signatures that differ only in their op sets
+    bugs: dict[tuple, list[dict]] = {}
+    for summary in found:
+        bugs.setdefault((summary["engine"], summary["kind"], summary["where"]), []).append(summary)
+    lines += ["| kind | engine | where | findings | cases | what (first) |", "|---|---|---|---|---|---|"]
+    for (engine, kind, where), group in bugs.items():
+        detail = group[0].get("detail", "")[:160].replace("|", "\\|")
+        lines.append(f"| {kind} | {engine} | {where} | {len(group)} | {sum(s['count'] for s in group)} | {detail} |")
+    lines.append("")
     for summary in found:
         folder = summary["folder"]
         lines += [f"## {summary['kind']}: {summary['engine']} at {summary['where']}", "",

@@ -52,9 +52,13 @@ def _worker_main(conn, config: dict) -> None:
 
     import torch  # noqa: F401  (imported once per worker, not per case)
 
-    # torch's warnings (dynamo's about what it cannot trace, ...) would bury the progress bar; what matters
-    # of a case is in its report
+    # torch's warnings and logs (dynamo's about what it cannot trace, fake tensors' tracebacks, ...) would
+    # bury the progress bar: they go to the findings directory's workers.log (what matters of a case is in
+    # its report)
     warnings.filterwarnings("ignore", category=UserWarning)
+    log = os.open(os.path.join(config["findings"], "workers.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
 
     from refgrad.fuzz import case as case_module
     from refgrad.fuzz.generator import generate
@@ -153,7 +157,7 @@ class Campaign:
         seeds, start = self.seeds(), time.monotonic()
         bar = _Progress(self.cases, self.progress)
         minimize_queue: list[str] = []
-        exhausted = False
+        exhausted = minimizing = False
         try:
             while True:
                 now = time.monotonic()
@@ -179,8 +183,8 @@ class Campaign:
                         worker = workers[i] = self._ready(self._spawn(context, config))
                     self._send(worker, *job)
                 if all(worker is None or worker.job is None for worker in workers):
-                    if self.minimize and self.new and not minimize_queue and not getattr(self, "_queued", False):
-                        self._queued = True
+                    if self.minimize and self.new and not minimizing:  # the cases are done: minimize what they found
+                        minimizing = True
                         minimize_queue.extend(self.new)
                         continue
                     break
@@ -188,7 +192,8 @@ class Campaign:
                 timeout = max(0.0, min(worker.deadline for worker in busy) - time.monotonic())
                 if self.seconds is not None and not out_of_time:
                     timeout = min(timeout, max(0.0, start + self.seconds - time.monotonic()))
-                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=timeout + 0.01)
+                # until a worker sends something or dies, or the first deadline
+                wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=timeout + 0.01)
                 for worker in busy:
                     index = workers.index(worker)
                     dead = False
@@ -221,6 +226,8 @@ class Campaign:
         return numbers
 
     def numbers(self) -> dict:
+        """The campaign's numbers; ``seconds`` counts from the moment the workers were ready (their startup,
+        importing torch, is not counted)."""
         return {"engines": self.engine_names, "cases": self.ran, "seconds": round(self.elapsed, 2),
                 "cases_per_second": round(self.ran / self.elapsed, 3) if self.elapsed else None,
                 "workers": self.workers, "shard": f"{self.shard[0]}/{self.shard[1]}", "seed_start": self.seed_start,
