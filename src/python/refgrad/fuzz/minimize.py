@@ -118,6 +118,8 @@ def minimize(program: Program, engines: Sequence[Any], bug: Bug, seconds: float 
     log: list[str] = []
 
     def finds_bug(candidate: Program) -> bool:
+        if not any(op.out is not None for op in candidate.ops):
+            return False  # outputs that are leaves: no program left (torch.compile has nothing to compile, ...)
         try:
             candidate = infer(candidate)
             run_eager(candidate)
