@@ -253,7 +253,7 @@ def _view(g: _Generating) -> bool:
         length = rng.randint(1, shape[d] - 1)
         src = f"{a}.narrow({d}, {rng.randint(0, shape[d] - length)}, {length})"
     elif kind == "slice_step":
-        src = f"{a}[{'' .join(':, ' for _ in range(d))}::2]"
+        src = f"{a}[{_skip(d)}::2]"
     elif kind == "select":
         src = f"{a}.select({d}, {rng.randrange(shape[d])})"
     elif kind == "permute":
@@ -267,6 +267,11 @@ def _view(g: _Generating) -> bool:
     else:  # squeeze
         src = f"{a}.squeeze({shape.index(1)})"
     return g.try_op(kind, [f"{out} = {src}"], [a], out)
+
+
+def _skip(dims: int) -> str:
+    """The start of a subscript that leaves the first ``dims`` dims whole: ":, :, " for 2."""
+    return ":, " * dims
 
 
 def _split_last(shape: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
@@ -289,7 +294,7 @@ def _in_place(g: _Generating) -> bool:
     shape, rng, out = g.shape(a), g.rng, g.out_name()
     d = rng.randrange(len(shape))
     views = [f"{out}.narrow({d}, 0, {max(1, shape[d] // 2)})", f"{out}.select({d}, {shape[d] - 1})",
-             f"{out}[{''.join(':, ' for _ in range(d))}::2]", f"{out}"]
+             f"{out}[{_skip(d)}::2]", f"{out}"]
     if len(shape) >= 2:
         views.append(f"{out}.transpose(0, {len(shape) - 1})[0]")
     view = rng.choice(views)
@@ -345,7 +350,7 @@ def _indexing(g: _Generating) -> bool:
     if kind == "index_select":
         src = f"{a}.index_select({d}, torch.tensor({_indices(rng, shape[d], rng.randint(1, 4))}))"
     elif kind == "advanced_index":
-        src = f"{a}[{''.join(':, ' for _ in range(d))}torch.tensor({_indices(rng, shape[d], rng.randint(1, 4))})]"
+        src = f"{a}[{_skip(d)}torch.tensor({_indices(rng, shape[d], rng.randint(1, 4))})]"
     elif kind == "gather":
         index_shape = [rng.randint(1, s) for s in shape]
         index_shape[d] = rng.randint(1, 4)
