@@ -12,7 +12,8 @@
 - the minimizer shrinks such a finding's program to a multiplication and little else, still finding the
   bug, without autocast, in float64;
 - a worker whose engine dies (os._exit) or hangs is a finding, and the campaign goes on;
-- one case through compiled autograd (aot_eager) passes.
+- one case through compiled autograd (aot_eager) passes, and a smoke campaign of two seeds through the
+  runner against it finds nothing.
 """
 import json
 import os
@@ -129,6 +130,16 @@ def test_a_case_through_compiled_autograd_passes():
     result = run_case(generate(seeds_with("matmul", 1)[0]), ["eager", "compiled_autograd:aot_eager"])
     assert result.findings == [], result.report
     assert "compiled_autograd#2" in result.report  # the second run, for nondeterminism
+
+
+def test_smoke_campaign_against_compiled_autograd(tmp_path):
+    """make test's smoke campaign: a fixed seed range and a case budget, eager and compiled autograd
+    (aot_eager), each compiled run twice, in worker processes: every case passes."""
+    campaign = Campaign(engines=["eager", "compiled_autograd:aot_eager"], findings=str(tmp_path), workers=2,
+                        timeout=300, seed_list=[2, 6], progress=False)
+    numbers = campaign.run()
+    assert numbers["cases"] == 2 and numbers["findings_by_kind"] == {} and campaign.new == []
+    assert numbers["engines"] == ["eager", "compiled_autograd"] and numbers["cases_not_covered_by_refgrad"] == 0
 
 
 def test_run_case_finds_the_planted_bug_only_where_there_is_a_mul():
