@@ -10,7 +10,7 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
 .PHONY: all bootstrap build test test-cpp test-python test-planted test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
-        fuzz-seeds demo bench docs notebooks conformance clean
+        fuzz-seeds fuzz-campaign demo bench docs notebooks conformance clean
 
 all: build
 
@@ -132,6 +132,19 @@ fuzz: fuzz-build build
 	@tools/fuzz.sh explore $(FUZZ_SECONDS)
 	REFGRAD_HYPOTHESIS_EXPLORE=1 REFGRAD_HYPOTHESIS_EXAMPLES=$(FUZZ_PY_EXAMPLES) \
 	  $(PYTHON) -m pytest -q tests/python/test_hostile_inputs.py
+
+# A modest differential fuzzing campaign (refgrad-fuzz, docs/fuzzing.md): CAMPAIGN_CASES generated programs
+# from seed CAMPAIGN_SEED against CAMPAIGN_ENGINES in CAMPAIGN_WORKERS processes; one folder per distinct
+# finding in $(BUILD)/fuzz-findings/, and its markdown report in $(BUILD)/fuzz-findings/report.md.
+CAMPAIGN_CASES ?= 50
+CAMPAIGN_SEED ?= 0
+CAMPAIGN_ENGINES ?= eager,compiled_autograd:aot_eager
+CAMPAIGN_WORKERS ?= 2
+fuzz-campaign: build
+	$(PYTHON) -m refgrad.fuzz --engines $(CAMPAIGN_ENGINES) --cases $(CAMPAIGN_CASES) --seed-start $(CAMPAIGN_SEED) \
+	  --workers $(CAMPAIGN_WORKERS) --findings $(BUILD)/fuzz-findings
+	$(PYTHON) -m refgrad.fuzz report $(BUILD)/fuzz-findings > $(BUILD)/fuzz-findings/report.md
+	@echo "fuzz-campaign: report in $(BUILD)/fuzz-findings/report.md"
 
 # Regenerates the fuzzers' seed corpus (fuzz/corpus/) from examples/programs/.
 fuzz-seeds: build

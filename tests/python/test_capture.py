@@ -402,6 +402,24 @@ def test_broadcasting_grads_are_summed_to_the_input_shape(dtype):
     assert_grads_close(ours["b"], b.grad, dtype, "b")
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_copy_into_a_whole_tensor_is_captured_as_copy_backwards(dtype):
+    """copy_ into a tensor that is no view makes a CopyBackwards node of its own (not inside CopySlices),
+    whose torch name is "torch::autograd::CopyBackwards": capture must find refgrad's node by its short
+    name, as it does inside CopySlices (refgrad.fuzz found it refused: "refgrad has no node CopyBackwards").
+    The source broadcasts and has another dtype, so the grad goes back summed and converted."""
+    x = torch.randn(3, 4, dtype=dtype, requires_grad=True)
+    y = torch.randn(4, dtype=torch.float64 if dtype == torch.float32 else torch.float32, requires_grad=True)
+    v = x.clone()
+    v.copy_(y)
+    loss = (v * x).sum()
+    assert v.grad_fn.name() == "torch::autograd::CopyBackwards"
+    ours = rt.capture(loss, names={"x": x, "y": y}).run(precision(dtype))
+    loss.backward()
+    assert_grads_close(ours["x"], x.grad, dtype, "x")
+    assert_grads_close(ours["y"].to(y.dtype), y.grad, y.dtype, "y")  # (a float64 run promotes float32 y)
+
+
 @pytest.mark.parametrize("dim", [0, -1])
 def test_squeeze_and_unsqueeze_of_a_0d_tensor_as_torch(dim):
     """A 0-d tensor accepts dims 0 and -1; torch runs these backwards, so refgrad must too (it used to crash)."""

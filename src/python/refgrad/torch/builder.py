@@ -19,7 +19,7 @@ from refgrad.graph import Edge, Graph, GraphNode
 from refgrad.torch.in_place import _record_of
 from refgrad.torch.host import _FunctionNode
 from refgrad.torch.nodes import (_dtype_name, _freed_error, _is_compiled_function, _is_function_node, _is_leaf_node,
-                                 _is_module_hook_node, _node_post_hooks, _schema_of, _schemas, _short_name,
+                                 _is_module_hook_node, _node_post_hooks, _schema_of, _short_name,
                                  _snapshot)
 from refgrad.torch.saved import _TensorInfo, _saved_fields
 from refgrad.torch.walk import _Walk
@@ -144,8 +144,7 @@ class _Builder:
             node.name = _short_name(wrapped)
             node.saved = {"base": record.base, "view": record.view, **_saved_fields(wrapped, _schema_of(wrapped))}
         else:
-            schema = _schemas()[fn.name()]
-            node.saved = _saved_fields(fn, schema)
+            node.saved = _saved_fields(fn, _schema_of(fn))
         self.graph.add_node(node)
 
     @staticmethod

@@ -23,7 +23,7 @@ import torch
 import refgrad
 from refgrad.torch.checkpointing import _is_reentrant_checkpoint, _Recomputation, _ReentrantCheckpoint
 from refgrad.torch.in_place import _copy_slices_reason
-from refgrad.torch.nodes import _is_function_node, _is_leaf_node, _raw_saved, _saved_attributes, _schemas, _short_name
+from refgrad.torch.nodes import _is_function_node, _is_leaf_node, _raw_saved, _saved_attributes, _schema_of, _short_name
 from refgrad.torch.saved import _hidden_reason
 
 
@@ -56,9 +56,10 @@ def _unsupported_reason(fn) -> Optional[str]:
         return None  # autograd.Function nodes are host calls (refgrad.torch.host)
     if _short_name(fn) == "CopySlices":
         return _copy_slices_reason(fn)
-    if fn.name() not in _schemas():
+    schema = _schema_of(fn)  # by torch's name, or without its torch::autograd:: prefix (CopyBackwards)
+    if schema is None:
         return f"refgrad has no node {_short_name(fn)} (refgrad.nodes() lists those it has)"
-    return _hidden_reason(fn, _schemas()[fn.name()])  # a hidden saved field capture cannot know
+    return _hidden_reason(fn, schema)  # a hidden saved field capture cannot know
 
 
 class _Walk:
