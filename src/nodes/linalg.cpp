@@ -1,4 +1,4 @@
-// Matrix product nodes: mm, addmm, bmm, baddbmm, dot, mv.
+// Matrix product nodes: mm, addmm, bmm, baddbmm, addbmm, dot, vdot, mv, addmv, addr.
 //
 // torch.matmul and nn.Linear have no node of their own on CPU: matmul
 // dispatches on the ranks to dot, mv, mm or bmm with view/_unsafe_view/
@@ -178,6 +178,107 @@ Grads MvBackward0(const Grads& grads, const MvBackward0Saved& saved, const Need&
   return out;
 }
 
+// VdotBackward0 — vdot(Tensor self, Tensor other): sum(self.conj() * other)
+//   self:  grad.conj() * other
+//   other: grad * self
+struct VdotBackward0Saved {
+  std::optional<Tensor> other;
+  std::optional<Tensor> self;
+};
+
+Grads VdotBackward0(const Grads& grads, const VdotBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = mul(conj(grad), needed(saved.other, "VdotBackward0", "self", "other"));
+  if (need[1]) out[1] = mul(grad, needed(saved.self, "VdotBackward0", "other", "self"));
+  return out;
+}
+
+// AddmvBackward0 — addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)
+//   self: maybe_multiply(grad, beta.conj())
+//   mat:  maybe_multiply(grad.ger(vec.conj()), alpha.conj())
+//   vec:  maybe_multiply(mat.t().conj().mv(grad), alpha.conj())
+struct AddmvBackward0Saved {
+  Scalar alpha;
+  Scalar beta;
+  std::optional<Tensor> mat;
+  std::optional<Tensor> vec;
+};
+
+Grads AddmvBackward0(const Grads& grads, const AddmvBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(3);
+  const Tensor& grad = *grads[0];
+  Grads out(3);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (need[1]) out[1] = maybe_multiply(outer(grad, conj(needed(saved.vec, "AddmvBackward0", "mat", "vec"))), saved.alpha);
+  if (need[2]) {
+    const Tensor& mat = needed(saved.mat, "AddmvBackward0", "vec", "mat");
+    out[2] = maybe_multiply(matmul(conj(t(mat)), grad), saved.alpha);  // mv
+  }
+  return out;
+}
+
+// AddrBackward0 — addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1)
+//   self: maybe_multiply(grad, beta.conj())
+//   vec1: maybe_multiply(grad.mv(vec2.conj()), alpha.conj())
+//   vec2: maybe_multiply(grad.t().mv(vec1.conj()), alpha.conj())
+struct AddrBackward0Saved {
+  Scalar alpha;
+  Scalar beta;
+  std::optional<Tensor> vec1;
+  std::optional<Tensor> vec2;
+};
+
+Grads AddrBackward0(const Grads& grads, const AddrBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(3);
+  const Tensor& grad = *grads[0];
+  Grads out(3);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (need[1]) out[1] = maybe_multiply(matmul(grad, conj(needed(saved.vec2, "AddrBackward0", "vec1", "vec2"))), saved.alpha);
+  if (need[2]) out[2] = maybe_multiply(matmul(t(grad), conj(needed(saved.vec1, "AddrBackward0", "vec2", "vec1"))), saved.alpha);
+  return out;
+}
+
+// AddbmmBackward0 — addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1)
+//   self:   maybe_multiply(grad, beta.conj())
+//   batch1: maybe_multiply(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1),
+//           batch2.sym_size(2) }).bmm(batch2.transpose(1, 2).conj()), alpha.conj())
+//   batch2: maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0),
+//           batch1.sym_size(1), batch2.sym_size(2) })), alpha.conj())
+// (the sum over the batch makes every batch's grad the same grad)
+struct AddbmmBackward0Saved {
+  Scalar alpha;
+  std::optional<Tensor> batch1;
+  std::int64_t batch1_sym_argsize_0;
+  std::int64_t batch1_sym_argsize_1;
+  std::optional<Tensor> batch2;
+  std::int64_t batch2_sym_argsize_2;
+  Scalar beta;
+};
+
+Grads AddbmmBackward0(const Grads& grads, const AddbmmBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(3);
+  const Tensor& grad = *grads[0];
+  Grads out(3);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (!need[1] && !need[2]) return out;
+  const IntList batch_sizes{saved.batch1_sym_argsize_0, saved.batch1_sym_argsize_1, saved.batch2_sym_argsize_2};
+  check_sizes("AddbmmBackward0", "batch1_sym_argsize_0, batch1_sym_argsize_1, batch2_sym_argsize_2", batch_sizes);
+  check(grad.sizes() == Shape{batch_sizes[1], batch_sizes[2]}, "AddbmmBackward0: grad has shape ",
+        shape_text(grad.sizes()), " but the batches make ", shape_text({batch_sizes[1], batch_sizes[2]}));
+  const Tensor grad_per_batch = expand(unsqueeze(grad, 0), batch_sizes);
+  if (need[1]) {
+    const Tensor& batch2 = needed(saved.batch2, "AddbmmBackward0", "batch1", "batch2");
+    out[1] = maybe_multiply(bmm(grad_per_batch, conj(transpose(batch2, 1, 2))), saved.alpha);
+  }
+  if (need[2]) {
+    const Tensor& batch1 = needed(saved.batch1, "AddbmmBackward0", "batch2", "batch1");
+    out[2] = maybe_multiply(bmm(conj(transpose(batch1, 1, 2)), grad_per_batch), saved.alpha);
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_linalg_nodes(std::vector<NodeDef>& registry) {
@@ -234,6 +335,48 @@ void add_linalg_nodes(std::vector<NodeDef>& registry) {
          "self: grad * tensor.conj()\n"
          "tensor: grad * self.conj()"},
         {saved<&S::self>("self", FieldKind::Tensor, true), saved<&S::tensor>("tensor", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = VdotBackward0Saved;
+    registry.push_back(define_node<S, VdotBackward0>(
+        {"VdotBackward0", "vdot", {"self", "other"}, 1, {}, "self: grad.conj() * other\nother: grad * self"},
+        {saved<&S::other>("other", FieldKind::Tensor, true), saved<&S::self>("self", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = AddmvBackward0Saved;
+    registry.push_back(define_node<S, AddmvBackward0>(
+        {"AddmvBackward0", "addmv", {"self", "mat", "vec"}, 1, {},
+         "self: maybe_multiply(grad, beta.conj())\n"
+         "mat: maybe_multiply(grad.ger(vec.conj()), alpha.conj())\n"
+         "vec: maybe_multiply(mat.t().conj().mv(grad), alpha.conj())"},
+        {saved<&S::alpha>("alpha", FieldKind::Scalar), saved<&S::beta>("beta", FieldKind::Scalar),
+         saved<&S::mat>("mat", FieldKind::Tensor, true), saved<&S::vec>("vec", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = AddrBackward0Saved;
+    registry.push_back(define_node<S, AddrBackward0>(
+        {"AddrBackward0", "addr", {"self", "vec1", "vec2"}, 1, {},
+         "self: maybe_multiply(grad, beta.conj())\n"
+         "vec1: maybe_multiply(grad.mv(vec2.conj()), alpha.conj())\n"
+         "vec2: maybe_multiply(grad.t().mv(vec1.conj()), alpha.conj())"},
+        {saved<&S::alpha>("alpha", FieldKind::Scalar), saved<&S::beta>("beta", FieldKind::Scalar),
+         saved<&S::vec1>("vec1", FieldKind::Tensor, true), saved<&S::vec2>("vec2", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = AddbmmBackward0Saved;
+    registry.push_back(define_node<S, AddbmmBackward0>(
+        {"AddbmmBackward0", "addbmm", {"self", "batch1", "batch2"}, 1, {},
+         "self: maybe_multiply(grad, beta.conj())\n"
+         "batch1: maybe_multiply(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), "
+         "batch2.sym_size(2) }).bmm(batch2.transpose(1, 2).conj()), alpha.conj())\n"
+         "batch2: maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad.unsqueeze(0).expand_symint({ "
+         "batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) })), alpha.conj())"},
+        {saved<&S::alpha>("alpha", FieldKind::Scalar), saved<&S::batch1>("batch1", FieldKind::Tensor, true),
+         saved<&S::batch1_sym_argsize_0>("batch1_sym_argsize_0", FieldKind::Int),
+         saved<&S::batch1_sym_argsize_1>("batch1_sym_argsize_1", FieldKind::Int),
+         saved<&S::batch2>("batch2", FieldKind::Tensor, true),
+         saved<&S::batch2_sym_argsize_2>("batch2_sym_argsize_2", FieldKind::Int),
+         saved<&S::beta>("beta", FieldKind::Scalar)}));
   }
   {
     using S = MvBackward0Saved;

@@ -256,6 +256,7 @@ bool supports_complex(const NodeSchema& schema) {
       "SigmoidBackward0", "SincBackward0",
       // products of matrices
       "MmBackward0", "AddmmBackward0", "BmmBackward0", "BaddbmmBackward0", "DotBackward0", "MvBackward0",
+      "VdotBackward0", "AddmvBackward0", "AddrBackward0", "AddbmmBackward0",
       // sums
       "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
       "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1",

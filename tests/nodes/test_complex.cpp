@@ -1,4 +1,5 @@
-// Suite "nodes", complex group: the nodes that take complex numbers, each
+// Suite "nodes", complex group: the nodes that take complex numbers (and the
+// matrix-vector nodes vdot, addmv, addr, addbmm, in real dtypes too), each
 // (a) against finite differences of its forward (written with L0 primitives)
 //     in complex128, in PyTorch's convention: for a real loss
 //     L = Re(sum(conj(g) * f(x))), the gradient of x is dL/dRe(x) + i dL/dIm(x);
@@ -202,6 +203,35 @@ TEST_CASE("complex: binary nodes and products of matrices against finite differe
        {{"alpha", Scalar(2.0)}, {"beta", Scalar(0.5)}, {"mat1_layout", Layout::Strided},
         {"mat1_sym_sizes", IntList{3, 4}}, {"mat1_sym_strides", IntList{4, 1}}, {"mat2_layout", Layout::Strided},
         {"mat2_sym_sizes", IntList{4, 2}}, {"mat2_sym_strides", IntList{2, 1}}}},
+      {"VdotBackward0", "torch.vdot(x0, x1)",
+       [](const std::vector<Tensor>& in) { return sum(mul(conj(in[0]), in[1])); }, {v, random_complex({4}, 14)},
+       {"other", "self"}, {}},
+      {"AddmvBackward0", "torch.addmv(x0, x1, x2, beta=0.5, alpha=2.0)",
+       [](const std::vector<Tensor>& in) { return add(mul(in[0], 0.5), mul(matmul(in[1], in[2]), 2.0)); },
+       {random_complex({3}, 15), a, v}, {"mat", "vec"}, {{"alpha", Scalar(2.0)}, {"beta", Scalar(0.5)}}},
+      {"AddmvBackward0", "torch.addmv(x0, x1, x2, beta=0.5, alpha=2.0)",  // real: the float64 and float32 formula
+       [](const std::vector<Tensor>& in) { return add(mul(in[0], 0.5), mul(matmul(in[1], in[2]), 2.0)); },
+       {random64({3}, 16), x, random64({4}, 17)}, {"mat", "vec"}, {{"alpha", Scalar(2.0)}, {"beta", Scalar(0.5)}}},
+      {"AddrBackward0", "torch.addr(x0, x1, x2, beta=0.5, alpha=2.0)",
+       [](const std::vector<Tensor>& in) { return add(mul(in[0], 0.5), mul(outer(in[1], in[2]), 2.0)); },
+       {a, random_complex({3}, 18), v}, {"vec1", "vec2"}, {{"alpha", Scalar(2.0)}, {"beta", Scalar(0.5)}}},
+      {"AddrBackward0", "torch.addr(x0, x1, x2, beta=0.5, alpha=2.0)",
+       [](const std::vector<Tensor>& in) { return add(mul(in[0], 0.5), mul(outer(in[1], in[2]), 2.0)); },
+       {x, random64({3}, 19), random64({4}, 20)}, {"vec1", "vec2"}, {{"alpha", Scalar(2.0)}, {"beta", Scalar(0.5)}}},
+      {"AddbmmBackward0", "torch.addbmm(x0, x1, x2, beta=0.5, alpha=2.0)",
+       [](const std::vector<Tensor>& in) {
+         return add(mul(in[0], 0.5), mul(sum(bmm(in[1], in[2]), {0}), 2.0));
+       },
+       {c, batch1, batch2}, {"batch1", "batch2"},
+       {{"alpha", Scalar(2.0)}, {"beta", Scalar(0.5)}, {"batch1_sym_argsize_0", std::int64_t{2}},
+        {"batch1_sym_argsize_1", std::int64_t{3}}, {"batch2_sym_argsize_2", std::int64_t{2}}}},
+      {"AddbmmBackward0", "torch.addbmm(x0, x1, x2, beta=0.5, alpha=2.0)",
+       [](const std::vector<Tensor>& in) {
+         return add(mul(in[0], 0.5), mul(sum(bmm(in[1], in[2]), {0}), 2.0));
+       },
+       {random64({3, 2}, 21), random64({2, 3, 4}, 22), random64({2, 4, 2}, 23)}, {"batch1", "batch2"},
+       {{"alpha", Scalar(2.0)}, {"beta", Scalar(0.5)}, {"batch1_sym_argsize_0", std::int64_t{2}},
+        {"batch1_sym_argsize_1", std::int64_t{3}}, {"batch2_sym_argsize_2", std::int64_t{2}}}},
       {"LerpBackward1", "torch.lerp(x0, x1, x2)",
        [](const std::vector<Tensor>& in) { return add(in[0], mul(in[2], sub(in[1], in[0]))); },
        {a, b, random_complex({3, 4}, 13)}, {"end", "self", "weight"}, {}},
