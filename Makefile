@@ -30,8 +30,12 @@ build: bootstrap
 	fi
 	@tools/logged.sh $(BUILD)/logs/ninja.log "build: ninja -C $(BUILD)" ninja -C $(BUILD)
 
+# The sanitizer build of the fuzzers (fuzz-build, minutes of clang) runs beside the Python tests, at the
+# lowest CPU priority: it takes the cores pytest leaves idle and never slows a test down.
 test: build
-	@$(MAKE) --no-print-directory test-cpp test-python test-notebooks test-embed test-docs test-fuzz
+	@$(MAKE) --no-print-directory test-cpp
+	@$(MAKE) --no-print-directory -j2 test-python fuzz-build FUZZ_NICE="nice -n 19"
+	@$(MAKE) --no-print-directory test-notebooks test-embed test-docs test-fuzz
 	@cpp=$$(grep -h "^\[doctest\] test cases" $(BUILD)/meson-logs/testlog.txt | awk '{s += $$6} END {print s}'); \
 	  py=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest.log | awk '{print $$1}'); \
 	  nb=$$(grep -oE "[0-9]+ passed" $(BUILD)/pytest-notebooks.log | awk '{print $$1}'); \
@@ -108,6 +112,7 @@ test-docs:
 # FUZZ_RUNS more inputs per harness with a fixed seed; `make fuzz` explores
 # for FUZZ_SECONDS per harness.
 FUZZ_BUILD := build-fuzz
+FUZZ_NICE ?=
 FUZZ_RUNS ?= 20000
 FUZZ_SECONDS ?= 60
 fuzz-build: bootstrap
@@ -120,7 +125,7 @@ fuzz-build: bootstrap
 	    || { cat $(BUILD)/logs/fuzz-setup.log; exit 1; }; \
 	fi
 	@tools/logged.sh $(BUILD)/logs/fuzz-ninja.log "fuzz: ninja -C $(FUZZ_BUILD)" \
-	  ninja -C $(FUZZ_BUILD) fuzz/fuzz_text fuzz/fuzz_bytecode fuzz/fuzz_bundle fuzz/fuzz_run
+	  $(FUZZ_NICE) ninja -C $(FUZZ_BUILD) fuzz/fuzz_text fuzz/fuzz_bytecode fuzz/fuzz_bundle fuzz/fuzz_run
 
 test-fuzz: fuzz-build
 	@tools/fuzz.sh replay $(FUZZ_RUNS)

@@ -154,9 +154,19 @@ def test_nodes_that_aten_computes_in_one_kernel_round_once(dtype):
     bias = torch.randn(16, dtype=dtype, requires_grad=True)
     for make, node in ((lambda: torch.softmax(x * 3, -1), "SoftmaxBackward0"),
                        (lambda: torch.nn.functional.gelu(x * 3), "GeluBackward0")):
-        expected, ours, _, captured = _grads(make, [x], dtype)
+        expected, ours, reference, captured = _grads(make, [x], dtype)
         assert node in str(captured.program)
-        assert ours[0].dtype == dtype and _ulps_apart(ours[0], expected[0]) == 0, node
+        assert ours[0].dtype == dtype
+        # torch's bits wherever the gradient is not deep in gelu's tail. There, 1 + erf(x / sqrt 2) cancels
+        # to a few float32 ulps of 1, and torch's vectorized erf (Vectorized<float>, not libm's) can differ
+        # from libm's by those ulps: on an AMD EPYC (AVX512) one element at x = -5.94 of this input is 29
+        # bfloat16 ulps off the float32 formula that torch's own scalar kernel computes. refgrad computes
+        # that formula; there it must be at least as close to the float64 reference as torch.
+        tail = expected[0].float().abs() < 1e-6 * expected[0].float().abs().max()
+        assert _ulps_apart(ours[0][~tail], expected[0][~tail]) == 0, node
+        ours_error = (ours[0].double() - reference[0])[tail].abs()
+        torch_error = (expected[0].double() - reference[0])[tail].abs()
+        assert bool((ours_error <= torch_error).all()), node
     expected, ours, reference, captured = _grads(
         lambda: torch.nn.functional.layer_norm(x, (16,), weight, bias), [x, weight, bias], dtype)
     assert "NativeLayerNormBackward0" in str(captured.program)
