@@ -157,31 +157,30 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
 
 // ---------------------------------------------------------------- unary ---
 
-// A float-valued unary op; int64 and bool inputs compute in float32.
-template <class F>
+// A float-valued unary op; int64 and bool inputs compute in float32. With
+// `with_complex`, for the ops ATen also defines on complex numbers (where
+// std::exp, std::sin, ... have complex overloads), complex inputs compute too.
+template <bool with_complex, class F>
 Tensor unary_float(const Tensor& self, const char* op, F f) {
   check_defined(self, op);
   const DType dtype = float_dtype(self.dtype());
   const Tensor input = self.to(opmath_dtype(dtype));
-  return kernel::rounded_to(kernel::dispatch_floating(input.dtype(), op, [&](auto tag) {
+  const auto compute = [&](auto tag) {
     using T = typename decltype(tag)::type;
     return kernel::map<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
-  }), dtype);
+  };
+  if constexpr (with_complex) {
+    return kernel::rounded_to(kernel::dispatch_floating_or_complex(input.dtype(), op, compute), dtype);
+  } else {
+    return kernel::rounded_to(kernel::dispatch_floating(input.dtype(), op, compute), dtype);
+  }
 }
 
-// A float-valued unary op that ATen also defines on complex numbers (where
-// std::exp, std::sin, ... have complex overloads); int64 and bool inputs
-// compute in float32.
+// The two kinds, by name.
 template <class F>
-Tensor unary_float_or_complex(const Tensor& self, const char* op, F f) {
-  check_defined(self, op);
-  const DType dtype = float_dtype(self.dtype());
-  const Tensor input = self.to(opmath_dtype(dtype));
-  return kernel::rounded_to(kernel::dispatch_floating_or_complex(input.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return kernel::map<T, T>(input.sizes(), [f](T x) { return static_cast<T>(f(x)); }, input);
-  }), dtype);
-}
+Tensor unary_real(const Tensor& self, const char* op, F f) { return unary_float<false>(self, op, f); }
+template <class F>
+Tensor unary_float_or_complex(const Tensor& self, const char* op, F f) { return unary_float<true>(self, op, f); }
 
 // A unary op that keeps the dtype; bool inputs are rejected with `bool_error`.
 template <class F>
@@ -269,8 +268,8 @@ Tensor square(const Tensor& self) {
 
 Tensor exp(const Tensor& self) { return unary_float_or_complex(self, "exp", [](auto x) { return std::exp(x); }); }
 Tensor log(const Tensor& self) { return unary_float_or_complex(self, "log", [](auto x) { return std::log(x); }); }
-Tensor log1p(const Tensor& self) { return unary_float(self, "log1p", [](auto x) { return std::log1p(x); }); }
-Tensor expm1(const Tensor& self) { return unary_float(self, "expm1", [](auto x) { return std::expm1(x); }); }
+Tensor log1p(const Tensor& self) { return unary_real(self, "log1p", [](auto x) { return std::log1p(x); }); }
+Tensor expm1(const Tensor& self) { return unary_real(self, "expm1", [](auto x) { return std::expm1(x); }); }
 Tensor sqrt(const Tensor& self) { return unary_float_or_complex(self, "sqrt", [](auto x) { return std::sqrt(x); }); }
 Tensor rsqrt(const Tensor& self) {
   return unary_float_or_complex(self, "rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
@@ -291,8 +290,8 @@ Tensor sigmoid(const Tensor& self) {
   // 1 / (1 + e^-x): exp overflows to inf for x << 0, giving 0, not NaN.
   return unary_float_or_complex(self, "sigmoid", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
 }
-Tensor erf(const Tensor& self) { return unary_float(self, "erf", [](auto x) { return std::erf(x); }); }
-Tensor erfc(const Tensor& self) { return unary_float(self, "erfc", [](auto x) { return std::erfc(x); }); }
+Tensor erf(const Tensor& self) { return unary_real(self, "erf", [](auto x) { return std::erf(x); }); }
+Tensor erfc(const Tensor& self) { return unary_real(self, "erfc", [](auto x) { return std::erfc(x); }); }
 Tensor reciprocal(const Tensor& self) {
   return unary_float_or_complex(self, "reciprocal", [](auto x) { return decltype(x)(1) / x; });
 }
