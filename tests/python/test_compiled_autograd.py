@@ -416,6 +416,11 @@ _HAND_MADE = {
     "SqueezeBackward2_copy": lambda x: torch.squeeze_copy(x.unsqueeze(0), [0]),
     "ScaledDotProductFlashAttentionForCpuBackward0": lambda x: torch.nn.functional.scaled_dot_product_attention(
         *[x.float().reshape(1, 1, 3, 4)] * 3),
+    # The complex nodes, from a real x: complex(x, 2x) and back to a real output.
+    "ViewAsRealBackward0": lambda x: torch.view_as_real(torch.complex(x, 2 * x) * 1),
+    "ConjBackward0": lambda x: torch.view_as_real(torch.complex(x, 2 * x).conj() * torch.complex(x, x)),
+    "ConjPhysicalBackward0": lambda x: torch.view_as_real(torch.conj_physical(torch.complex(x, 2 * x))),
+    "NegViewBackward0": lambda x: torch.complex(x, 2 * x).conj().imag * 1,
 }
 
 # Nodes refgrad has whose fields this test cannot compare, and why:
