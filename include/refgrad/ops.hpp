@@ -58,10 +58,10 @@ Tensor reciprocal(const Tensor& self);
 Tensor square(const Tensor& self);
 
 // ---------------------------------------------------------------- complex ---
-// complex64 and complex128 values (ATen's names). ATen returns views from real,
-// imag, view_as_real, view_as_complex and conj; here they are new tensors (a
-// backward program never writes through them). On a real tensor, real and
-// conj return it unchanged and imag raises, as in torch.
+// complex64 and complex128 values (ATen's names). real, imag, view_as_real and
+// view_as_complex are views of the same bytes, as in ATen; conj is a new tensor
+// (ATen's is a lazy view, and a backward program never writes through it). On a
+// real tensor, real and conj return it unchanged and imag raises, as in torch.
 
 Tensor real(const Tensor& self);
 Tensor imag(const Tensor& self);

@@ -175,12 +175,11 @@ std::optional<Tensor> norm_backward(Tensor grad, const Tensor& self, double p, T
   if (p == 2.0) return mul(grad, masked_fill(div(self, norm), eq(norm, 0), 0));
   if (std::isinf(p)) {
     const Tensor self_abs = abs(self);
-    // PyTorch compares |self| with the saved norm. For complex self refgrad compares with the extreme |self|
-    // recomputed, which is the saved norm in the program's own dtype, and still marks the extreme element
-    // when a float64 run reads a complex64 program: there the saved norm is |z| rounded to float32, which
-    // no |z| computed in float64 equals (every element would be unmarked and the grad 0/0).
-    const Tensor extreme = is_complex(self.dtype()) ? (p > 0 ? amax(self_abs, dim, true) : amin(self_abs, dim, true))
-                                                    : norm;
+    // PyTorch compares |self| with the saved norm; refgrad compares with the extreme |self| recomputed,
+    // which is the saved norm in the program's own dtype, and still marks the extreme element when a
+    // float64 run reads a complex64 program: there the saved norm is |z| rounded to float32, which no |z|
+    // computed in float64 equals (every element would be unmarked and the grad 0/0).
+    const Tensor extreme = p > 0 ? amax(self_abs, dim, true) : amin(self_abs, dim, true);
     const Tensor mask = logical_or(eq(self_abs, extreme), ne(self_abs, self_abs));
     return mul(sgn(self), mul(div(grad, sum(mask, dim, true)), mask));
   }

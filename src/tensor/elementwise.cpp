@@ -778,8 +778,7 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value) {
   // expands both before filling a copy); the dtype is self's.
   const Shape sizes = broadcast_for("masked_fill", self.sizes(), mask.sizes());
   const Tensor input = kernel::to_opmath(self);
-  if (is_complex(input.dtype())) {  // a real value: the imaginary parts are filled with 0
-    checked_scalar<std::complex<double>>(value, "masked_fill");
+  if (is_complex(input.dtype())) {  // a real value (checked by the real part's fill): the imaginary parts get 0
     return complex(masked_fill(real(input), mask, value), masked_fill(imag(input), mask, Scalar(0.0)));
   }
   return kernel::rounded_to(kernel::dispatch(input.dtype(), [&](auto tag) {

@@ -74,7 +74,7 @@ struct ComplexCase {
 };
 
 // The torch name of input i: x0, x1, ...
-std::string fmt_name(std::size_t i) { return "x" + std::to_string(i); }
+std::string torch_input_name(std::size_t i) { return "x" + std::to_string(i); }
 
 void check_complex_case(const ComplexCase& spec) {
   CAPTURE(spec.node);
@@ -83,8 +83,8 @@ void check_complex_case(const ComplexCase& spec) {
   const Tensor g = is_complex(output.dtype()) ? random_complex(output.sizes(), 31) : random64(output.sizes(), 31);
   std::string names, grads_of, saved_values;
   for (std::size_t i = 0; i < n; ++i) {
-    names += fmt_name(i) + " = " + std::string(1, static_cast<char>('a' + i)) + ".requires_grad_()\n";
-    grads_of += fmt_name(i) + ", ";
+    names += torch_input_name(i) + " = " + std::string(1, static_cast<char>('a' + i)) + ".requires_grad_()\n";
+    grads_of += torch_input_name(i) + ", ";
   }
   for (const std::string& field : spec.fields) saved_values += "fn._saved_" + field + ", ";
   const std::string g_name(1, static_cast<char>('a' + n));
