@@ -36,28 +36,38 @@ namespace refgrad {
 // int64), computes there and rounds its result back, as ATen's CPU kernels do.
 // complex64 and complex128 compute as std::complex<float>/<double> in the ops
 // ATen defines on them that refgrad has (src/tensor/complex.cpp); the others
-// raise. The numbering is the .rgbc format's:
+// raise. complex32 (torch.chalf: two float16) is a storage format of
+// complex64, as float16 is of float32. The numbering is the .rgbc format's:
 // new dtypes are appended.
 enum class DType : std::uint8_t {
   Bool, Int64, Float32, Float64,
   Float16, BFloat16, ComplexFloat, ComplexDouble,
   UInt8, Int8, Int16, Int32, UInt16, UInt32, UInt64,
+  ComplexHalf,
 };
 inline constexpr DType kAllDTypes[] = {
-    DType::Bool,  DType::UInt8,  DType::Int8,   DType::Int16,   DType::Int32,    DType::Int64,
-    DType::UInt16, DType::UInt32, DType::UInt64, DType::Float16, DType::BFloat16, DType::Float32,
-    DType::Float64, DType::ComplexFloat, DType::ComplexDouble};
+    DType::Bool,    DType::UInt8,   DType::Int8,     DType::Int16,       DType::Int32,
+    DType::Int64,   DType::UInt16,  DType::UInt32,   DType::UInt64,      DType::Float16,
+    DType::BFloat16, DType::Float32, DType::Float64, DType::ComplexHalf, DType::ComplexFloat,
+    DType::ComplexDouble};
 
 std::string dtype_name(DType dtype);  // "float32", as in torch.float32
 std::string short_dtype_name(DType dtype);  // "f32", "bf16", "b8": the program text's (and FX's) spelling
 std::size_t element_size(DType dtype);
 bool is_floating_point(DType dtype);  // float16, bfloat16, float32, float64
-bool is_complex(DType dtype);
+bool is_complex(DType dtype);  // complex32, complex64, complex128
 bool is_integral(DType dtype, bool include_bool);
 bool is_unsigned(DType dtype);  // uint8 and the wide unsigned types (not bool)
-// The type an op computes a dtype in (float16, bfloat16 -> float32; the
-// narrower integers -> int64; the others themselves).
+// The type an op computes a dtype in (float16, bfloat16 -> float32; complex32
+// -> complex64; the narrower integers -> int64; the others themselves).
 DType opmath_dtype(DType dtype);
+// The complex dtype of a real one's precision (float16 -> complex32, bfloat16
+// and float32 -> complex64, float64 -> complex128), c10's toComplexType; a
+// complex dtype is itself.
+DType to_complex_type(DType dtype);
+// The real dtype of a complex one's parts (complex64 -> float32), c10's
+// toRealValueType; a real dtype is itself.
+DType to_real_value_type(DType dtype);
 DType default_dtype();  // float32, torch.get_default_dtype()
 
 // float16 and bfloat16 values as stored: the bits, converted to and from
@@ -73,6 +83,11 @@ float to_float(Half value);
 float to_float(BFloat16 value);
 Half to_half(float value);
 BFloat16 to_bfloat16(float value);
+// complex32 as stored: a float16 real part, then a float16 imaginary part (c10::complex<c10::Half>).
+struct ComplexHalf {
+  Half real;
+  Half imag;
+};
 
 // The C++ type stored for a dtype. bool is stored as one byte, as in ATen.
 template <class T>
@@ -103,6 +118,8 @@ template <>
 constexpr DType dtype_of<float>() { return DType::Float32; }
 template <>
 constexpr DType dtype_of<double>() { return DType::Float64; }
+template <>
+constexpr DType dtype_of<ComplexHalf>() { return DType::ComplexHalf; }
 template <>
 constexpr DType dtype_of<std::complex<float>>() { return DType::ComplexFloat; }
 template <>
@@ -167,50 +184,77 @@ void check_fits_memory_limit(const Shape& sizes, DType dtype);
 // ----------------------------------------------------------------- Scalar ---
 
 // A number that is not a tensor: PyTorch's c10::Scalar. Its kind (bool, int,
-// float) matters for type promotion: a Python float added to an int64 tensor
-// gives float32, an int added to it stays int64.
+// float, complex) matters for type promotion: a Python float added to an int64
+// tensor gives float32, an int added to it stays int64, a complex one added to
+// a float64 tensor gives complex128.
 class Scalar {
  public:
-  enum class Kind : std::uint8_t { Bool, Int, Float };
+  enum class Kind : std::uint8_t { Bool, Int, Float, Complex };  // numbered as in .rgbc
 
   Scalar() : Scalar(std::int64_t{0}) {}
-  Scalar(bool value) : kind_(Kind::Bool), int_(value ? 1 : 0), float_(value ? 1.0 : 0.0) {}
+  Scalar(bool value) : kind_(Kind::Bool), int_(value ? 1 : 0), real_(value ? 1.0 : 0.0) {}
   template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
   Scalar(I value)
-      : kind_(Kind::Int), int_(static_cast<std::int64_t>(value)), float_(static_cast<double>(value)) {}
+      : kind_(Kind::Int), int_(static_cast<std::int64_t>(value)), real_(static_cast<double>(value)) {}
   template <class F, std::enable_if_t<std::is_floating_point_v<F>, int> = 0>
-  Scalar(F value) : kind_(Kind::Float), int_(0), float_(static_cast<double>(value)) {}
+  Scalar(F value) : kind_(Kind::Float), int_(0), real_(static_cast<double>(value)) {}
+  template <class F>
+  Scalar(std::complex<F> value)
+      : kind_(Kind::Complex), int_(0), real_(static_cast<double>(value.real())),
+        imag_(static_cast<double>(value.imag())) {}
 
   Kind kind() const { return kind_; }
   bool is_floating_point() const { return kind_ == Kind::Float; }
   bool is_integral() const { return kind_ == Kind::Int; }
   bool is_boolean() const { return kind_ == Kind::Bool; }
+  bool is_complex() const { return kind_ == Kind::Complex; }
   // The dtype a Python number of this kind takes as a 0-dim tensor.
   DType natural_dtype() const;
 
-  double to_double() const { return float_; }
+  // The value as a real number. A complex Scalar converts only when its
+  // imaginary part is zero; otherwise this raises, as c10's checked
+  // conversion does, so that a real-only formula never drops an imaginary
+  // part silently.
+  double to_double() const {
+    if (kind_ == Kind::Complex) check_imaginary_part_is_zero("double");
+    return real_;
+  }
+  std::complex<double> to_complex() const { return {real_, imag_}; }
   // A float truncates toward zero; one that int64 cannot hold (NaN, inf, 1e30) raises, as c10's
   // checked conversion does ("cannot be converted to type int64 without overflow"). 2^63 passes
   // c10's check and gives INT64_MIN, as x86's conversion (and so torch) does.
   std::int64_t to_int64() const {
-    if (kind_ != Kind::Float) return int_;
+    if (kind_ == Kind::Bool || kind_ == Kind::Int) return int_;
+    if (kind_ == Kind::Complex) check_imaginary_part_is_zero("int64");
     constexpr double limit = 9223372036854775808.0;  // 2^63
-    check(float_ >= -limit && float_ <= limit, "value ", repr(), " cannot be converted to type int64 without overflow");
-    return float_ == limit ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(float_);
+    check(real_ >= -limit && real_ <= limit, "value ", repr(), " cannot be converted to type int64 without overflow");
+    return real_ == limit ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(real_);
   }
-  bool to_bool() const { return kind_ == Kind::Float ? float_ != 0.0 : int_ != 0; }
+  bool to_bool() const {
+    if (kind_ == Kind::Bool || kind_ == Kind::Int) return int_ != 0;
+    return real_ != 0.0 || imag_ != 0.0;
+  }
   template <class T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) return to_bool();
     else if constexpr (std::is_integral_v<T>) return static_cast<T>(to_int64());
-    else return static_cast<T>(to_double());
+    else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(to_double());
+    else return T(static_cast<typename T::value_type>(real_), static_cast<typename T::value_type>(imag_));
   }
+  // The complex conjugate (c10's Scalar::conj); a real Scalar is itself.
+  Scalar conj() const { return kind_ == Kind::Complex ? Scalar(std::complex<double>(real_, -imag_)) : *this; }
+  // Python's repr: True, 2, 0.5, (2+3j), 0.4j.
   std::string repr() const;
 
  private:
+  void check_imaginary_part_is_zero(const char* type) const {
+    check(imag_ == 0.0, "value ", repr(), " cannot be converted to type ", type, " without overflow");
+  }
+
   Kind kind_;
   std::int64_t int_;
-  double float_;
+  double real_;
+  double imag_ = 0.0;
 };
 
 // ---------------------------------------------------------------- Storage ---

@@ -41,7 +41,7 @@ Tolerance tolerance_for(DType dtype, const Comparison& comparison) {
   Tolerance tolerance;
   if (dtype == DType::Float32 || dtype == DType::ComplexFloat) tolerance = {1.3e-6, 1e-5};
   if (dtype == DType::Float64 || dtype == DType::ComplexDouble) tolerance = {1e-7, 1e-7};
-  if (dtype == DType::Float16) tolerance = {1e-3, 1e-5};
+  if (dtype == DType::Float16 || dtype == DType::ComplexHalf) tolerance = {1e-3, 1e-5};
   if (dtype == DType::BFloat16) tolerance = {1.6e-2, 1e-5};
   return {comparison.rtol.value_or(tolerance.rtol), comparison.atol.value_or(tolerance.atol)};
 }

@@ -62,6 +62,7 @@ NonFiniteCount count_non_finite(const Tensor& tensor) {
     // float16 and bfloat16 widen to float exactly, infinities and NaN included.
     case DType::Float16:
     case DType::BFloat16: return count_non_finite_of<float>(to(tensor, DType::Float32));
+    case DType::ComplexHalf:
     case DType::ComplexFloat:
     case DType::ComplexDouble: {  // an element counts once, as NaN when either part is NaN
       const Tensor wide = to(tensor, DType::ComplexDouble).contiguous();

@@ -1,6 +1,6 @@
 // L3: running a program in float64, the oracle's reference precision
 // (DESIGN.md, "Numbers and precision"). Every place a program names a dtype
-// is rewritten f16, bf16, f32 -> f64 and c64 -> c128, and every such tensor is converted; the
+// is rewritten f16, bf16, f32 -> f64 and c32, c64 -> c128, and every such tensor is converted; the
 // program's instructions are otherwise the same, so running it computes the
 // same formulas with float64 rounding.
 #include <type_traits>
@@ -11,10 +11,10 @@
 namespace refgrad {
 namespace {
 
-// float16, bfloat16 and float32 become float64; complex64 becomes complex128.
+// float16, bfloat16 and float32 become float64; complex32 and complex64 become complex128.
 DType promoted(DType dtype) {
   if (dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32) return DType::Float64;
-  if (dtype == DType::ComplexFloat) return DType::ComplexDouble;
+  if (dtype == DType::ComplexHalf || dtype == DType::ComplexFloat) return DType::ComplexDouble;
   return dtype;
 }
 

@@ -8,8 +8,8 @@
 namespace refgrad::nodes {
 namespace {
 
-// conj for a Scalar divisor (a Scalar is real): itself.
-const Scalar& conj(const Scalar& value) { return value; }
+// conj for a Scalar divisor, so that one template serves Tensor and Scalar divisors.
+Scalar conj(const Scalar& value) { return value.conj(); }
 
 // FunctionsManual's div_tensor_self_backward: grad / other.conj(), or zeros of
 // self's dtype when the division rounds (floor and trunc are piecewise constant).
@@ -94,7 +94,7 @@ Grads AddBackward0(const Grads& grads, const AddBackward0Saved& saved, const Nee
   const Tensor& grad = *grads[0];
   Grads out(2);
   if (need[0]) out[0] = handle_r_to_c(saved.self_scalar_type, grad);
-  if (need[1]) out[1] = handle_r_to_c(saved.other_scalar_type, maybe_multiply(grad, saved.alpha));
+  if (need[1]) out[1] = handle_r_to_c(saved.other_scalar_type, maybe_multiply(grad, saved.alpha.conj()));
   return out;
 }
 
@@ -153,7 +153,7 @@ Grads SubBackward0(const Grads& grads, const SubBackward0Saved& saved, const Nee
   const Tensor& grad = *grads[0];
   Grads out(2);
   if (need[0]) out[0] = handle_r_to_c(saved.self_scalar_type, grad);
-  if (need[1]) out[1] = handle_r_to_c(saved.other_scalar_type, maybe_multiply(neg(grad), saved.alpha));
+  if (need[1]) out[1] = handle_r_to_c(saved.other_scalar_type, maybe_multiply(neg(grad), saved.alpha.conj()));
   return out;
 }
 
@@ -181,7 +181,7 @@ Grads RsubBackward0(const Grads& grads, const RsubBackward0Saved& saved, const N
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
   Grads out(2);
-  if (need[0]) out[0] = handle_r_to_c(saved.self_scalar_type, maybe_multiply(neg(grad), saved.alpha));
+  if (need[0]) out[0] = handle_r_to_c(saved.self_scalar_type, maybe_multiply(neg(grad), saved.alpha.conj()));
   if (need[1]) out[1] = handle_r_to_c(saved.other_scalar_type, grad);
   return out;
 }
@@ -195,11 +195,11 @@ struct RsubBackward1Saved {
 
 Grads RsubBackward1(const Grads& grads, const RsubBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  return Grads{handle_r_to_c(saved.self_scalar_type, maybe_multiply(neg(*grads[0]), saved.alpha))};
+  return Grads{handle_r_to_c(saved.self_scalar_type, maybe_multiply(neg(*grads[0]), saved.alpha.conj()))};
 }
 
 // MulBackward1 — mul.Scalar(Tensor self, Scalar other)
-//   self: mul_tensor_backward(grad, other, self.scalar_type())
+//   self: mul_tensor_backward(grad, other, self.scalar_type()), that is grad * other.conj()
 struct MulBackward1Saved {
   Scalar other;
   DType self_scalar_type;
@@ -207,7 +207,7 @@ struct MulBackward1Saved {
 
 Grads MulBackward1(const Grads& grads, const MulBackward1Saved& saved, const Need& need) {
   if (!grads[0] || !need[0]) return Grads(1);
-  return Grads{handle_r_to_c(saved.self_scalar_type, mul(*grads[0], saved.other))};
+  return Grads{handle_r_to_c(saved.self_scalar_type, mul(*grads[0], saved.other.conj()))};
 }
 
 // DivBackward0 — div.Tensor(Tensor self, Tensor other)
@@ -667,7 +667,7 @@ Grads MaskedFillBackward1(const Grads& grads, const MaskedFillBackward1Saved& sa
 }
 
 // LerpBackward0 — lerp.Scalar(Tensor self, Tensor end, Scalar weight)
-//   self: grad * (1 - weight.toDouble())
+//   self: weight.isComplex() ? grad * (1 - weight.conj().toComplexDouble()) : grad * (1 - weight.toDouble())
 //   end:  grad * weight.conj()
 struct LerpBackward0Saved {
   Scalar weight;
@@ -677,8 +677,11 @@ Grads LerpBackward0(const Grads& grads, const LerpBackward0Saved& saved, const N
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
   Grads out(2);
-  if (need[0]) out[0] = mul(grad, Scalar(1 - saved.weight.to_double()));
-  if (need[1]) out[1] = mul(grad, saved.weight);
+  const Scalar one_minus_weight_conj = saved.weight.is_complex()
+                                           ? Scalar(1.0 - saved.weight.conj().to_complex())
+                                           : Scalar(1 - saved.weight.to_double());
+  if (need[0]) out[0] = mul(grad, one_minus_weight_conj);
+  if (need[1]) out[1] = mul(grad, saved.weight.conj());
   return out;
 }
 

@@ -3,7 +3,7 @@
 namespace refgrad::nodes {
 
 Tensor maybe_multiply(const Tensor& grad, const Scalar& factor) {
-  const bool is_one = factor.is_floating_point() ? factor.to_double() == 1.0 : factor.to_int64() == 1;
+  const bool is_one = factor.to_complex() == std::complex<double>(1.0);
   return is_one ? grad : mul(grad, factor);
 }
 
@@ -26,15 +26,15 @@ bool is_column_major(const IntList& sizes, const IntList& strides) {
 Tensor mm_mat1_backward(const Tensor& grad, const Tensor& mat2, const IntList& mat1_sizes,
                         const IntList& mat1_strides, Layout mat1_layout, const Scalar& alpha) {
   if (mat1_layout == Layout::Strided && is_column_major(mat1_sizes, mat1_strides))
-    return maybe_multiply(t(mm(conj(mat2), t(grad))), alpha);
-  return maybe_multiply(mm(grad, t(conj(mat2))), alpha);
+    return maybe_multiply(t(mm(conj(mat2), t(grad))), alpha.conj());
+  return maybe_multiply(mm(grad, t(conj(mat2))), alpha.conj());
 }
 
 Tensor mm_mat2_backward(const Tensor& grad, const Tensor& mat1, const IntList& mat2_sizes,
                         const IntList& mat2_strides, Layout mat2_layout, const Scalar& alpha) {
   if (mat2_layout == Layout::Strided && is_column_major(mat2_sizes, mat2_strides))
-    return maybe_multiply(t(mm(t(grad), conj(mat1))), alpha);
-  return maybe_multiply(mm(t(conj(mat1)), grad), alpha);
+    return maybe_multiply(t(mm(t(grad), conj(mat1))), alpha.conj());
+  return maybe_multiply(mm(t(conj(mat1)), grad), alpha.conj());
 }
 
 Tensor threshold_backward(const Tensor& grad, const Tensor& self, const Scalar& threshold) {

@@ -171,6 +171,9 @@ Grads ScatterAddBackward0(const Grads& grads, const ScatterAddBackward0Saved& sa
 //   source: maybe_multiply(source.dim() > 0 ? grad.index_select(dim, index).expand_as(source)
 //                                           : grad.index_select(dim, index.squeeze(0)), alpha)
 // PyTorch saves `index` and `source` only when source's grad may be needed.
+// With a complex alpha the gradient of alpha * source is grad * alpha.conj() (conjugate Wirtinger,
+// as add's and addmm's formulas write it); torch 2.13's formula multiplies by alpha itself, which
+// torch.autograd.gradcheck refuses (x.index_add(0, i, s, alpha=2+3j)). refgrad computes the gradient.
 struct IndexAddBackward0Saved {
   Scalar alpha;
   std::int64_t dim;
@@ -189,7 +192,7 @@ Grads IndexAddBackward0(const Grads& grads, const IndexAddBackward0Saved& saved,
     const Tensor& source = needed(saved.source, "IndexAddBackward0", "source", "source");
     const Tensor selected = saved.source_dim > 0 ? expand(index_select(grad, saved.dim, index), source.sizes())
                                                  : index_select(grad, saved.dim, squeeze(index, 0));
-    out[1] = maybe_multiply(selected, saved.alpha);
+    out[1] = maybe_multiply(selected, saved.alpha.conj());
   }
   return out;
 }

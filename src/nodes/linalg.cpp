@@ -64,7 +64,7 @@ Grads AddmmBackward0(const Grads& grads, const AddmmBackward0Saved& saved, const
   if (!grads[0]) return Grads(3);
   const Tensor& grad = *grads[0];
   Grads out(3);
-  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta.conj());
   if (need[1]) {
     const Tensor& mat2 = needed(saved.mat2, "AddmmBackward0", "mat1", "mat2");
     out[1] = mm_mat1_backward(grad, mat2, saved.mat1_sym_sizes, saved.mat1_sym_strides, saved.mat1_layout,
@@ -116,14 +116,14 @@ Grads BaddbmmBackward0(const Grads& grads, const BaddbmmBackward0Saved& saved, c
   if (!grads[0]) return Grads(3);
   const Tensor& grad = *grads[0];
   Grads out(3);
-  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta.conj());
   if (need[1]) {
     const Tensor& batch2 = needed(saved.batch2, "BaddbmmBackward0", "batch1", "batch2");
-    out[1] = maybe_multiply(bmm(grad, conj(transpose(batch2, 1, 2))), saved.alpha);
+    out[1] = maybe_multiply(bmm(grad, conj(transpose(batch2, 1, 2))), saved.alpha.conj());
   }
   if (need[2]) {
     const Tensor& batch1 = needed(saved.batch1, "BaddbmmBackward0", "batch2", "batch1");
-    out[2] = maybe_multiply(bmm(conj(transpose(batch1, 1, 2)), grad), saved.alpha);
+    out[2] = maybe_multiply(bmm(conj(transpose(batch1, 1, 2)), grad), saved.alpha.conj());
   }
   return out;
 }
@@ -210,11 +210,11 @@ Grads AddmvBackward0(const Grads& grads, const AddmvBackward0Saved& saved, const
   if (!grads[0]) return Grads(3);
   const Tensor& grad = *grads[0];
   Grads out(3);
-  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
-  if (need[1]) out[1] = maybe_multiply(outer(grad, conj(needed(saved.vec, "AddmvBackward0", "mat", "vec"))), saved.alpha);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta.conj());
+  if (need[1]) out[1] = maybe_multiply(outer(grad, conj(needed(saved.vec, "AddmvBackward0", "mat", "vec"))), saved.alpha.conj());
   if (need[2]) {
     const Tensor& mat = needed(saved.mat, "AddmvBackward0", "vec", "mat");
-    out[2] = maybe_multiply(matmul(conj(t(mat)), grad), saved.alpha);  // mv
+    out[2] = maybe_multiply(matmul(conj(t(mat)), grad), saved.alpha.conj());  // mv
   }
   return out;
 }
@@ -234,9 +234,9 @@ Grads AddrBackward0(const Grads& grads, const AddrBackward0Saved& saved, const N
   if (!grads[0]) return Grads(3);
   const Tensor& grad = *grads[0];
   Grads out(3);
-  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
-  if (need[1]) out[1] = maybe_multiply(matmul(grad, conj(needed(saved.vec2, "AddrBackward0", "vec1", "vec2"))), saved.alpha);
-  if (need[2]) out[2] = maybe_multiply(matmul(t(grad), conj(needed(saved.vec1, "AddrBackward0", "vec2", "vec1"))), saved.alpha);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta.conj());
+  if (need[1]) out[1] = maybe_multiply(matmul(grad, conj(needed(saved.vec2, "AddrBackward0", "vec1", "vec2"))), saved.alpha.conj());
+  if (need[2]) out[2] = maybe_multiply(matmul(t(grad), conj(needed(saved.vec1, "AddrBackward0", "vec2", "vec1"))), saved.alpha.conj());
   return out;
 }
 
@@ -261,7 +261,7 @@ Grads AddbmmBackward0(const Grads& grads, const AddbmmBackward0Saved& saved, con
   if (!grads[0]) return Grads(3);
   const Tensor& grad = *grads[0];
   Grads out(3);
-  if (need[0]) out[0] = maybe_multiply(grad, saved.beta);
+  if (need[0]) out[0] = maybe_multiply(grad, saved.beta.conj());
   if (!need[1] && !need[2]) return out;
   const IntList batch_sizes{saved.batch1_sym_argsize_0, saved.batch1_sym_argsize_1, saved.batch2_sym_argsize_2};
   check_sizes("AddbmmBackward0", "batch1_sym_argsize_0, batch1_sym_argsize_1, batch2_sym_argsize_2", batch_sizes);
@@ -270,11 +270,11 @@ Grads AddbmmBackward0(const Grads& grads, const AddbmmBackward0Saved& saved, con
   const Tensor grad_per_batch = expand(unsqueeze(grad, 0), batch_sizes);
   if (need[1]) {
     const Tensor& batch2 = needed(saved.batch2, "AddbmmBackward0", "batch1", "batch2");
-    out[1] = maybe_multiply(bmm(grad_per_batch, conj(transpose(batch2, 1, 2))), saved.alpha);
+    out[1] = maybe_multiply(bmm(grad_per_batch, conj(transpose(batch2, 1, 2))), saved.alpha.conj());
   }
   if (need[2]) {
     const Tensor& batch1 = needed(saved.batch1, "AddbmmBackward0", "batch2", "batch1");
-    out[2] = maybe_multiply(bmm(conj(transpose(batch1, 1, 2)), grad_per_batch), saved.alpha);
+    out[2] = maybe_multiply(bmm(conj(transpose(batch1, 1, 2)), grad_per_batch), saved.alpha.conj());
   }
   return out;
 }

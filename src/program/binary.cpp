@@ -85,12 +85,12 @@ std::string_view section_name(Section section) {
 }
 
 // How many values each one-byte enum has (the reader rejects the rest).
-constexpr unsigned kDTypes = 15;       // Bool, Int64, Float32, Float64, Float16 ... UInt64
+constexpr unsigned kDTypes = 16;       // Bool, Int64, Float32, Float64, Float16 ... UInt64, ComplexHalf
 constexpr unsigned kDevices = 2;       // CPU, CUDA
 constexpr unsigned kLayouts = 8;       // Strided ... Jagged
 constexpr unsigned kHookKinds = 4;     // TensorPre ... PostAccGrad
 constexpr unsigned kOpcodes = 9;       // Call ... Output
-constexpr unsigned kScalarKinds = 3;   // Bool, Int, Float
+constexpr unsigned kScalarKinds = 4;   // Bool, Int, Float, Complex
 constexpr unsigned kValueTags = std::variant_size_v<AttrValue>;  // AttrValue's alternatives, in order
 
 // The fewest bytes one entry of a list takes, so that a count can be checked
@@ -124,7 +124,8 @@ void with_element_type(DType dtype, F&& f) {
     case DType::Int64: return f(std::int64_t{});
     case DType::UInt16:
     case DType::Float16:
-    case DType::BFloat16: return f(std::uint16_t{});
+    case DType::BFloat16:
+    case DType::ComplexHalf: return f(std::uint16_t{});
     case DType::UInt32: return f(std::uint32_t{});
     case DType::UInt64: return f(std::uint64_t{});
     case DType::Float32:
@@ -271,9 +272,16 @@ void write_value(Writer& w, const AttrValue& value) {
           w.flag(x);
         } else if constexpr (std::is_same_v<T, Scalar>) {
           w.enum_value(x.kind());
-          if (x.is_boolean()) w.flag(x.to_bool());
-          else if (x.is_integral()) w.i64(x.to_int64());
-          else w.f64(x.to_double());
+          if (x.is_boolean()) {
+            w.flag(x.to_bool());
+          } else if (x.is_integral()) {
+            w.i64(x.to_int64());
+          } else if (x.is_complex()) {
+            w.f64(x.to_complex().real());
+            w.f64(x.to_complex().imag());
+          } else {
+            w.f64(x.to_double());
+          }
         } else if constexpr (std::is_same_v<T, std::string>) {
           w.str(x);
         } else if constexpr (std::is_same_v<T, DType> || std::is_same_v<T, Layout>) {
@@ -546,6 +554,10 @@ Scalar read_scalar(Reader& r) {
     case Scalar::Kind::Bool: return Scalar(r.flag("bool Scalar"));
     case Scalar::Kind::Int: return Scalar(r.i64("int Scalar"));
     case Scalar::Kind::Float: return Scalar(r.f64("float Scalar"));
+    case Scalar::Kind::Complex: {
+      const double real = r.f64("complex Scalar's real part");
+      return Scalar(std::complex<double>(real, r.f64("complex Scalar's imaginary part")));
+    }
   }
   return Scalar();
 }

@@ -56,7 +56,7 @@ std::string value_noun(FieldKind kind) {
     case FieldKind::Sizes: return "a list of integers [...]";
     case FieldKind::Float: return "a number";
     case FieldKind::Bool: return "true or false";
-    case FieldKind::Scalar: return "a number, true or false";
+    case FieldKind::Scalar: return "a number (2, 2.0 or 1.0-2.0j), true or false";
     case FieldKind::String: return "a string";
     case FieldKind::DType: return "a dtype";
     case FieldKind::Layout: return "a layout";
@@ -95,7 +95,7 @@ bool starts_value(FieldKind kind, const Token& token) {
     case FieldKind::Int: return token.kind == TokenKind::Integer;
     case FieldKind::Float: return is_number(token);
     case FieldKind::Bool: return is_bool(token);
-    case FieldKind::Scalar: return is_number(token) || is_bool(token);
+    case FieldKind::Scalar: return is_number(token) || is_imaginary(token) || is_bool(token);
     case FieldKind::String: return token.kind == TokenKind::String;
     case FieldKind::DType:
     case FieldKind::Layout: return token.kind == TokenKind::Word;
@@ -503,11 +503,15 @@ bool Parser::read_bool() {
   return take().text == "true";
 }
 
-// The spelling is the kind: 2 is an int Scalar, 2.0 a float one, true a bool one.
+// The spelling is the kind: 2 is an int Scalar, 2.0 a float one, true a bool
+// one, and 1.5-2.0j or 0.5j (Python's spelling) a complex one.
 Scalar Parser::read_scalar() {
   if (is_bool(token_)) return Scalar(read_bool());
-  if (at(TokenKind::Integer)) return Scalar(read_integer());
-  return Scalar(read_float<double>(DType::Float64));
+  if (is_imaginary(token_)) return Scalar(std::complex<double>(0.0, read_imaginary<double>(DType::ComplexDouble)));
+  const Scalar real_part = at(TokenKind::Integer) ? Scalar(read_integer()) : Scalar(read_float<double>(DType::Float64));
+  const bool signed_imaginary = is_imaginary(token_) && (token_.text[0] == '+' || token_.text[0] == '-');
+  if (!signed_imaginary) return real_part;
+  return Scalar(std::complex<double>(real_part.to_double(), read_imaginary<double>(DType::ComplexDouble)));
 }
 
 DType Parser::read_dtype() {
@@ -515,7 +519,7 @@ DType Parser::read_dtype() {
   const std::optional<DType> dtype = parse_short_dtype(token.text);
   if (!dtype)
     fail(token, "unknown dtype '" + token.text + "' (b8, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64, "
-                "c64 or c128)");
+                "c32, c64 or c128)");
   return *dtype;
 }
 
@@ -744,6 +748,8 @@ Tensor Parser::read_literal(const TensorType& type) {
     case DType::Float64: return read_literal_as<double>(type);
     case DType::Float16:
     case DType::BFloat16: return to(read_literal_as<float>(type), type.dtype);  // rounded to nearest, as torch.tensor
+    case DType::ComplexHalf:  // each part rounded to nearest, as torch.tensor
+      return to(read_literal_as<std::complex<float>>(type), DType::ComplexHalf);
     case DType::ComplexFloat: return read_literal_as<std::complex<float>>(type);
     case DType::ComplexDouble: return read_literal_as<std::complex<double>>(type);
     default: {  // the other integer types: written as integers that must fit

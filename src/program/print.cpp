@@ -115,9 +115,18 @@ std::string quote(const std::string& value) {
 
 std::string format_bool(bool value) { return value ? "true" : "false"; }
 
+template <class Float>
+std::string format_complex(std::complex<Float> value) {
+  // Python's spelling, the imaginary part always signed: 1.5-2.0j, 0.0+1.0j, nan+infj.
+  std::string imaginary = format_float(value.imag());
+  if (imaginary[0] != '-') imaginary = "+" + imaginary;
+  return format_float(value.real()) + imaginary + "j";
+}
+
 std::string format_scalar(const Scalar& scalar) {
   if (scalar.is_boolean()) return format_bool(scalar.to_bool());
   if (scalar.is_integral()) return std::to_string(scalar.to_int64());
+  if (scalar.is_complex()) return format_complex(scalar.to_complex());
   return format_float(scalar.to_double());
 }
 
@@ -193,10 +202,7 @@ std::string format_element(T value) {
   } else if constexpr (std::is_floating_point_v<T>) {
     return format_float(value);
   } else if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>) {
-    // Python's spelling, the imaginary part always signed: 1.5-2.0j, 0.0+1.0j, nan+infj.
-    std::string imaginary = format_float(value.imag());
-    if (imaginary[0] != '-') imaginary = "+" + imaginary;
-    return format_float(value.real()) + imaginary + "j";
+    return format_complex(value);
   } else {
     return std::to_string(value);
   }
@@ -238,6 +244,7 @@ std::string print_tensor_literal(const Tensor& tensor) {
     case DType::Float64: return format_literal<double>(tensor);
     case DType::Float16:
     case DType::BFloat16: return format_literal<float>(tensor);  // exact: float holds every value
+    case DType::ComplexHalf:  // exact: complex64 holds every value
     case DType::ComplexFloat: return format_literal<std::complex<float>>(tensor);
     case DType::ComplexDouble: return format_literal<std::complex<double>>(tensor);
     default: return format_literal<std::int64_t>(tensor);  // the other integers: exact in int64

@@ -135,6 +135,9 @@ bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; 
 
 bool same_scalar(const Scalar& a, const Scalar& b) {
   if (a.kind() != b.kind()) return false;
+  if (a.is_complex())
+    return same_bits(a.to_complex().real(), b.to_complex().real()) &&
+           same_bits(a.to_complex().imag(), b.to_complex().imag());
   return a.is_floating_point() ? same_bits(a.to_double(), b.to_double()) : a.to_int64() == b.to_int64();
 }
 

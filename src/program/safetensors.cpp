@@ -51,7 +51,9 @@ std::string safetensors_dtype_name(DType dtype) {
     case DType::BFloat16: return "BF16";
     case DType::Float32: return "F32";
     case DType::Float64: return "F64";
-    // The safetensors format names complex64 C64; complex128 has no name there yet, C128 is refgrad's.
+    // The safetensors format names complex64 C64; complex32 and complex128 have no name there yet,
+    // C32 and C128 are refgrad's.
+    case DType::ComplexHalf: return "C32";
     case DType::ComplexFloat: return "C64";
     case DType::ComplexDouble: return "C128";
   }

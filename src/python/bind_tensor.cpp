@@ -28,6 +28,7 @@ std::string buffer_format(DType dtype) {
     case DType::BFloat16: return py::format_descriptor<std::uint16_t>::format();  // NumPy has none: the bits
     case DType::Float32: return py::format_descriptor<float>::format();
     case DType::Float64: return py::format_descriptor<double>::format();
+    case DType::ComplexHalf: return py::format_descriptor<std::int32_t>::format();  // NumPy has none: the bits
     case DType::ComplexFloat: return "Zf";
     case DType::ComplexDouble: return "Zd";
   }
@@ -55,8 +56,10 @@ py::object to_torch(const Tensor& tensor) {
   const py::object copy = py::module_::import("numpy").attr("array")(tensor_to_numpy(tensor));
   const py::object torch = py::module_::import("torch");
   const py::object result = torch.attr("from_numpy")(copy);
-  // A bfloat16 tensor's NumPy array holds its bits as uint16.
-  return tensor.dtype() == DType::BFloat16 ? result.attr("view")(torch.attr("bfloat16")) : result;
+  // A bfloat16 tensor's NumPy array holds its bits as uint16, a complex32 one's as int32.
+  if (tensor.dtype() == DType::BFloat16) return result.attr("view")(torch.attr("bfloat16"));
+  if (tensor.dtype() == DType::ComplexHalf) return result.attr("view")(torch.attr("complex32"));
+  return result;
 }
 
 // The one complex element of a tensor, read as complex128.
@@ -69,6 +72,7 @@ py::object item_of(const Tensor& tensor) {
   check(tensor.numel() == 1, "Tensor.item: a tensor with ", tensor.numel(), " elements cannot be one number");
   switch (tensor.dtype()) {
     case DType::Bool: return py::bool_(tensor.item<bool>());
+    case DType::ComplexHalf:
     case DType::ComplexFloat:
     case DType::ComplexDouble: {
       const auto value = complex_item(tensor);

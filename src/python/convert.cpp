@@ -67,7 +67,7 @@ DType dtype_from_python(py::handle value, std::string_view where) {
   }
   if (const std::optional<DType> dtype = parse_short_dtype(name)) return *dtype;
   fail(fmt::format("{}: refgrad has no dtype '{}' (it has bool, the integer types, float16, bfloat16, float32, "
-                   "float64, complex64 and complex128)",
+                   "float64, complex32, complex64 and complex128)",
                    where, name));
 }
 
@@ -163,13 +163,15 @@ bool is_torch_tensor(py::handle value) {
 }
 
 Tensor tensor_from_torch(py::handle value) {
-  const DType dtype = dtype_from_python(value.attr("dtype"), "Tensor.from_torch");  // float8, complex32 raise here
+  const DType dtype = dtype_from_python(value.attr("dtype"), "Tensor.from_torch");  // the float8 types raise here
   const py::object plain = value.attr("detach")().attr("cpu")().attr("resolve_conj")().attr("resolve_neg")();
-  if (dtype == DType::BFloat16) {
-    // NumPy has no bfloat16: its bits travel as int16, and the tensor is seen as bfloat16 again.
+  if (dtype == DType::BFloat16 || dtype == DType::ComplexHalf) {
+    // NumPy has no bfloat16 and no complex32: their bits travel as int16 and int32 (of the same width),
+    // and the tensor is seen in its own dtype again.
     const py::object torch = py::module_::import("torch");
-    const Tensor bits = tensor_from_numpy(plain.attr("view")(torch.attr("int16")).attr("numpy")());
-    return Tensor(bits.storage(), bits.sizes(), bits.strides(), bits.storage_offset(), DType::BFloat16);
+    const py::object bits_dtype = torch.attr(dtype == DType::BFloat16 ? "int16" : "int32");
+    const Tensor bits = tensor_from_numpy(plain.attr("view")(bits_dtype).attr("numpy")());
+    return Tensor(bits.storage(), bits.sizes(), bits.strides(), bits.storage_offset(), dtype);
   }
   return tensor_from_numpy(plain.attr("numpy")());
 }
@@ -309,7 +311,9 @@ Scalar scalar_from_python(py::handle value, std::string_view where) {
   if (is_bool(value)) return Scalar(bool_from_python(value, where));
   if (is_int(value)) return Scalar(int_from_python(value, where));
   if (is_float(value)) return Scalar(float_from_python(value, where));
-  wrong_kind(value, where, "a number (bool, int or float)");
+  if (PyComplex_Check(value.ptr()))
+    return Scalar(std::complex<double>(PyComplex_RealAsDouble(value.ptr()), PyComplex_ImagAsDouble(value.ptr())));
+  wrong_kind(value, where, "a number (bool, int, float or complex)");
 }
 
 py::object scalar_to_python(const Scalar& scalar) {
@@ -317,6 +321,10 @@ py::object scalar_to_python(const Scalar& scalar) {
     case Scalar::Kind::Bool: return py::bool_(scalar.to_bool());
     case Scalar::Kind::Int: return py::int_(scalar.to_int64());
     case Scalar::Kind::Float: return py::float_(scalar.to_double());
+    case Scalar::Kind::Complex: {
+      const std::complex<double> z = scalar.to_complex();
+      return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(z.real(), z.imag()));
+    }
   }
   return py::none();
 }

@@ -2,7 +2,8 @@
 // angle and sgn.
 //
 // A complex64 element is two float32 values side by side (real, then
-// imaginary), as in C++'s std::complex<float> and torch. So view_as_real is a
+// imaginary), as in C++'s std::complex<float> and torch (complex32: two
+// float16 values, complex128: two float64 values). So view_as_real is a
 // true view: the same bytes read as float32, with one more dim of size 2, and
 // real and imag select from it. The arithmetic on complex tensors lives with
 // the real ops (elementwise.cpp, reduction.cpp, linalg.cpp); ops linear over
@@ -16,13 +17,13 @@
 namespace refgrad {
 namespace {
 
-// The real dtype of a complex dtype's parts: complex64 -> float32.
-DType part_dtype(DType dtype) { return dtype == DType::ComplexFloat ? DType::Float32 : DType::Float64; }
-
+// The complex dtype whose parts have dtype `part`: float32 -> complex64.
 DType complex_dtype_of(DType part, const char* op) {
+  if (part == DType::Float16) return DType::ComplexHalf;
   if (part == DType::Float32) return DType::ComplexFloat;
   if (part == DType::Float64) return DType::ComplexDouble;
-  fail(concat(op, ": expected float32 or float64 parts (complex64 or complex128), got ", dtype_name(part)));
+  fail(concat(op, ": expected float16, float32 or float64 parts (complex32, complex64 or complex128), got ",
+              dtype_name(part)));
 }
 
 }  // namespace
@@ -35,7 +36,7 @@ Tensor view_as_real(const Tensor& self) {
   for (std::int64_t stride : self.strides()) strides.push_back(2 * stride);
   sizes.push_back(2);
   strides.push_back(1);
-  return Tensor(self.storage(), sizes, strides, 2 * self.storage_offset(), part_dtype(self.dtype()));
+  return Tensor(self.storage(), sizes, strides, 2 * self.storage_offset(), to_real_value_type(self.dtype()));
 }
 
 Tensor view_as_complex(const Tensor& self) {
@@ -80,7 +81,9 @@ Tensor complex(const Tensor& real_part, const Tensor& imag_part) {
   check(real_part.dtype() == imag_part.dtype(), "complex: Expected object of scalar type ",
         dtype_name(real_part.dtype()), " but got scalar type ", dtype_name(imag_part.dtype()),
         " for second argument");
-  complex_dtype_of(real_part.dtype(), "complex");  // raises for other dtypes
+  const DType dtype = complex_dtype_of(real_part.dtype(), "complex");  // raises for other dtypes
+  if (dtype == DType::ComplexHalf)  // float16 parts: complex64 holds them exactly, then complex32 does
+    return complex(real_part.to(DType::Float32), imag_part.to(DType::Float32)).to(dtype);
   Shape sizes;
   try {
     sizes = broadcast_shapes(real_part.sizes(), imag_part.sizes());
@@ -96,6 +99,7 @@ Tensor complex(const Tensor& real_part, const Tensor& imag_part) {
 
 Tensor angle(const Tensor& self) {
   check(self.defined(), "angle: tensor is undefined");
+  if (self.dtype() == DType::ComplexHalf) return angle(kernel::to_opmath(self)).to(DType::Float16);
   if (is_complex(self.dtype())) {
     return kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -122,6 +126,7 @@ Tensor angle(const Tensor& self) {
 Tensor sgn(const Tensor& self) {
   check(self.defined(), "sgn: tensor is undefined");
   if (!is_complex(self.dtype())) return sign(self);
+  if (self.dtype() == DType::ComplexHalf) return kernel::rounded_to(sgn(kernel::to_opmath(self)), self.dtype());
   return kernel::dispatch_with_complex(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (kernel::is_complex_v<T>) {

@@ -93,9 +93,12 @@ T checked_scalar(const Scalar& value, const char* op) {
   if constexpr (is_bool_v<T>) {
     return value.to_bool();
   } else if constexpr (is_complex_v<T>) {
+    if (value.is_complex()) return value.to<T>();
     // A real Scalar as a complex number: its real part must fit.
     return T(checked_scalar<typename T::value_type>(value, op), 0);
   } else {
+    if (value.is_complex())
+      return checked_scalar<T>(kernel::real_part_of_scalar(value, dtype_of<T>(), op, "value"), op);
     if (value.is_floating_point()) {
       const double v = value.to_double();
       bool fits = true;
@@ -118,8 +121,10 @@ T checked_scalar(const Scalar& value, const char* op) {
 template <class T>
 T wrapped_scalar(const Scalar& value, const char* op) {
   if constexpr (std::is_floating_point_v<T>) {
+    if (value.is_complex()) return checked_scalar<T>(value, op);  // promotion made T complex unless the part is 0
     return value.is_floating_point() ? static_cast<T>(value.to_double()) : static_cast<T>(value.to_int64());
   } else if constexpr (is_complex_v<T>) {
+    if (value.is_complex()) return value.to<T>();
     return T(wrapped_scalar<typename T::value_type>(value, op), 0);
   } else {
     return checked_scalar<T>(value, op);
@@ -307,6 +312,9 @@ void check_alpha(const char* op, DType dtype, const Scalar& alpha) {
   check(is_floating_point(dtype) || is_complex(dtype) || !alpha.is_floating_point(), op,
         ": for integral input tensors, argument alpha must not be a floating point number (alpha=", alpha.repr(),
         ", result ", dtype_name(dtype), ")");
+  check(is_complex(dtype) || !alpha.is_complex(), op,
+        ": for non-complex input tensors, argument alpha must not be a complex number (alpha=", alpha.repr(),
+        ", result ", dtype_name(dtype), ")");
 }
 
 // ATen's sub_check: `-` is not defined on bool.
@@ -335,7 +343,7 @@ Tensor add_or_sub(const char* op, const Operand& self, const Operand& other, con
       const bool k = alpha.to_bool();
       return binary_kernel<bool, bool>(op, a, b, [k](bool x, bool y) { return x || (k && y); });
     } else {
-      const bool unit_alpha = alpha.to_double() == 1.0;
+      const bool unit_alpha = alpha.to_complex() == std::complex<double>(1.0);
       if (unit_alpha && !subtract)  // the hot path: a plain sum, flat when contiguous
         return binary_kernel<T, T>(op, a, b, [](T x, T y) { return plus(x, y); });
       if (unit_alpha) return binary_kernel<T, T>(op, a, b, [](T x, T y) { return minus(x, y); });
@@ -525,8 +533,11 @@ Tensor pow_floating_scalar(const Tensor& base, double e) {
   }
 }
 
-// Scalar::equal in c10: a bool Scalar equals only a bool.
-bool scalar_equals(const Scalar& value, double number) { return !value.is_boolean() && value.to_double() == number; }
+// Scalar::equal in c10: a bool Scalar equals only a bool; a complex one equals a real number when its
+// imaginary part is zero.
+bool scalar_equals(const Scalar& value, double number) {
+  return !value.is_boolean() && value.to_complex() == std::complex<double>(number);
+}
 
 }  // namespace
 

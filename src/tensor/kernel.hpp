@@ -97,6 +97,7 @@ decltype(auto) dispatch_storage(DType dtype, F&& f) {
     case DType::BFloat16: return f(Tag<BFloat16>{});
     case DType::Float32: return f(Tag<float>{});
     case DType::Float64: return f(Tag<double>{});
+    case DType::ComplexHalf: return f(Tag<ComplexHalf>{});
     case DType::ComplexFloat: return f(Tag<std::complex<float>>{});
     case DType::ComplexDouble: return f(Tag<std::complex<double>>{});
   }
@@ -104,7 +105,8 @@ decltype(auto) dispatch_storage(DType dtype, F&& f) {
 }
 
 // ATen's opmath for storage formats: `t` read into the type its op computes
-// in (float16/bfloat16 -> float32, the narrower integers -> int64); the
+// in (float16/bfloat16 -> float32, complex32 -> complex64, the narrower
+// integers -> int64); the
 // tensor itself when it is a compute type already.
 inline Tensor to_opmath(const Tensor& t) { return t.defined() ? t.to(opmath_dtype(t.dtype())) : t; }
 inline OptionalTensor to_opmath(const OptionalTensor& t) {
@@ -146,11 +148,20 @@ constexpr bool is_complex_v = std::is_same_v<T, std::complex<float>> || std::is_
 //   NaN and values outside int32 give INT32_MIN, then the low bits are kept
 //   (torch turns -1.5 into uint8 255 and 1e10 into int32 -2147483648);
 // - a float to a 64-bit integer: NaN and values outside int64 give INT64_MIN;
-// - complex to real keeps the real part; integers wrap to narrower integers.
+// - complex to real keeps the real part (to bool: either part nonzero);
+//   integers wrap to narrower integers;
+// - complex32 through complex64, each part rounded as a float16 is.
 template <class To, class From>
 To convert(From value) {
   if constexpr (std::is_same_v<To, From>) {
     return value;
+  } else if constexpr (std::is_same_v<From, ComplexHalf>) {
+    return convert<To>(std::complex<float>(to_float(value.real), to_float(value.imag)));
+  } else if constexpr (std::is_same_v<To, ComplexHalf>) {
+    const auto wide = convert<std::complex<float>>(value);
+    return ComplexHalf{to_half(wide.real()), to_half(wide.imag())};
+  } else if constexpr (std::is_same_v<To, bool> && is_complex_v<From>) {
+    return value.real() != 0 || value.imag() != 0;
   } else if constexpr (is_reduced_float_v<From>) {
     return convert<To>(to_float(value));
   } else if constexpr (is_complex_v<From>) {
@@ -182,6 +193,15 @@ To convert(From value) {
   }
 }
 
+// A complex Scalar used where a real number is (an alpha of a real op): its
+// real part, as a float Scalar. A nonzero imaginary part raises, naming the op
+// and the argument, as c10's checked conversion does: it is never dropped.
+inline Scalar real_part_of_scalar(const Scalar& value, DType dtype, const char* op, const char* name) {
+  check(value.to_complex().imag() == 0, op, ": ", name, " ", value.repr(), " cannot be converted to type ",
+        dtype_name(dtype), " without overflow");
+  return Scalar(value.to_complex().real());
+}
+
 // `value` as an element of type T, as c10's checked Scalar::to<T> converts it
 // for a fill value or an alpha: a value that lies outside T's range (NaN too,
 // for an integer type) raises, naming the op and the argument, where a plain
@@ -191,7 +211,11 @@ T scalar_to(const Scalar& value, const char* op, const char* name) {
   if constexpr (std::is_same_v<T, bool>) {
     return value.to_bool();
   } else if constexpr (is_complex_v<T>) {
-    return T(static_cast<typename T::value_type>(value.to_double()), 0);
+    return value.to<T>();
+  } else if constexpr (std::is_same_v<T, ComplexHalf>) {
+    return convert<ComplexHalf>(value.to<std::complex<float>>());
+  } else if (value.is_complex()) {
+    return scalar_to<T>(real_part_of_scalar(value, dtype_of<T>(), op, name), op, name);
   } else if constexpr (is_reduced_float_v<T>) {
     const T out = convert<T>(value.is_floating_point() ? value.to_double() : static_cast<double>(value.to_int64()));
     check(!std::isfinite(value.to_double()) || std::isfinite(to_float(out)), op, ": ", name, " ", value.repr(),

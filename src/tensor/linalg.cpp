@@ -76,6 +76,8 @@ T multiply(T x, T y) {
 // overflow float32 (inf and NaN may).
 template <class T>
 T checked_scalar(const Scalar& value, const char* name) {
+  if (value.is_complex())
+    return checked_scalar<T>(kernel::real_part_of_scalar(value, dtype_of<T>(), "addmm", name), name);
   if (!value.is_floating_point()) return value.to<T>();  // bool and int Scalars always fit
   const double v = value.to_double();
   if constexpr (std::is_same_v<T, std::int64_t>) {
@@ -377,7 +379,7 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
   if (is_complex(self.dtype())) {
     // beta * self + alpha * (mat1 @ mat2), self ignored when beta is 0 (its NaNs too).
     const Tensor scaled_product = mul(mm(mat1, mat2), alpha);
-    if (beta.to_double() == 0.0) return scaled_product;
+    if (beta.to_complex() == 0.0) return scaled_product;
     return add(mul(broadcast_to(self, out_sizes), beta), scaled_product);
   }
 
@@ -387,7 +389,7 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
     if constexpr (!std::is_same_v<T, bool>) {
       T* c = out.data_ptr<T>();
       // beta == 0 means "ignore self": its NaNs must not reach the result.
-      const bool use_self = beta.to_double() != 0.0;
+      const bool use_self = beta.to_complex() != 0.0;
       if (use_self) {
         const Tensor expanded = broadcast_to(self, out_sizes);
         const T* src = expanded.data_ptr<T>();

@@ -35,6 +35,7 @@ std::string dtype_name(DType dtype) {
     case DType::BFloat16: return "bfloat16";
     case DType::Float32: return "float32";
     case DType::Float64: return "float64";
+    case DType::ComplexHalf: return "complex32";
     case DType::ComplexFloat: return "complex64";
     case DType::ComplexDouble: return "complex128";
   }
@@ -56,6 +57,7 @@ std::string short_dtype_name(DType dtype) {
     case DType::BFloat16: return "bf16";
     case DType::Float32: return "f32";
     case DType::Float64: return "f64";
+    case DType::ComplexHalf: return "c32";
     case DType::ComplexFloat: return "c64";
     case DType::ComplexDouble: return "c128";
   }
@@ -73,7 +75,8 @@ std::size_t element_size(DType dtype) {
     case DType::BFloat16: return 2;
     case DType::Int32:
     case DType::UInt32:
-    case DType::Float32: return 4;
+    case DType::Float32:
+    case DType::ComplexHalf: return 4;
     case DType::Int64:
     case DType::UInt64:
     case DType::Float64:
@@ -87,7 +90,9 @@ bool is_floating_point(DType dtype) {
   return dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
 }
 
-bool is_complex(DType dtype) { return dtype == DType::ComplexFloat || dtype == DType::ComplexDouble; }
+bool is_complex(DType dtype) {
+  return dtype == DType::ComplexHalf || dtype == DType::ComplexFloat || dtype == DType::ComplexDouble;
+}
 
 bool is_unsigned(DType dtype) {
   return dtype == DType::UInt8 || dtype == DType::UInt16 || dtype == DType::UInt32 || dtype == DType::UInt64;
@@ -100,8 +105,30 @@ bool is_integral(DType dtype, bool include_bool) {
 
 DType opmath_dtype(DType dtype) {
   if (dtype == DType::Float16 || dtype == DType::BFloat16) return DType::Float32;
+  if (dtype == DType::ComplexHalf) return DType::ComplexFloat;
   if (is_integral(dtype, false)) return DType::Int64;
   return dtype;
+}
+
+DType to_complex_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return DType::ComplexHalf;
+    case DType::BFloat16:
+    case DType::Float32: return DType::ComplexFloat;
+    case DType::Float64: return DType::ComplexDouble;
+    default: break;
+  }
+  check(is_complex(dtype), "to_complex_type: ", dtype_name(dtype), " has no complex counterpart");
+  return dtype;
+}
+
+DType to_real_value_type(DType dtype) {
+  switch (dtype) {
+    case DType::ComplexHalf: return DType::Float16;
+    case DType::ComplexFloat: return DType::Float32;
+    case DType::ComplexDouble: return DType::Float64;
+    default: return dtype;
+  }
 }
 
 // IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
@@ -295,22 +322,38 @@ DType Scalar::natural_dtype() const {
     case Kind::Bool: return DType::Bool;
     case Kind::Int: return DType::Int64;
     case Kind::Float: return DType::Float64;
+    case Kind::Complex: return DType::ComplexDouble;
   }
   return DType::Float64;
 }
+
+namespace {
+
+// A double as Python's repr writes it: the shortest digits that round-trip,
+// "nan", "inf". A float's repr always has a '.' or an exponent ("2.0"); the
+// parts of a complex number's repr do not ("(2+3j)").
+std::string python_float_text(double value, bool mark_as_float) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[32];
+  const char* end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
+  std::string text(static_cast<const char*>(buffer), end);
+  if (mark_as_float && text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+}  // namespace
 
 std::string Scalar::repr() const {
   switch (kind_) {
     case Kind::Bool: return int_ ? "True" : "False";
     case Kind::Int: return std::to_string(int_);
-    case Kind::Float: {  // like Python's repr: shortest digits that round-trip, always a '.' or exponent
-      if (std::isnan(float_)) return "nan";
-      if (std::isinf(float_)) return float_ > 0 ? "inf" : "-inf";
-      char buffer[32];
-      const char* end = std::to_chars(buffer, buffer + sizeof buffer, float_).ptr;
-      std::string text(static_cast<const char*>(buffer), end);
-      if (text.find_first_of(".e") == std::string::npos) text += ".0";
-      return text;
+    case Kind::Float: return python_float_text(real_, true);
+    case Kind::Complex: {  // Python writes 0.4j alone when the real part is +0, else (1-0.5j)
+      std::string imag = python_float_text(imag_, false);  // "-0.5", "2", "nan" (never "-nan")
+      if (imag[0] != '-') imag = "+" + imag;
+      if (real_ == 0.0 && !std::signbit(real_)) return imag.substr(imag[0] == '+' ? 1 : 0) + "j";
+      return "(" + python_float_text(real_, false) + imag + "j)";
     }
   }
   return "?";
@@ -475,7 +518,7 @@ Tensor Tensor::clone() const {
 namespace kernel {
 
 void fail_not_computed(DType dtype, const char* op) {
-  if (is_complex(dtype))
+  if (is_complex(dtype) && dtype == opmath_dtype(dtype))
     fail(concat(op, ": ", dtype_name(dtype), " is not supported: refgrad has no complex kernel for this op (it has "
                 "them for arithmetic, the analytic functions, sums, products of matrices, indexing and views)"));
   fail(concat(op, ": internal error: a ", dtype_name(dtype), " tensor reached a kernel that computes in ",
@@ -561,6 +604,7 @@ void fill(const Tensor& t, Scalar value) {
 }
 
 DType dtype_of_fill_value(const Scalar& value) {
+  if (value.is_complex()) return to_complex_type(default_dtype());
   return value.is_floating_point() ? default_dtype() : value.natural_dtype();
 }
 
@@ -734,14 +778,13 @@ Tensor bernoulli(const Tensor& probabilities, Generator& generator) {
 
 namespace {
 
-// Bits of precision of a floating or complex dtype's real part, for promotion.
+// Bits of a floating dtype, for promotion.
 int real_width(DType dtype) {
   switch (dtype) {
     case DType::Float16:
     case DType::BFloat16: return 16;
-    case DType::Float32:
-    case DType::ComplexFloat: return 32;
-    default: return 64;  // float64, complex128
+    case DType::Float32: return 32;
+    default: return 64;  // float64
   }
 }
 
@@ -768,8 +811,12 @@ DType promote_types(DType a, DType b) {
   if (a == DType::Bool) return b;
   if (b == DType::Bool) return a;
   if (is_complex(a) || is_complex(b)) {
-    const int width = std::max(is_integral(a, false) ? 0 : real_width(a), is_integral(b, false) ? 0 : real_width(b));
-    return width == 64 ? DType::ComplexDouble : DType::ComplexFloat;
+    // The real parts promote (an integer never widens them), then become complex again:
+    // complex32 with bfloat16 gives complex64, as float16 with bfloat16 gives float32.
+    const DType real_a = to_real_value_type(a), real_b = to_real_value_type(b);
+    if (is_integral(real_a, true)) return b;
+    if (is_integral(real_b, true)) return a;
+    return to_complex_type(promote_types(real_a, real_b));
   }
   if (is_floating_point(a) && is_floating_point(b)) {
     if (real_width(a) == real_width(b)) return DType::Float32;  // float16 with bfloat16
@@ -793,9 +840,7 @@ std::optional<DType> combine_categories(std::optional<DType> higher, std::option
   if (!lower) return higher;
   if (is_complex(*higher)) return higher;
   if (is_complex(*lower)) {  // a floating tier keeps its precision, made complex
-    check(*higher != DType::Float16,
-          "result_type: a float16 tensor with a complex one of a lower tier gives complex32, which refgrad has not");
-    if (is_floating_point(*higher)) return *higher == DType::Float64 ? DType::ComplexDouble : DType::ComplexFloat;
+    if (is_floating_point(*higher)) return to_complex_type(*higher);
     return lower;
   }
   if (is_floating_point(*higher)) return higher;
@@ -817,9 +862,12 @@ DType result_type(const std::vector<Operand>& operands) {
       if (t->dim() > 0) dim_result = promote_optional(dim_result, t->dtype());
       else zero_dim_result = promote_optional(zero_dim_result, t->dtype());
     } else {
-      // A wrapped Python float takes the default dtype, not float64.
+      // A wrapped Python float takes the default dtype, not float64; a complex one the default's complex type.
       const Scalar& s = std::get<Scalar>(operand);
-      wrapped_result = promote_optional(wrapped_result, s.is_floating_point() ? default_dtype() : s.natural_dtype());
+      const DType dtype = s.is_floating_point() ? default_dtype()
+                          : s.is_complex()      ? to_complex_type(default_dtype())
+                                                : s.natural_dtype();
+      wrapped_result = promote_optional(wrapped_result, dtype);
     }
   }
   const auto result = combine_categories(dim_result, combine_categories(zero_dim_result, wrapped_result));

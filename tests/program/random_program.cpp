@@ -240,8 +240,12 @@ AttrValue Generator::field_value(FieldType type) {
     case FieldKind::Float: return float64();
     case FieldKind::Bool: return percent(50);
     case FieldKind::Scalar: {
-      const std::uint64_t kind = below(3);
-      return kind == 0 ? Scalar(percent(50)) : kind == 1 ? Scalar(integer()) : Scalar(float64());
+      switch (below(4)) {
+        case 0: return Scalar(percent(50));
+        case 1: return Scalar(integer());
+        case 2: return Scalar(float64());
+        default: return Scalar(std::complex<double>(float64(), float64()));
+      }
     }
     case FieldKind::String: return awkward_string();
     case FieldKind::DType: return pick(kDTypes);

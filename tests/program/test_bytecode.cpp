@@ -155,6 +155,7 @@ Program every_kind_program() {
       Attr{"bool_scalar", Scalar(false)},
       Attr{"int_scalar", Scalar(std::int64_t{-7})},
       Attr{"float_scalar", Scalar(0.1)},
+      Attr{"complex_scalar", Scalar(std::complex<double>(-0.0, nan))},
       Attr{"string", bytes("tanh \"\\\0\xff")},
       Attr{"dtype", DType::Float64},
       Attr{"layout", Layout::SparseBsc},
@@ -507,7 +508,7 @@ TEST_CASE("bytecode: hostile files with a valid checksum") {
   SUBCASE("an unknown dtype") {
     // declarations: grads' count, grad 0's name "g" (4 + 1), its dtype.
     const std::size_t dtype = declarations + 4 + 5;
-    CHECK(hostile(dtype, 15, 1) == fmt::format("t.rgbc: offset {}: grad declaration 0: unknown dtype 15", dtype));
+    CHECK(hostile(dtype, 16, 1) == fmt::format("t.rgbc: offset {}: grad declaration 0: unknown dtype 16", dtype));
   }
   // Saved $x's inline tensor: grads (4 + grad g: 5 + type 14 + flag 1), saved's count,
   // $x's name (5), type (14), flag (1); then the tensor's type (14) and byte count.

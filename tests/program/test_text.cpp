@@ -371,6 +371,17 @@ TEST_CASE("text: scalars keep their kind and strings their bytes") {
   CHECK(print_instruction(instr) == "%r = LeakyReluBackward0 none  negative_slope=2.0 self=$0");
   instr.attrs[1].value = Scalar(false);
   CHECK(print_instruction(instr) == "%r = LeakyReluBackward0 none  negative_slope=false self=$0");
+  // A complex Scalar in Python's spelling, the imaginary part always signed; 0.5j alone reads as 0+0.5j.
+  instr.attrs[1].value = Scalar(std::complex<double>(2, -0.5));
+  CHECK(print_instruction(instr) == "%r = LeakyReluBackward0 none  negative_slope=2.0-0.5j self=$0");
+  CHECK(parse_program("program p\ncode\n  " + print_instruction(instr)).code[0].attrs[0] == instr.attrs[1]);
+  for (const char* spelling : {"0.5j", "0+0.5j", "0.0+0.5j"}) {
+    CAPTURE(spelling);
+    const Program parsed =
+        parse_program("program p\ncode\n  %r = LeakyReluBackward0 none  negative_slope=" + std::string(spelling) + " self=$0");
+    CHECK(parsed.code[0].attrs[0] == Attr{"negative_slope", Scalar(std::complex<double>(0, 0.5))});
+  }
+  instr.attrs[1].value = Scalar(false);
   instr.need = {false};
   instr.origin = std::string("a\"b\\c\nd\te\x01\x7f\0f\xc3\xa9", 15);
   CHECK(print_instruction(instr) ==
@@ -517,7 +528,7 @@ TEST_CASE("text: malformed input gives a clear error at the spot") {
       {"program p\n  %0 = add %g, %g\n",
        "t.bwd:2:3: error: expected a declaration (grad, saved, leaf, hook, function, output) or 'code', got '%0'"},
       {"program p\n  saved $x : f8[3]\ncode\n",
-       "t.bwd:2:14: error: unknown dtype 'f8' (b8, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64, c64 or "
+       "t.bwd:2:14: error: unknown dtype 'f8' (b8, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64, c32, c64 or "
        "c128)"},
       {"program p\n  saved $x f32[3]\ncode\n", "t.bwd:2:12: error: expected ':' before the type, got 'f32'"},
       {"program p\n  saved $x : f32[-1]\ncode\n", "t.bwd:2:18: error: a size must not be negative"},
@@ -584,7 +595,7 @@ TEST_CASE("text: malformed input gives a clear error at the spot") {
       {head + "  %1 = call_backward &F %g  need=[1] save=[$x]\n",
        "t.bwd:6:38: error: call_backward has no field 'save' (it takes saved, need, origin)"},
       {head + "  %1 = validate %g : f33[3]\n", "t.bwd:6:22: error: unknown dtype 'f33' (b8, u8, i8, i16, i32, i64, u16, u32, u64, f16, bf16, f32, f64, "
-                                              "c64 or c128)"},
+                                              "c32, c64 or c128)"},
       {head + "  %1 = validate %g : f32[3]{grad=f64}\n",
        "t.bwd:6:29: error: edge metadata has no part 'grad' (its parts: device, grad_dtype, subclass)"},
       {head + "  %1 = zeros f32[3]\n", "t.bwd:6:14: error: expected ':' before the zeros' type, got 'f32'"},

@@ -12,6 +12,8 @@ import math
 import os
 import sys
 
+import warnings
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -20,11 +22,14 @@ torch.set_num_threads(1)
 # Test code may import helpers that live beside the tests, e.g. nodes.torch_module_nodes.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Every dtype refgrad has, by its name (torch's). NumPy has no bfloat16: its bits travel as int16.
+# Every dtype refgrad has, by its name (torch's). NumPy has no bfloat16 and no complex32: their bits
+# travel as int16 and int32.
 TORCH_DTYPES = {getattr(torch, name): name for name in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64", "complex64", "complex128")}
-BITS_AS = {torch.bfloat16: torch.int16}
+    "float16", "bfloat16", "float32", "float64", "complex32", "complex64", "complex128")}
+BITS_AS = {torch.bfloat16: torch.int16, torch.complex32: torch.int32}
+# torch warns on every complex32 tensor it makes; the tests make many on purpose.
+warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
 
 
 def decode(spec):
@@ -45,6 +50,8 @@ def encode(value):
         value = torch.tensor(value, dtype=torch.int64)
     elif isinstance(value, float):
         value = torch.tensor(value, dtype=torch.float64)
+    elif isinstance(value, complex):
+        value = torch.tensor(value, dtype=torch.complex128)
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"torch_eval: cannot return a {type(value).__name__}")
     if value.dtype not in TORCH_DTYPES:

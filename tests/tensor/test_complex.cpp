@@ -172,3 +172,91 @@ TEST_CASE("complex tensors print as torch prints them") {
 }
 
 }  // TEST_SUITE
+
+// ----------------------------------------------------------- complex Scalars ---
+
+TEST_SUITE("complex") {
+
+TEST_CASE("a complex Scalar prints as Python prints the number and converts to a real type only when real") {
+  CHECK(Scalar(std::complex<double>(2, 3)).repr() == "(2+3j)");
+  CHECK(Scalar(std::complex<double>(0, 0.4)).repr() == "0.4j");
+  CHECK(Scalar(std::complex<double>(1, 0)).repr() == "(1+0j)");
+  CHECK(Scalar(std::complex<double>(-0.0, -1)).repr() == "(-0-1j)");
+  CHECK(Scalar(std::complex<double>(1.5, std::nan(""))).repr() == "(1.5+nanj)");
+  CHECK(Scalar(std::complex<double>(0.1, -2.5e-8)).repr() == "(0.1-2.5e-08j)");
+  const Scalar z(std::complex<double>(2, 3));
+  CHECK(z.is_complex());
+  CHECK(z.conj().to_complex() == std::complex<double>(2, -3));
+  CHECK(z.to_bool());
+  CHECK(Scalar(std::complex<double>(0, 1)).to_bool());  // either part nonzero
+  CHECK_THROWS_WITH_AS(z.to_double(), "value (2+3j) cannot be converted to type double without overflow", Error);
+  CHECK_THROWS_AS(z.to_int64(), Error);
+  CHECK(Scalar(std::complex<double>(2.5, 0)).to_double() == 2.5);
+  CHECK(Scalar(2.5).conj().to_double() == 2.5);  // a real Scalar is its own conjugate
+}
+
+TEST_CASE("ops with a complex Scalar promote and compute as torch's") {
+  const Tensor x64 = tensor({1.5, -2.0, 0.25}, DType::Float64);
+  const Scalar z(std::complex<double>(2, 3));
+  // A real tensor with a complex number becomes complex of the tensor's precision (float16: complex32).
+  for (DType dtype : {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64, DType::Int64, DType::Bool}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor x = x64.to(dtype);
+    const Tensor product = mul(x, z);
+    const Tensor expected = torch_eval1("a * (2+3j)", {x});
+    REQUIRE(product.dtype() == expected.dtype());
+    CHECK(equal(product, expected));
+    CHECK(equal(add(x, z), torch_eval1("a + (2+3j)", {x})));
+  }
+  for (DType dtype : kComplexDTypes) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor a = draw_complex({2, 3}, dtype, 7), b = draw_complex({2, 3}, dtype, 8);
+    check_close(mul(a, z), torch_eval1("a * (2+3j)", {a}));
+    check_close(div(a, z), torch_eval1("a / (2+3j)", {a}));
+    check_close(add(a, b, z), torch_eval1("torch.add(a, b, alpha=2+3j)", {a, b}));
+    check_close(sub(a, b, z), torch_eval1("torch.sub(a, b, alpha=2+3j)", {a, b}));
+    const Tensor m1 = draw_complex({2, 4}, dtype, 9), m2 = draw_complex({4, 3}, dtype, 10);
+    check_close(addmm(a, m1, m2, Scalar(std::complex<double>(0.5, -1)), z),
+                torch_eval1("torch.addmm(a, b, c, beta=0.5-1j, alpha=2+3j)", {a, m1, m2}));
+    CHECK(full({2}, z).dtype() == DType::ComplexFloat);  // the default dtype's complex type
+  }
+  // Hand-worked: (1 + 2j) * (2 + 3j) = -4 + 7j.
+  const Tensor one_two = tensor({1.0, 2.0}, DType::Float64);
+  CHECK(equal(mul(complex(select(one_two, 0, 0), select(one_two, 0, 1)), z),
+              complex(tensor(-4.0, DType::Float64), tensor(7.0, DType::Float64))));
+  // Where the number cannot be real, a real op refuses it, as torch does.
+  CHECK_THROWS_WITH_AS(add(x64, x64, z), doctest::Contains("argument alpha must not be a complex number"), Error);
+  CHECK_THROWS_WITH_AS(full({2}, z, DType::Float64), doctest::Contains("(2+3j) cannot be converted to type float64"),
+                       Error);
+  CHECK(equal(full({2}, Scalar(std::complex<double>(2.5, 0)), DType::Float64), full({2}, 2.5, DType::Float64)));
+}
+
+// --------------------------------------------------------------- complex32 ---
+
+TEST_CASE("complex32 stores two float16 parts and computes in complex64, as torch") {
+  const Tensor z64 = draw_complex({2, 3}, DType::ComplexFloat, 11);
+  const Tensor z32 = z64.to(DType::ComplexHalf);
+  CHECK(element_size(DType::ComplexHalf) == 4);
+  CHECK(equal(z32, torch_eval1("a.to(torch.complex32)", {z64})));  // each part rounded as float16 rounds
+  CHECK(equal(view_as_real(z32), torch_eval1("torch.view_as_real(a.to(torch.complex32))", {z64})));
+  CHECK(view_as_real(z32).dtype() == DType::Float16);
+  CHECK(view_as_real(z32).storage() == z32.storage());
+  CHECK(equal(real(z32), select(view_as_real(z64), -1, 0).to(DType::Float16)));
+  CHECK(equal(view_as_complex(view_as_real(z32)), z32));
+  CHECK(equal(complex(real(z32), imag(z32)), z32));
+  CHECK(equal(conj(z32), torch_eval1("a.conj().resolve_conj()", {z32})));
+  CHECK(equal(z32.to(DType::Float32), torch_eval1("a.to(torch.float32)", {z32})));  // the real part
+  // Arithmetic: in complex64, rounded once to complex32.
+  const Tensor w32 = draw_complex({2, 3}, DType::ComplexFloat, 12).to(DType::ComplexHalf);
+  CHECK(equal(mul(z32, w32), torch_eval1("a * b", {z32, w32})));
+  CHECK(equal(add(z32, w32), torch_eval1("a + b", {z32, w32})));
+  CHECK(equal(mul(z32, Scalar(std::complex<double>(0, 1))), torch_eval1("a * 1j", {z32})));
+  // Promotion: with float16 it stays complex32, with bfloat16 it is complex64.
+  CHECK(promote_types(DType::ComplexHalf, DType::Float16) == DType::ComplexHalf);
+  CHECK(promote_types(DType::ComplexHalf, DType::BFloat16) == DType::ComplexFloat);
+  CHECK(z32.repr() == torch_text("repr(a)", {z32}));
+  CHECK(tensor({1.3, 0.0}, DType::Float16).to(DType::ComplexHalf).repr() ==
+        "tensor([1.2998+0.j, 0.0000+0.j], dtype=torch.complex32)");
+}
+
+}  // TEST_SUITE("complex")

@@ -67,8 +67,7 @@ Tensor real_lanes(const Tensor& t) {
   const Tensor c = t.contiguous();
   Shape sizes = c.sizes();
   sizes.push_back(2);
-  const DType real = c.dtype() == DType::ComplexFloat ? DType::Float32 : DType::Float64;
-  return Tensor(c.storage(), sizes, contiguous_strides(sizes), c.storage_offset() * 2, real);
+  return Tensor(c.storage(), sizes, contiguous_strides(sizes), c.storage_offset() * 2, to_real_value_type(c.dtype()));
 }
 
 // Values in a low precision dtype: drawn in float64, then rounded by the cast.

@@ -42,13 +42,13 @@ from refgrad.torch.host import _to_torch
 __all__ = ["Imported", "import_graph"]
 
 # c10::ScalarType, as compiled autograd packs a dtype (an int), and the torch dtypes, in refgrad's short names.
-_SCALAR_TYPES = {0: "u8", 1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "f16", 6: "f32", 7: "f64", 9: "c64", 10: "c128",
-                 11: "b8", 15: "bf16", 27: "u16", 28: "u32", 29: "u64"}
-_SCALAR_TYPE_NAMES = {8: "complex32", 23: "float8_e5m2", 24: "float8_e4m3fn"}
+_SCALAR_TYPES = {0: "u8", 1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "f16", 6: "f32", 7: "f64", 8: "c32", 9: "c64",
+                 10: "c128", 11: "b8", 15: "bf16", 27: "u16", 28: "u32", 29: "u64"}
+_SCALAR_TYPE_NAMES = {23: "float8_e5m2", 24: "float8_e4m3fn"}
 _DTYPES = {getattr(torch, name): short for name, short in (
     ("uint8", "u8"), ("int8", "i8"), ("int16", "i16"), ("int32", "i32"), ("int64", "i64"), ("uint16", "u16"),
     ("uint32", "u32"), ("uint64", "u64"), ("float16", "f16"), ("bfloat16", "bf16"), ("float32", "f32"),
-    ("float64", "f64"), ("complex64", "c64"), ("complex128", "c128"), ("bool", "b8"))}
+    ("float64", "f64"), ("complex32", "c32"), ("complex64", "c64"), ("complex128", "c128"), ("bool", "b8"))}
 # c10::Layout, in enum order; refgrad's Layout names are the same list.
 _LAYOUTS = ["strided", "sparse_coo", "sparse_csr", "mkldnn", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged"]
 _OPS_MODULE = "torch._dynamo.compiled_autograd.ops"

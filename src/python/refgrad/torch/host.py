@@ -133,7 +133,7 @@ def _module_hook(hook: Callable, fn, promote: bool) -> Callable:
 
 # The reference precision (DESIGN.md): what a float64 run makes of each dtype.
 _REFERENCE_DTYPES = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
-                     torch.complex64: torch.complex128}
+                     torch.complex32: torch.complex128, torch.complex64: torch.complex128}
 
 
 def _zeros(metadata, promote: bool) -> torch.Tensor:
