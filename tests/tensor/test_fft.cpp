@@ -67,8 +67,8 @@ TEST_SUITE("fft") {
 TEST_CASE("_fft_c2c") {
   SUBCASE("a transform worked by hand") {
     // X[k] = sum_j x[j] e^{-2 pi i jk/4} for x = 1, 2, 3, 4: 10, -2+2i, -2, -2-2i.
-    const Tensor x = complex(tensor({1.0, 2.0, 3.0, 4.0}), zeros({4}, DType::Float64));
-    const Tensor expected = complex(tensor({10.0, -2.0, -2.0, -2.0}), tensor({0.0, 2.0, 0.0, -2.0}));
+    const Tensor x = complex(tensor({1.0, 2.0, 3.0, 4.0}, DType::Float64), zeros({4}, DType::Float64));
+    const Tensor expected = complex(tensor({10.0, -2.0, -2.0, -2.0}, DType::Float64), tensor({0.0, 2.0, 0.0, -2.0}, DType::Float64));
     check_close(_fft_c2c(x, {0}, 0, true), expected, 1e-15);
     // The backward transform with 1/n undoes it; with 1/sqrt(n) both ways it is unitary.
     check_close(_fft_c2c(expected, {0}, 2, false), x, 1e-15);
