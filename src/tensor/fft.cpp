@@ -50,9 +50,9 @@ double norm_factor(FftNorm mode, std::int64_t signal_numel) {
   return 1.0;
 }
 
-// `dim` wrapped against self's rank; a dim named twice is an error (ATen's
-// kernels assert on it). Needs a tensor with at least one dim when `dim` is
-// not empty.
+// `dim` wrapped against self's rank; a dim named twice, or of size 0, is an
+// error (ATen's kernels fail on both). Needs a tensor with at least one dim
+// when `dim` is not empty.
 IntList wrapped_dims(const Tensor& self, const IntList& dim, const char* op) {
   check(dim.empty() || self.dim() > 0, op, ": cannot transform a 0-dim tensor (dim ", shape_text(dim), ")");
   IntList wrapped;
@@ -61,6 +61,9 @@ IntList wrapped_dims(const Tensor& self, const IntList& dim, const char* op) {
     const std::int64_t w = wrap_dim(d, self.dim(), op);
     check(!seen[static_cast<std::size_t>(w)], op, ": dim ", w, " appears more than once in dim ", shape_text(dim));
     seen[static_cast<std::size_t>(w)] = true;
+    // torch.fft refuses a signal of no points ("Invalid number of data points (0)"); so do ATen's kernels.
+    check(self.sizes()[static_cast<std::size_t>(w)] > 0, op, ": cannot transform dim ", w, " of ",
+          shape_text(self.sizes()), ": it has no points");
     wrapped.push_back(w);
   }
   return wrapped;

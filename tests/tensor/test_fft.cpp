@@ -115,6 +115,10 @@ TEST_CASE("_fft_c2c") {
     CHECK_THROWS_AS(_fft_c2c(x, {2}, 0, true), Error);
     CHECK_THROWS_WITH_AS(_fft_c2c(draw_complex({}, DType::ComplexDouble, 6), {0}, 0, true),
                          "_fft_c2c: cannot transform a 0-dim tensor (dim [0])", Error);
+    CHECK_THROWS_WITH_AS(_fft_c2c(zeros({2, 0}, DType::ComplexDouble), {1}, 2, true),
+                         "_fft_c2c: cannot transform dim 1 of [2,0]: it has no points", Error);
+    // An empty batch is no signal to refuse: the result is empty too.
+    CHECK(_fft_c2c(zeros({0, 3}, DType::ComplexDouble), {1}, 2, true).sizes() == Shape{0, 3});
   }
 }
 
@@ -155,6 +159,8 @@ TEST_CASE("_fft_r2c") {
                          "take no other dtype)",
                          Error);
     CHECK_THROWS_WITH_AS(_fft_r2c(x, {}, 0, true), "_fft_r2c: dim must name at least one dim", Error);
+    CHECK_THROWS_WITH_AS(_fft_r2c(zeros({2, 0}, DType::Float64), {1}, 2, true),
+                         "_fft_r2c: cannot transform dim 1 of [2,0]: it has no points", Error);
   }
 }
 
