@@ -15,9 +15,10 @@ namespace refgrad::nodes {
 namespace {
 
 // A transform's dims, wrapped against the rank of the tensor they index (the
-// incoming grad's, which has its forward output's rank); the error names the node.
-IntList wrap_transform_dims(const char* node, const IntList& dim, const Tensor& grad) {
-  check(!dim.empty() && grad.dim() > 0, node, ": dim ", shape_text(dim), " names no dim of grad ",
+// incoming grad's, which has its forward output's rank); the error names the
+// node. r2c and c2r need at least one dim (their last is the one-sided one).
+IntList wrap_transform_dims(const char* node, const IntList& dim, const Tensor& grad, bool allow_empty) {
+  check(allow_empty || (!dim.empty() && grad.dim() > 0), node, ": dim ", shape_text(dim), " names no dim of grad ",
         shape_text(grad.sizes()));
   IntList wrapped;
   for (std::int64_t d : dim) {
@@ -53,11 +54,14 @@ Tensor fft_r2c_backward(const Tensor& grad, const IntList& dim, std::int64_t nor
 //   1. the one-sided spectrum completed by conjugate symmetry, X[n-k] = conj(X[k]),
 //   2. a c2c backward transform,
 //   3. the real part,
-// so its adjoint is an r2c transform of the grad (1-3 taken back), after which
-// each X[k] also receives the gradient of its mirror X[n-k]. Those are equal
-// (the r2c spectrum of a real grad is Hermitian), so the grad of each X[k]
-// whose mirror lies outside the one-sided range doubles: k = 1 .. n - (n/2 + 1),
-// that is every k but 0 and, for an even n, n/2 (their own mirrors).
+// so its adjoint is, in reverse order,
+//   3. the real grad taken as complex,
+//   2. a c2c forward transform, same normalization: G = the r2c of the grad,
+//   1. the adjoint of the completion: X[k] gets G[k], plus conj(G[n-k]) when its
+//      mirror n-k is one of the completed entries (n/2 < n-k < n).
+// G is Hermitian (the transform of a real signal), conj(G[n-k]) = G[k]: so the
+// grad is the one-sided r2c of the grad, doubled at k = 1 .. n - (n/2 + 1), that
+// is at every k but 0 and, for an even n, n/2 (each its own mirror).
 Tensor fft_c2r_backward(const Tensor& grad, const IntList& dim, std::int64_t normalization) {
   const Tensor gI = _fft_r2c(grad, dim, normalization, /*onesided=*/true);
   const std::int64_t last_dim = dim.back();
@@ -86,10 +90,8 @@ Grads FftC2CBackward0(const Grads& grads, const FftC2CBackward0Saved& saved, con
   const Tensor& grad = *grads[0];
   check(is_complex(grad.dtype()), "FftC2CBackward0: grad must be complex, got ", dtype_name(grad.dtype()), " ",
         shape_text(grad.sizes()));
-  for (std::int64_t d : saved.dim)
-    check(d >= -grad.dim() && d < grad.dim(), "FftC2CBackward0: dim ", d, " (of ", shape_text(saved.dim),
-          ") is out of range for grad ", shape_text(grad.sizes()));
-  return Grads{_fft_c2c(grad, saved.dim, saved.normalization, !saved.forward)};
+  const IntList dim = wrap_transform_dims("FftC2CBackward0", saved.dim, grad, /*allow_empty=*/true);
+  return Grads{_fft_c2c(grad, dim, saved.normalization, !saved.forward)};
 }
 
 // FftR2CBackward0 — _fft_r2c(Tensor self, int[] dim, int normalization, bool onesided)
@@ -108,7 +110,7 @@ Grads FftR2CBackward0(const Grads& grads, const FftR2CBackward0Saved& saved, con
   const Tensor& self = saved.self;
   check(is_complex(grad.dtype()), node, ": grad must be complex, got ", dtype_name(grad.dtype()), " ",
         shape_text(grad.sizes()));
-  const IntList dim = wrap_transform_dims(node, saved.dim, grad);
+  const IntList dim = wrap_transform_dims(node, saved.dim, grad, /*allow_empty=*/false);
   // The grad has the forward output's shape: self's, with n/2 + 1 points along the
   // last transformed dim when onesided.
   Shape expected = self.sizes();
@@ -136,7 +138,7 @@ Grads FftC2RBackward0(const Grads& grads, const FftC2RBackward0Saved& saved, con
   check(grad.dtype() == DType::Float32 || grad.dtype() == DType::Float64, node,
         ": grad must be float32 or float64 (c2r's output is real), got ", dtype_name(grad.dtype()), " ",
         shape_text(grad.sizes()));
-  const IntList dim = wrap_transform_dims(node, saved.dim, grad);
+  const IntList dim = wrap_transform_dims(node, saved.dim, grad, /*allow_empty=*/false);
   return Grads{fft_c2r_backward(grad, dim, saved.normalization)};
 }
 

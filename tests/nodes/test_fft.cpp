@@ -195,6 +195,9 @@ TEST_CASE("FftC2RBackward0") {
                          Error);
     CHECK_THROWS_WITH_AS(call_node("FftC2RBackward0", {random64({6}, 17)}, {true}, saved),
                          "FftC2RBackward0: dim 1 (of [1]) is out of range for grad [6]", Error);
+    CHECK_THROWS_WITH_AS(call_node("FftC2RBackward0", {random64({6}, 18)}, {true},
+                                   Saved{{"dim", IntList{}}, {"normalization", std::int64_t{0}}}),
+                         "FftC2RBackward0: dim [] names no dim of grad [6]", Error);
   }
 }
 
