@@ -74,6 +74,29 @@ Tensor angle(const Tensor& self);
 // sgn(z) = z / |z|, 0 at 0; sign() for a real tensor.
 Tensor sgn(const Tensor& self);
 
+// -------------------------------------------------------------------- fft ---
+// ATen's three discrete Fourier transforms, which every torch.fft function and
+// stft/istft call. Each transforms along the dims of `dim` (negative dims
+// wrap; none may repeat) with exp(-2*pi*i*j*k/n) when forward, exp(+...)
+// otherwise. normalization is ATen's fft_norm_mode: 0 none, 1 times 1/sqrt(n),
+// 2 times 1/n, n the number of points of one signal (the product of the sizes
+// along `dim`: the input's for c2c and r2c, the output's for c2r). Direct
+// DFTs in double precision, rounded once to the output dtype.
+//
+// complex -> complex, same shape and dtype. An empty `dim` copies.
+Tensor _fft_c2c(const Tensor& self, const IntList& dim, std::int64_t normalization, bool forward);
+// float32/float64 -> complex64/complex128, always forward. onesided keeps
+// X[0 .. n/2] of the last dim listed (n/2 + 1 points: the rest is the complex
+// conjugate of those, the spectrum of a real signal being Hermitian).
+Tensor _fft_r2c(const Tensor& self, const IntList& dim, std::int64_t normalization, bool onesided);
+// complex64/complex128 -> float32/float64, always backward (the inverse of
+// r2c up to normalization): the other dims are c2c transforms first, then the
+// last dim listed goes from a one-sided spectrum of last_dim_size/2 + 1 points
+// (or a full one of last_dim_size, whose upper half is ignored) to a real
+// signal of last_dim_size points. The imaginary parts of X[0] (and of X[n/2],
+// n even) are ignored, as a real signal's spectrum has none.
+Tensor _fft_c2r(const Tensor& self, const IntList& dim, std::int64_t normalization, std::int64_t last_dim_size);
+
 // ----------------------------------------------------------------- binary ---
 
 Tensor broadcast_to(const Tensor& self, const Shape& sizes);  // a view (expand)

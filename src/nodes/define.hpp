@@ -143,6 +143,7 @@ void add_reduction_nodes(std::vector<NodeDef>& registry);
 void add_activation_nodes(std::vector<NodeDef>& registry);
 void add_unary_nodes(std::vector<NodeDef>& registry);
 void add_complex_nodes(std::vector<NodeDef>& registry);
+void add_fft_nodes(std::vector<NodeDef>& registry);
 void add_shape_nodes(std::vector<NodeDef>& registry);
 void add_indexing_nodes(std::vector<NodeDef>& registry);
 void add_nn_nodes(std::vector<NodeDef>& registry);

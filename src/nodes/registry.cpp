@@ -146,6 +146,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_activation_nodes(registry);
   nodes::add_unary_nodes(registry);
   nodes::add_complex_nodes(registry);
+  nodes::add_fft_nodes(registry);
   nodes::add_shape_nodes(registry);
   nodes::add_indexing_nodes(registry);
   nodes::add_nn_nodes(registry);
@@ -248,6 +249,8 @@ bool supports_complex(const NodeSchema& schema) {
       "ConjBackward0", "ConjPhysicalBackward0", "NegViewBackward0", "ViewAsRealBackward0",
       "ViewAsComplexBackward0", "AngleBackward0", "ComplexBackward0", "PolarBackward0", "AbsBackward0",
       "SgnBackward0",
+      // Fourier transforms (each backward is the adjoint transform)
+      "FftC2CBackward0", "FftR2CBackward0", "FftC2RBackward0",
       // analytic functions
       "ExpBackward0", "Exp2Backward0", "Expm1Backward0", "LogBackward0", "Log2Backward0", "Log10Backward0",
       "Log1PBackward0", "SqrtBackward0", "RsqrtBackward0", "ReciprocalBackward0",
