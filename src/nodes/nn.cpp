@@ -678,33 +678,39 @@ Grads AdaptiveAvgPool2DBackward0(const Grads& grads, const AdaptiveAvgPool2DBack
 
 // AdaptiveMaxPool2DBackward0 — adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
 //   self: adaptive_max_pool2d_backward(grad, self, result1)
-// result1 holds, for each output, the flat position (h * W + w) of its maximum in self's H*W plane;
-// each output's grad goes there (windows that overlap and chose the same element add up). The indices
-// output is not differentiable: torch's node takes one grad.
-struct AdaptiveMaxPool2DBackward0Saved {
+// AdaptiveMaxPool3DBackward0 — adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
+//   self: adaptive_max_pool3d_backward(grad, self, result1)
+// result1 holds, for each output, the flat position (h * W + w, or (d * H + h) * W + w) of its maximum in
+// self's plane (the last 2 or 3 dims); each output's grad goes there (windows that overlap and chose the
+// same element add up). The indices output is not differentiable: torch's node takes one grad.
+struct AdaptiveMaxPoolSaved {
   Tensor self;
   Tensor result1;
 };
 
-Grads AdaptiveMaxPool2DBackward0(const Grads& grads, const AdaptiveMaxPool2DBackward0Saved& saved,
-                                 const Need& need) {
-  const char* node = "AdaptiveMaxPool2DBackward0";
+template <std::int64_t spatial_dims>
+Grads AdaptiveMaxPoolBackward(const Grads& grads, const AdaptiveMaxPoolSaved& saved, const Need& need) {
+  const char* node = spatial_dims == 2 ? "AdaptiveMaxPool2DBackward0" : "AdaptiveMaxPool3DBackward0";
   if (!grads[0] || !need[0]) return Grads(1);
   const Tensor &grad = *grads[0], &self = saved.self, &indices = saved.result1;
-  check((self.dim() == 3 || self.dim() == 4) && grad.dim() == self.dim() &&
-            std::equal(self.sizes().begin(), self.sizes().end() - 2, grad.sizes().begin()),
+  const auto spatial = static_cast<std::ptrdiff_t>(spatial_dims);
+  check((self.dim() == spatial_dims + 1 || self.dim() == spatial_dims + 2) && grad.dim() == self.dim() &&
+            std::equal(self.sizes().begin(), self.sizes().end() - spatial, grad.sizes().begin()),
         node, ": grad ", shape_text(grad.sizes()), " does not fit self ", shape_text(self.sizes()),
-        " ([C, H, W] or [N, C, H, W], pooled over H and W)");
+        spatial_dims == 2 ? " ([C, H, W] or [N, C, H, W], pooled over H and W)"
+                          : " ([C, D, H, W] or [N, C, D, H, W], pooled over D, H and W)");
   check(indices.sizes() == grad.sizes(), node, ": indices ", shape_text(indices.sizes()),
         " do not have the grad's shape ", shape_text(grad.sizes()));
   check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
   if (grad.numel() == 0 || self.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
-  const std::int64_t plane = self.size(-2) * self.size(-1);
+  const std::int64_t plane = numel_of(Shape(self.sizes().end() - spatial, self.sizes().end()));
   const Tensor outside = logical_or(lt(indices, 0), ge(indices, plane));
   if (any_true(outside))
     fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
-                " in result1 is out of range for self's ", self.size(-2), "x", self.size(-1), " plane"));
-  const std::int64_t outputs_per_plane = grad.size(-2) * grad.size(-1);  // not 0: grad is not empty
+                " in result1 is out of range for self's plane of ", plane, " elements ",
+                shape_text(Shape(self.sizes().end() - spatial, self.sizes().end()))));
+  // not 0: grad is not empty
+  const std::int64_t outputs_per_plane = numel_of(Shape(grad.sizes().end() - spatial, grad.sizes().end()));
   const Shape flat = {grad.numel() / outputs_per_plane, outputs_per_plane};
   const Tensor zero = zeros({flat[0], plane}, grad.dtype());
   return Grads{reshape(scatter_add(zero, 1, reshape(indices, flat), reshape(grad, flat)), self.sizes())};
@@ -1087,13 +1093,16 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
          "self: _adaptive_avg_pool2d_backward(grad, self)"},
         {saved<&S::self>("self", FieldKind::Tensor)}));
   }
-  {
-    using S = AdaptiveMaxPool2DBackward0Saved;
-    registry.push_back(define_node<S, AdaptiveMaxPool2DBackward0>(
-        {"AdaptiveMaxPool2DBackward0", "adaptive_max_pool2d", {"self"}, 1, {},
-         "self: adaptive_max_pool2d_backward(grad, self, result1)"},
-        {saved<&S::self>("self", FieldKind::Tensor), saved<&S::result1>("result1", FieldKind::Tensor)}));
-  }
+  registry.push_back(define_node<AdaptiveMaxPoolSaved, AdaptiveMaxPoolBackward<2>>(
+      {"AdaptiveMaxPool2DBackward0", "adaptive_max_pool2d", {"self"}, 1, {},
+       "self: adaptive_max_pool2d_backward(grad, self, result1)"},
+      {saved<&AdaptiveMaxPoolSaved::self>("self", FieldKind::Tensor),
+       saved<&AdaptiveMaxPoolSaved::result1>("result1", FieldKind::Tensor)}));
+  registry.push_back(define_node<AdaptiveMaxPoolSaved, AdaptiveMaxPoolBackward<3>>(
+      {"AdaptiveMaxPool3DBackward0", "adaptive_max_pool3d", {"self"}, 1, {},
+       "self: adaptive_max_pool3d_backward(grad, self, result1)"},
+      {saved<&AdaptiveMaxPoolSaved::self>("self", FieldKind::Tensor),
+       saved<&AdaptiveMaxPoolSaved::result1>("result1", FieldKind::Tensor)}));
   {
     using S = AdaptiveAvgPool3DBackward0Saved;
     registry.push_back(define_node<S, AdaptiveAvgPool3DBackward0>(

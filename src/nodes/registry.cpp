@@ -202,6 +202,7 @@ bool computes_in_one_kernel(const NodeSchema& schema) {
       "AdaptiveAvgPool2DBackward0",     // _adaptive_avg_pool2d_backward
       "AdaptiveAvgPool3DBackward0",     // _adaptive_avg_pool3d_backward
       "AdaptiveMaxPool2DBackward0",     // adaptive_max_pool2d_backward
+      "AdaptiveMaxPool3DBackward0",     // adaptive_max_pool3d_backward
       "UpsampleNearest2DBackward0",     // upsample_nearest2d_backward
       "UpsampleBilinear2DBackward0",    // upsample_bilinear2d_backward
       "NativeDropoutBackward0",         // native_dropout_backward

@@ -854,7 +854,53 @@ TEST_CASE("AdaptiveMaxPool2DBackward0") {
     Saved out_of_range = saved;
     out_of_range["result1"] = full({2, 3, 3, 2}, 35, DType::Int64);
     CHECK_THROWS_WITH_AS(call_node("AdaptiveMaxPool2DBackward0", {random64({2, 3, 3, 2}, 1)}, {true}, out_of_range),
-                         "AdaptiveMaxPool2DBackward0: index 35 in result1 is out of range for self's 7x5 plane", Error);
+                         "AdaptiveMaxPool2DBackward0: index 35 in result1 is out of range for self's plane of 35 "
+                         "elements [7,5]",
+                         Error);
+  }
+}
+
+TEST_CASE("AdaptiveMaxPool3DBackward0") {
+  SUBCASE("finite differences and torch: overlapping boxes, unbatched, ties") {
+    for (const auto& [input, size] : std::vector<std::pair<Tensor, IntList>>{
+             {random64({2, 2, 5, 4, 3}, 185), {3, 2, 2}},
+             {random64({3, 4, 4, 4}, 186), {3, 3, 2}},
+             {div(mul(random64({1, 2, 4, 4, 4}, 187), 1.5), 1, "floor"), {2, 3, 3}}}) {
+      CAPTURE(str(size));
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = F.adaptive_max_pool3d(x, tuple(b.tolist()), return_indices=True)[0]
+fn = out.grad_fn
+assert fn.name() == "AdaptiveMaxPool3DBackward0", fn.name()
+)" + std::string(kSeededGrad) + R"(
+result = (fn._saved_self, fn._saved_result1, g, *torch.autograd.grad(out, (x,), g))
+)",
+                                {input, from_vector(size, {3})});
+      const Grads out = call_node("AdaptiveMaxPool3DBackward0", {r[2]}, {true}, Saved{{"self", r[0]}, {"result1", r[1]}});
+      CHECK_TENSOR(*out[0], r[3]);
+      const Tensor indices = r[1];
+      const std::int64_t planes = numel_of(Shape(input.sizes().begin(), input.sizes().end() - 3));
+      auto forward = [&](const std::vector<Tensor>& in) {
+        return reshape(gather(reshape(in[0], {planes, -1}), 1, reshape(indices, {planes, -1})), indices.sizes());
+      };
+      if (size != IntList{2, 3, 3}) check_against_finite_differences(out, 0, forward, {input}, r[2]);  // no ties
+    }
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Tensor x = random64({1, 2, 4, 4, 4}, 188);
+    const Saved saved = {{"self", x}, {"result1", zeros({1, 2, 2, 2, 2}, DType::Int64)}};
+    const Tensor g = random64({1, 2, 2, 2, 2}, 189);
+    CHECK_FALSE(call_node("AdaptiveMaxPool3DBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("AdaptiveMaxPool3DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    Saved out_of_range = saved;
+    out_of_range["result1"] = full({1, 2, 2, 2, 2}, 64, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveMaxPool3DBackward0", {g}, {true}, out_of_range),
+                         "AdaptiveMaxPool3DBackward0: index 64 in result1 is out of range for self's plane of 64 "
+                         "elements [4,4,4]",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveMaxPool3DBackward0", {random64({2, 2, 2, 2}, 1)}, {true}, saved),
+                         doctest::Contains("AdaptiveMaxPool3DBackward0: grad [2,2,2,2] does not fit self [1,2,4,4,4]"),
+                         Error);
   }
 }
 
