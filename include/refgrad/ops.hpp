@@ -144,6 +144,15 @@ Tensor clamp(const Tensor& self, const OptionalTensor& min, const OptionalTensor
 Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value);
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);  // 0-dim value
 
+// ---------------------------------------------------------------- special ---
+// Computed in double for every floating dtype and rounded once to it (int64 and
+// bool inputs give float32); real dtypes only. ATen's values at the poles: digamma(+-0) = -+inf,
+// NaN at the negative integers; polygamma(n >= 1, x) is +-inf at x = 0, -1, ...
+
+Tensor lgamma(const Tensor& self);   // log |Gamma(x)|
+Tensor digamma(const Tensor& self);
+Tensor polygamma(std::int64_t n, const Tensor& self);  // n >= 0; polygamma(0, x) = digamma(x)
+
 // ------------------------------------------------------------- reductions ---
 // An empty `dim` list means every dim, as in ATen's sum.dim_IntList.
 
@@ -172,6 +181,8 @@ Tensor linalg_vector_norm(const Tensor& self, double ord = 2, const IntList& dim
                           std::optional<DType> dtype = std::nullopt);
 Tensor norm(const Tensor& self, double p = 2, const IntList& dim = {}, bool keepdim = false);
 Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
+// The running product; accumulated in double (complex128) and rounded per element, as ATen's CPU cumprod.
+Tensor cumprod(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim = false);
 Tensor softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
@@ -217,6 +228,15 @@ Tensor gather(const Tensor& self, std::int64_t dim, const Tensor& index);
 Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, Scalar value);
 Tensor scatter_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src);
+// reduce is "sum", "prod", "mean", "amax" or "amin"; without include_self, the positions
+// that receive values start from the reduction's identity instead of self (the others keep self).
+// amax/amin propagate NaN; mean of int64 floors. Real dtypes only, as in ATen.
+Tensor scatter_reduce(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
+// index_reduce: source slice k reduced into self[..., index[k], ...]; reduce is "prod", "mean",
+// "amax" or "amin" (no "sum": that is index_add); floating dtypes only, as in ATen.
+Tensor index_reduce(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source,
+                    const std::string& reduce, bool include_self = true);
 Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source,
                  Scalar alpha = 1);
 // Advanced indexing, as self[indices]: one optional index tensor per leading
@@ -242,8 +262,8 @@ Tensor outer(const Tensor& self, const Tensor& vec2);
 Tensor dot(const Tensor& self, const Tensor& other);
 
 // --------------------------------------------------------------------- nn ---
-// Layouts are ATen's: input [N, C, (H,) W], weight [C_out, C_in/groups, kH, kW]
-// (transposed: [C_in, C_out/groups, kH, kW]). Unbatched inputs are accepted
+// Layouts are ATen's: input [N, C, (D,) (H,) W], weight [C_out, C_in/groups, (kD,) (kH,) kW]
+// (transposed: [C_in, C_out/groups, ...]). Unbatched inputs are accepted
 // where ATen accepts them. An undefined bias is no bias; a bias of another
 // dtype is converted to the input's. Pooling parameters must fit in int, as
 // in ATen; an upsampling scale whose reciprocal overflows raises.
@@ -257,6 +277,9 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const OptionalTensor& b
 Tensor conv2d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
               const IntList& stride = {1, 1}, const IntList& padding = {0, 0}, const IntList& dilation = {1, 1},
               std::int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
+              const IntList& stride = {1, 1, 1}, const IntList& padding = {0, 0, 0},
+              const IntList& dilation = {1, 1, 1}, std::int64_t groups = 1);
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
                         const IntList& stride = {1}, const IntList& padding = {0},
                         const IntList& output_padding = {0}, std::int64_t groups = 1,
@@ -265,6 +288,10 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Optiona
                         const IntList& stride = {1, 1}, const IntList& padding = {0, 0},
                         const IntList& output_padding = {0, 0}, std::int64_t groups = 1,
                         const IntList& dilation = {1, 1});
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias = std::nullopt,
+                        const IntList& stride = {1, 1, 1}, const IntList& padding = {0, 0, 0},
+                        const IntList& output_padding = {0, 0, 0}, std::int64_t groups = 1,
+                        const IntList& dilation = {1, 1, 1});
 // (output, indices); indices are flat positions within each H*W plane, as ATen's.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size,
                                                   const IntList& stride = {}, const IntList& padding = {0, 0},

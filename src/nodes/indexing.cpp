@@ -1,5 +1,8 @@
-// Indexing nodes: index, index_select, gather, scatter, scatter_add, index_add,
-// index_put, masked_select, masked_scatter, embedding.
+// Indexing nodes: index, index_select, gather, scatter, scatter_add, scatter_reduce, index_add,
+// index_reduce, index_put, masked_select, masked_scatter, embedding.
+#include <string>
+#include <utility>
+
 #include "define.hpp"
 #include "functions_manual.hpp"
 
@@ -68,6 +71,95 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
     grad = mul(grad, unsqueeze(reciprocal(index_select(counts, 0, flat_indices)), 1));
   }
   return index_add(zeros({num_weights, grad.sizes()[1]}, grad.dtype()), 0, flat_indices, grad);
+}
+
+// t.index_fill(dim, index, 0): the slices of t along dim that index names set to 0 (set, not
+// multiplied: an inf or NaN there becomes 0 too). A 0-d t is one slice.
+Tensor index_fill_zero(const Tensor& t, std::int64_t dim, const Tensor& index) {
+  if (index.numel() == 0) return t;
+  const std::int64_t size = t.dim() == 0 ? 1 : t.size(wrap_dim(dim, t.dim(), "index_fill"));
+  const Tensor flat_index = reshape(index, {-1});
+  const Tensor hit = index_put(zeros({size}, DType::Bool), {flat_index}, ones({flat_index.numel()}, DType::Bool));
+  if (t.dim() == 0) return where(reshape(hit, {}), Scalar(0), t);
+  Shape along(static_cast<std::size_t>(t.dim()), 1);
+  along[static_cast<std::size_t>(wrap_dim(dim, t.dim(), "index_fill"))] = size;
+  return where(reshape(hit, along), Scalar(0), t);
+}
+
+// scatter_reduce_backward and index_reduce_backward (FunctionsManual.cpp) are one formula for two
+// ways of addressing: scatter_reduce sends src[p] to self at p with p[dim] replaced by index[p]
+// (read back with gather, counted with scatter_add); index_reduce sends the slice k of source along
+// dim to slice index[k] of self (read back with index_select, counted with index_add). Each
+// reduce's gradient, for self and for the scattered values:
+//   sum:       grad, and grad read back at the targets;
+//   mean:      grad / N, and the same read back, N counting the values at each target (self once
+//              when included; 1 where nothing arrived);
+//   amax/amin: grad split evenly among the values (self's and the scattered ones) equal to the
+//              result at their target;
+//   prod:      the product of the others at each target. Zeros are handled without dividing by
+//              them: self's zeros are masked to 1 and the reduction recomputed; a scattered value
+//              that is its target's only zero gets grad times the product of the others
+//              (recomputed with it masked to 1); where a target has two or more zeros, every
+//              product of the others is 0, as is (grad * result) / value there.
+// Without include_self, self's old values at the targets did not reach the result: their grad is 0.
+struct ReduceAddressing {
+  std::int64_t dim;
+  const Tensor& index;
+  bool is_scatter;  // scatter_reduce (true) or index_reduce (false)
+
+  Tensor reduce(const Tensor& self, const Tensor& values, const std::string& how, bool include_self) const {
+    return is_scatter ? scatter_reduce(self, dim, index, values, how, include_self)
+                   : index_reduce(self, dim, index, values, how, include_self);
+  }
+  Tensor add_into(const Tensor& self, const Tensor& values) const {
+    return is_scatter ? scatter_add(self, dim, index, values) : index_add(self, dim, index, values);
+  }
+  Tensor read_back(const Tensor& t) const { return is_scatter ? gather(t, dim, index) : index_select(t, dim, index); }
+  Tensor clear_targets(const Tensor& t) const {
+    return is_scatter ? scatter(t, dim, index, Scalar(0)) : index_fill_zero(t, dim, index);
+  }
+};
+
+std::pair<Tensor, Tensor> reduce_backward(const char* node, const ReduceAddressing& at, const Tensor& grad,
+                                          const Tensor& self, const Tensor& src, const std::string& reduce,
+                                          bool include_self, const Tensor& result) {
+  check(grad.sizes() == self.sizes() && result.sizes() == self.sizes(), node, ": grad ", shape_text(grad.sizes()),
+        " and result ", shape_text(result.sizes()), " must have self's shape ", shape_text(self.sizes()));
+  Tensor grad_self, grad_src;
+  if (reduce == "sum" && at.is_scatter) {
+    grad_self = grad;
+    grad_src = at.read_back(grad);
+  } else if (reduce == "prod") {
+    const Tensor masked_self = masked_fill(self, eq(self, 0), 1);
+    const Tensor masked_self_result = at.reduce(masked_self, src, "prod", include_self);
+    grad_self = div(mul(grad, masked_self_result), masked_self);
+    const Tensor src_zero = eq(src, 0);
+    const Tensor src_num_zeros = at.read_back(at.add_into(zeros_like(self), src_zero.to(self.dtype())));
+    const Tensor src_single_zero = logical_and(src_zero, eq(src_num_zeros, 1));
+    const Tensor masked_src = masked_fill(src, src_single_zero, 1);
+    const Tensor masked_src_result = at.reduce(self, masked_src, "prod", include_self);
+    grad_src = where(src_single_zero, at.read_back(mul(grad, masked_src_result)),
+                     div(at.read_back(mul(grad, result)), masked_fill(src, src_zero, 1)));
+  } else if (reduce == "mean") {
+    Tensor N = include_self ? ones_like(grad) : zeros_like(grad);
+    N = at.add_into(N, ones_like(src));
+    N = masked_fill(N, eq(N, 0), 1);
+    grad_self = div(grad, N);
+    grad_src = div(at.read_back(grad), at.read_back(N));
+  } else if (reduce == "amax" || reduce == "amin") {
+    const Tensor value = at.read_back(result);
+    const Tensor self_is_result = eq(self, result);
+    const Tensor src_is_result = eq(src, value);
+    const Tensor N_to_distribute = at.add_into(self_is_result.to(self.dtype()), src_is_result.to(self.dtype()));
+    const Tensor grad_distributed = div(grad, N_to_distribute);
+    grad_self = mul(self_is_result, grad_distributed);
+    grad_src = mul(src_is_result, at.read_back(grad_distributed));
+  } else {
+    fail(concat(node, ": reduce must be one of ", at.is_scatter ? "'sum', " : "", "'prod', 'mean', 'amax', 'amin', got '",
+                reduce, "'"));
+  }
+  if (!include_self) grad_self = at.clear_targets(grad_self);
+  return {grad_self, grad_src};
 }
 
 // ------------------------------------------------------------------ nodes ---
@@ -197,6 +289,55 @@ Grads IndexAddBackward0(const Grads& grads, const IndexAddBackward0Saved& saved,
   return out;
 }
 
+// ScatterReduceBackward0 — scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
+//                                             bool include_self=True)
+//   self, src: scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)
+// (reduce_backward above explains each reduce.)
+struct ScatterReduceBackward0Saved {
+  std::int64_t dim;
+  bool include_self;
+  Tensor index;
+  std::string reduce;
+  Tensor self;
+  Tensor src;
+  Tensor result;
+};
+
+Grads ScatterReduceBackward0(const Grads& grads, const ScatterReduceBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const auto [grad_self, grad_src] =
+      reduce_backward("ScatterReduceBackward0", {saved.dim, saved.index, true}, *grads[0], saved.self, saved.src,
+                      saved.reduce, saved.include_self, saved.result);
+  Grads out(2);
+  if (need[0]) out[0] = grad_self;
+  if (need[1]) out[1] = grad_src;
+  return out;
+}
+
+// IndexReduceBackward0 — index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *,
+//                                     bool include_self=True)
+//   self, source: index_reduce_backward(grad, self, dim, index, source, reduce, include_self, result)
+struct IndexReduceBackward0Saved {
+  std::int64_t dim;
+  bool include_self;
+  Tensor index;
+  std::string reduce;
+  Tensor self;
+  Tensor source;
+  Tensor result;
+};
+
+Grads IndexReduceBackward0(const Grads& grads, const IndexReduceBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const auto [grad_self, grad_source] =
+      reduce_backward("IndexReduceBackward0", {saved.dim, saved.index, false}, *grads[0], saved.self, saved.source,
+                      saved.reduce, saved.include_self, saved.result);
+  Grads out(2);
+  if (need[0]) out[0] = grad_self;
+  if (need[1]) out[1] = grad_source;
+  return out;
+}
+
 // IndexPutBackward0 — index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
 //   self:   accumulate ? grad : grad.index_put(indices, zeros_like(values), false)
 //   values: grad.index(indices)
@@ -305,6 +446,27 @@ void add_indexing_nodes(std::vector<NodeDef>& registry) {
        "src: grad.gather(dim, index)"},
       {saved<&ScatterBackward0Saved::dim>("dim", FieldKind::Int),
        saved<&ScatterBackward0Saved::index>("index", FieldKind::Tensor)}));
+
+  {
+    using S = ScatterReduceBackward0Saved;
+    registry.push_back(define_node<S, ScatterReduceBackward0>(
+        {"ScatterReduceBackward0", "scatter_reduce.two", {"self", "src"}, 1, {},
+         "self, src: scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)"},
+        {saved<&S::dim>("dim", FieldKind::Int), saved<&S::include_self>("include_self", FieldKind::Bool),
+         saved<&S::index>("index", FieldKind::Tensor), saved<&S::reduce>("reduce", FieldKind::String),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::src>("src", FieldKind::Tensor),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = IndexReduceBackward0Saved;
+    registry.push_back(define_node<S, IndexReduceBackward0>(
+        {"IndexReduceBackward0", "index_reduce", {"self", "source"}, 1, {},
+         "self, source: index_reduce_backward(grad, self, dim, index, source, reduce, include_self, result)"},
+        {saved<&S::dim>("dim", FieldKind::Int), saved<&S::include_self>("include_self", FieldKind::Bool),
+         saved<&S::index>("index", FieldKind::Tensor), saved<&S::reduce>("reduce", FieldKind::String),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::source>("source", FieldKind::Tensor),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
 
   registry.push_back(define_node<ScatterBackward1Saved, ScatterBackward1>(
       {"ScatterBackward1", "scatter.value", {"self"}, 1, {}, "self: grad.scatter(dim, index, 0)"},

@@ -207,7 +207,13 @@ Grads BatchNormWithUpdateBackward0(const Grads& grads, const BatchNormWithUpdate
 // result1 = mean, result2 = rstd, both [N, group]. With the input viewed as [N, group, C/group * HxW]:
 //   input:  rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)), dx_hat = grad * weight[c]
 //   weight: sum(grad * x_hat) over N and HxW (in ATen's order, below);  bias: sum(grad) over N and HxW.
-// Grads of the mean and rstd outputs (grads[1], grads[2]) are not supported yet.
+// The mean and rstd outputs may have grads too (grads[1], grads[2]); torch then takes the infinitely
+// differentiable formula, which adds their part to the input's grad only when both are defined (with one
+// alone it drops it: torch 2.13's gradcheck of the mean or of the rstd output alone fails, and refgrad
+// computes what torch does). Per group of M = C/group * HxW elements, mean = sum(x) / M and
+// rstd = (sum((x - mean)^2) / M + eps)^-1/2, so d mean / d x = 1 / M and d rstd / d x = -rstd^3 (x - mean) / M:
+//   input += grads[1] / M - grads[2] rstd^3 (x - mean) / M.
+// Weight and bias do not reach the statistics, and get no grad without grads[0].
 struct NativeGroupNormBackward0Saved {
   std::int64_t C;
   std::int64_t HxW;
@@ -221,10 +227,11 @@ struct NativeGroupNormBackward0Saved {
 };
 
 Grads NativeGroupNormBackward0(const Grads& grads, const NativeGroupNormBackward0Saved& saved, const Need& need) {
-  check(!grads[1] && !grads[2],
-        "NativeGroupNormBackward0: gradients of the mean and rstd outputs are not supported yet");
-  if (!grads[0]) return Grads(3);
-  const Tensor &grad = *grads[0], &input = saved.input;
+  const bool statistics_grads = grads[1] && grads[2];  // one alone is dropped (see above)
+  if (!grads[0] && !statistics_grads) return Grads(3);
+  const Tensor& input = saved.input;
+  // Without the output's grad, zeros stand for it in the shape checks.
+  const Tensor grad = grads[0] ? *grads[0] : zeros(input.sizes(), input.dtype());
   const std::int64_t N = saved.N, C = saved.C, HxW = saved.HxW, G = saved.group;
   std::int64_t count = 0, statistics = 0;
   const bool sizes_fit = N >= 0 && C >= 0 && HxW >= 0 && G > 0 && C % G == 0 && !__builtin_mul_overflow(C, HxW, &count) &&
@@ -239,12 +246,24 @@ Grads NativeGroupNormBackward0(const Grads& grads, const NativeGroupNormBackward
   const Tensor mu = reshape(saved.result1, {N, G, 1}), rstd = reshape(saved.result2, {N, G, 1});
   const Tensor g = reshape(grad, {N, C, HxW});
   Grads out(3);
-  if (need[0]) {
+  if (need[0] && grads[0]) {
     const Tensor dx_hat = reshape(saved.weight ? mul(g, reshape(*saved.weight, {1, C, 1})) : g, {N, G, per_group});
     const Tensor x_hat_g = mul(sub(reshape(input, {N, G, per_group}), mu), rstd);
     const Tensor centered = sub(dx_hat, mean(dx_hat, {2}, true));
     out[0] = reshape(mul(rstd, sub(centered, mul(x_hat_g, mean(mul(dx_hat, x_hat_g), {2}, true)))), input.sizes());
   }
+  if (need[0] && statistics_grads) {
+    for (std::size_t k : {std::size_t{1}, std::size_t{2}})
+      check(grads[k]->numel() == statistics, "NativeGroupNormBackward0: the grad of ", k == 1 ? "mean" : "rstd", " ",
+            shape_text(grads[k]->sizes()), " does not fit N=", N, " group=", G);
+    const double M = static_cast<double>(per_group);
+    const Tensor d_mean = div(reshape(*grads[1], {N, G, 1}), M);
+    const Tensor centered = sub(reshape(input, {N, G, per_group}), mu);
+    const Tensor d_rstd = mul(reshape(*grads[2], {N, G, 1}), div(mul(neg(pow(rstd, 3)), centered), M));
+    const Tensor extra = reshape(add(d_mean, d_rstd), input.sizes());
+    out[0] = out[0] ? add(*out[0], extra) : extra;
+  }
+  if (!grads[0]) return out;
   // weight, as ATen's kernel: sum over n of (ds - db * mean) * rstd, with ds = sum(grad * input) and
   // db = sum(grad) over HxW, which keeps the statistics' NaN when HxW is 0 (sum(grad * x_hat) would be 0).
   const Tensor db = sum(g, {2});
@@ -268,7 +287,7 @@ Grads NativeGroupNormBackward0(const Grads& grads, const NativeGroupNormBackward
 // input: the adjoint of the forward, a transposed convolution of grad with the same weight (a plain
 // convolution when the forward was transposed); output_padding recovers the input's exact size.
 // weight: see convolution_weight_grad. bias: sum(grad) over every dim but 1.
-// 1-d and 2-d convolutions of batched inputs (the forward functional batches an unbatched input).
+// 1-d, 2-d and 3-d convolutions of batched inputs (the forward functional batches an unbatched input).
 struct ConvolutionBackward0Saved {
   std::optional<IntList> bias_sym_sizes_opt;
   IntList dilation;
@@ -323,9 +342,10 @@ std::int64_t convolution_output_length(std::int64_t input, std::int64_t kernel, 
 ConvolutionParams check_convolution(const Tensor& grad, const ConvolutionBackward0Saved& saved) {
   const char* node = "ConvolutionBackward0";
   const Tensor &input = saved.input, &weight = saved.weight;
-  check(input.dim() >= 3, node, ": input ", shape_text(input.sizes()), " must be [N, C, L] or [N, C, H, W]");
-  check(input.dim() <= 4, node, ": ", input.dim() - 2, "-d convolution (input ", shape_text(input.sizes()),
-        ") is not supported yet; 1-d and 2-d are");
+  check(input.dim() >= 3, node, ": input ", shape_text(input.sizes()),
+        " must be [N, C, L], [N, C, H, W] or [N, C, D, H, W]");
+  check(input.dim() <= 5, node, ": ", input.dim() - 2, "-d convolution (input ", shape_text(input.sizes()),
+        ") is not supported; 1-d, 2-d and 3-d are");
   check(weight.dim() == input.dim(), node, ": weight ", shape_text(weight.sizes()), " and input ",
         shape_text(input.sizes()), " must have the same number of dims");
   const auto spatial = static_cast<std::size_t>(input.dim() - 2);
@@ -656,6 +676,123 @@ Grads AdaptiveAvgPool2DBackward0(const Grads& grads, const AdaptiveAvgPool2DBack
   })};
 }
 
+// AdaptiveMaxPool2DBackward0 — adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+//   self: adaptive_max_pool2d_backward(grad, self, result1)
+// AdaptiveMaxPool3DBackward0 — adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
+//   self: adaptive_max_pool3d_backward(grad, self, result1)
+// result1 holds, for each output, the flat position (h * W + w, or (d * H + h) * W + w) of its maximum in
+// self's plane (the last 2 or 3 dims); each output's grad goes there (windows that overlap and chose the
+// same element add up). The indices output is not differentiable: torch's node takes one grad.
+struct AdaptiveMaxPoolSaved {
+  Tensor self;
+  Tensor result1;
+};
+
+template <std::int64_t spatial_dims>
+Grads AdaptiveMaxPoolBackward(const Grads& grads, const AdaptiveMaxPoolSaved& saved, const Need& need) {
+  const char* node = spatial_dims == 2 ? "AdaptiveMaxPool2DBackward0" : "AdaptiveMaxPool3DBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor &grad = *grads[0], &self = saved.self, &indices = saved.result1;
+  const auto spatial = static_cast<std::ptrdiff_t>(spatial_dims);
+  check((self.dim() == spatial_dims + 1 || self.dim() == spatial_dims + 2) && grad.dim() == self.dim() &&
+            std::equal(self.sizes().begin(), self.sizes().end() - spatial, grad.sizes().begin()),
+        node, ": grad ", shape_text(grad.sizes()), " does not fit self ", shape_text(self.sizes()),
+        spatial_dims == 2 ? " ([C, H, W] or [N, C, H, W], pooled over H and W)"
+                          : " ([C, D, H, W] or [N, C, D, H, W], pooled over D, H and W)");
+  check(indices.sizes() == grad.sizes(), node, ": indices ", shape_text(indices.sizes()),
+        " do not have the grad's shape ", shape_text(grad.sizes()));
+  check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
+  if (grad.numel() == 0 || self.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
+  const std::int64_t plane = numel_of(Shape(self.sizes().end() - spatial, self.sizes().end()));
+  const Tensor outside = logical_or(lt(indices, 0), ge(indices, plane));
+  if (any_true(outside))
+    fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
+                " in result1 is out of range for self's plane of ", plane, " elements ",
+                shape_text(Shape(self.sizes().end() - spatial, self.sizes().end()))));
+  // not 0: grad is not empty
+  const std::int64_t outputs_per_plane = numel_of(Shape(grad.sizes().end() - spatial, grad.sizes().end()));
+  const Shape flat = {grad.numel() / outputs_per_plane, outputs_per_plane};
+  const Tensor zero = zeros({flat[0], plane}, grad.dtype());
+  return Grads{reshape(scatter_add(zero, 1, reshape(indices, flat), reshape(grad, flat)), self.sizes())};
+}
+
+// MaxUnpool2DBackward0 — max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor
+//   self: max_pool_double_backward(grad, indices, 2)
+// MaxUnpool3DBackward0 — max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride,
+//                                     int[3] padding) -> Tensor
+//   self: max_pool_double_backward(grad, indices, 3)
+// max_unpool put self's element i at flat position indices[i] of its plane (the last 2 or 3 dims of
+// the output, flattened): the grad of self[i] is the grad at that position, a gather from each plane.
+struct MaxUnpoolSaved {
+  Tensor indices;
+};
+
+template <std::int64_t spatial_dims>
+Grads MaxUnpoolBackward(const Grads& grads, const MaxUnpoolSaved& saved, const Need& need) {
+  const char* node = spatial_dims == 2 ? "MaxUnpool2DBackward0" : "MaxUnpool3DBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor &grad = *grads[0], &indices = saved.indices;
+  check(indices.dim() >= spatial_dims, node, ": indices ", shape_text(indices.sizes()), " must have at least ",
+        spatial_dims, " dims");
+  check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
+  const std::int64_t batch_dims = indices.dim() - spatial_dims;
+  check(grad.dim() == indices.dim() &&
+            std::equal(indices.sizes().begin(), indices.sizes().begin() + batch_dims, grad.sizes().begin()),
+        node, ": grad ", shape_text(grad.sizes()), " does not fit indices ", shape_text(indices.sizes()),
+        " (the same leading dims, then the ", spatial_dims, " unpooled dims)");
+  if (indices.numel() == 0) return Grads{zeros(indices.sizes(), grad.dtype())};
+  Shape size(indices.sizes().begin(), indices.sizes().begin() + batch_dims);
+  size.push_back(-1);
+  return Grads{reshape(gather(reshape(grad, size), -1, reshape(indices, size)), indices.sizes())};
+}
+
+// AdaptiveAvgPool3DBackward0 — _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
+//   self: _adaptive_avg_pool3d_backward(grad, self)
+// As the 2-d one, along D, H and W: output (od, oh, ow) averages the input box
+// [floor(od*D/OD), ceil((od+1)*D/OD)) x (the same for H) x (the same for W); grad / (box size) goes
+// to each element of the box, in double, rounded once.
+struct AdaptiveAvgPool3DBackward0Saved {
+  Tensor self;
+};
+
+Grads AdaptiveAvgPool3DBackward0(const Grads& grads, const AdaptiveAvgPool3DBackward0Saved& saved,
+                                 const Need& need) {
+  const char* node = "AdaptiveAvgPool3DBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor &grad = *grads[0], &self = saved.self;
+  check((self.dim() == 4 || self.dim() == 5) && grad.dim() == self.dim() && grad.size(-3) > 0 &&
+            grad.size(-2) > 0 && grad.size(-1) > 0 &&
+            std::equal(self.sizes().begin(), self.sizes().end() - 3, grad.sizes().begin()),
+        node, ": grad ", shape_text(grad.sizes()), " does not fit self ", shape_text(self.sizes()),
+        " ([C, D, H, W] or [N, C, D, H, W], pooled over D, H and W)");
+  if (grad.numel() == 0 || self.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
+  check_fits_memory_limit(grad.sizes(), DType::Float64);
+  check_fits_memory_limit(self.sizes(), DType::Float64);
+  const std::int64_t in[3] = {self.size(-3), self.size(-2), self.size(-1)};
+  const std::int64_t out[3] = {grad.size(-3), grad.size(-2), grad.size(-1)};
+  const std::int64_t planes = grad.numel() / (out[0] * out[1] * out[2]);
+  auto start = [&](std::int64_t o, int d) { return multiply_or_fail(o, in[d], node) / out[d]; };
+  auto end = [&](std::int64_t o, int d) {
+    return add_or_fail(multiply_or_fail(o + 1, in[d], node), out[d] - 1, node) / out[d];
+  };
+  const std::vector<double> g = grad.to_vector<double>();
+  std::vector<double> grad_input(static_cast<std::size_t>(planes * in[0] * in[1] * in[2]), 0.0);
+  std::size_t k = 0;  // grad's elements in row-major order: plane, od, oh, ow
+  for (std::int64_t p = 0; p < planes; ++p)
+    for (std::int64_t od = 0; od < out[0]; ++od)
+      for (std::int64_t oh = 0; oh < out[1]; ++oh)
+        for (std::int64_t ow = 0; ow < out[2]; ++ow) {
+          const std::int64_t d0 = start(od, 0), d1 = end(od, 0), h0 = start(oh, 1), h1 = end(oh, 1);
+          const std::int64_t w0 = start(ow, 2), w1 = end(ow, 2);
+          const double delta = g[k++] / static_cast<double>((d1 - d0) * (h1 - h0) * (w1 - w0));
+          for (std::int64_t id = d0; id < d1; ++id)
+            for (std::int64_t ih = h0; ih < h1; ++ih)
+              for (std::int64_t iw = w0; iw < w1; ++iw)
+                grad_input[static_cast<std::size_t>(((p * in[0] + id) * in[1] + ih) * in[2] + iw)] += delta;
+        }
+  return Grads{to(from_vector(grad_input, self.sizes()), grad.dtype())};
+}
+
 // --------------------------------------------------------------- upsampling ---
 
 // ATen's compute_scales_value (UpSample.h), in T: 1/scale when the forward was given a positive scale,
@@ -956,6 +1093,29 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
          "self: _adaptive_avg_pool2d_backward(grad, self)"},
         {saved<&S::self>("self", FieldKind::Tensor)}));
   }
+  registry.push_back(define_node<AdaptiveMaxPoolSaved, AdaptiveMaxPoolBackward<2>>(
+      {"AdaptiveMaxPool2DBackward0", "adaptive_max_pool2d", {"self"}, 1, {},
+       "self: adaptive_max_pool2d_backward(grad, self, result1)"},
+      {saved<&AdaptiveMaxPoolSaved::self>("self", FieldKind::Tensor),
+       saved<&AdaptiveMaxPoolSaved::result1>("result1", FieldKind::Tensor)}));
+  registry.push_back(define_node<AdaptiveMaxPoolSaved, AdaptiveMaxPoolBackward<3>>(
+      {"AdaptiveMaxPool3DBackward0", "adaptive_max_pool3d", {"self"}, 1, {},
+       "self: adaptive_max_pool3d_backward(grad, self, result1)"},
+      {saved<&AdaptiveMaxPoolSaved::self>("self", FieldKind::Tensor),
+       saved<&AdaptiveMaxPoolSaved::result1>("result1", FieldKind::Tensor)}));
+  {
+    using S = AdaptiveAvgPool3DBackward0Saved;
+    registry.push_back(define_node<S, AdaptiveAvgPool3DBackward0>(
+        {"AdaptiveAvgPool3DBackward0", "_adaptive_avg_pool3d", {"self"}, 1, {},
+         "self: _adaptive_avg_pool3d_backward(grad, self)"},
+        {saved<&S::self>("self", FieldKind::Tensor)}));
+  }
+  registry.push_back(define_node<MaxUnpoolSaved, MaxUnpoolBackward<2>>(
+      {"MaxUnpool2DBackward0", "max_unpool2d", {"self"}, 1, {}, "self: max_pool_double_backward(grad, indices, 2)"},
+      {saved<&MaxUnpoolSaved::indices>("indices", FieldKind::Tensor)}));
+  registry.push_back(define_node<MaxUnpoolSaved, MaxUnpoolBackward<3>>(
+      {"MaxUnpool3DBackward0", "max_unpool3d", {"self"}, 1, {}, "self: max_pool_double_backward(grad, indices, 3)"},
+      {saved<&MaxUnpoolSaved::indices>("indices", FieldKind::Tensor)}));
   {
     using S = UpsampleNearest2DBackward0Saved;
     registry.push_back(define_node<S, UpsampleNearest2DBackward0>(

@@ -1,5 +1,5 @@
-// Reduction nodes: sum, mean, prod, max/min (all, dim), amax/amin, median,
-// nanmedian, kthvalue, cumsum, linalg_vector_norm, var, std, logsumexp.
+// Reduction nodes: sum, nansum, mean, prod, max/min (all, dim), amax/amin, median,
+// nanmedian, kthvalue, cumsum, cumprod, linalg_vector_norm, norm, var, std, logsumexp.
 #include <cmath>
 #include <limits>
 
@@ -110,14 +110,6 @@ Tensor value_selecting_reduction_backward(const Tensor& grad, std::int64_t dim, 
   return scatter(grad_in, dim, indices, grad);
 }
 
-// at::cumprod. L0 has none: each prefix product is an L0 prod, which
-// multiplies in double like ATen's CPU cumprod. Quadratic in the dim's size.
-Tensor cumprod(const Tensor& self, std::int64_t dim) {
-  TensorList prefixes;
-  for (std::int64_t i = 1; i <= self.size(dim); ++i) prefixes.push_back(prod(narrow(self, dim, 0, i), dim, true));
-  return cat(prefixes, dim);
-}
-
 // The product of all other elements of each slice along dim, without
 // dividing (so zeros are safe): exclusive prefix times exclusive suffix products (conjugated for complex).
 Tensor prod_safe_zeros_backward(const Tensor& grad, const Tensor& inp, std::int64_t dim) {
@@ -159,6 +151,61 @@ Tensor prod_backward(const Tensor& grad, const Tensor& input, const Tensor& resu
 Tensor cumsum_backward(const Tensor& grad, std::int64_t dim) {
   if (grad.numel() <= 1 || grad.size(dim) == 1) return grad;
   return flip(cumsum(flip(grad, {dim}), dim), {dim});
+}
+
+// The sums from each position to the end along dim.
+Tensor reversed_cumsum(const Tensor& w, std::int64_t dim) { return flip(cumsum(flip(w, {dim}), dim), {dim}); }
+
+// cumprod's grad (aten/src/ATen/native/ReduceOps.cpp, the path without grad mode, the only one refgrad
+// runs). With y = cumprod(x) along dim and g the incoming grad,
+//   dL/dx_k = sum_{j >= k} g_j * prod_{i <= j, i != k} x_i,
+// which is reversed_cumsum(g * y)_k / x_k while no x is zero. With zeros, let z1 be the first zero of a
+// slice and z2 the second (or the end): for k < z1 the sum stops before z1 (every later y_j is 0), so
+// the same quotient of the masked sum holds; for k > z1 every term holds x_z1 = 0, so 0; and for k = z1
+//   dL/dx_z1 = y_{z1-1} * sum_{z1 <= j < z2} g_j * prod_{z1 < i <= j} x_i,
+// a cumprod of the x strictly between the two zeros. For complex x the map is holomorphic: its
+// backward uses the conjugates of x and y.
+Tensor cumprod_backward(const Tensor& grad, const Tensor& input, std::int64_t dim, const Tensor& output) {
+  if (input.numel() <= 1) return grad;
+  dim = wrap_dim(dim, input.dim(), "cumprod_backward");
+  const std::int64_t dim_size = input.size(dim);
+  if (dim_size == 1) return grad;
+  const Tensor input_conj = conj(input), output_conj = conj(output);
+  const Tensor w = mul(output_conj, grad);
+  const Tensor is_zero = eq(input, 0);
+  if (sum(is_zero).item<std::int64_t>() == 0) return div(reversed_cumsum(w, dim), input_conj);
+
+  // Masks along dim from the count of zeros so far: for is_zero = [F, T, F, T, F] it is [0, 1, 1, 2, 2].
+  Tensor grad_input = zeros(input.sizes(), grad.dtype());
+  const Tensor zeros_so_far = cumsum(is_zero, dim);
+  // k < z1: [0, z1).
+  Tensor mask = eq(zeros_so_far, 0);
+  // (ATen writes into grad_input in place: a result of a wider dtype, when the forward's dtype argument
+  // made result wider than self, is cast to grad_input's.)
+  grad_input = masked_scatter(
+      grad_input, mask,
+      masked_select(div(reversed_cumsum(masked_fill(w, logical_not(mask), 0), dim), input_conj), mask)
+          .to(grad_input.dtype()));
+  // k = z1: the first position where one zero has been seen. A slice without zeros has no such
+  // position; max then picks index 0, which `and mask` drops.
+  mask = eq(zeros_so_far, 1);
+  const Tensor first_zero_index = max(mask.to(DType::Int64), dim, /*keepdim=*/true).second;
+  const Tensor first_zero_mask = logical_and(scatter(zeros_like(mask), dim, first_zero_index, Scalar(1)), mask);
+  // (z1, z2): the factors of the products after the first zero.
+  mask = logical_and(mask, logical_not(first_zero_mask));
+  // y_{z1-1}, or 1 when the zero is the slice's first element.
+  const Tensor before_zero = masked_fill(gather(output_conj, dim, relu(sub(first_zero_index, 1))),
+                                         eq(first_zero_index, 0), 1);
+  const Tensor at_zero = mul(sum(mul(cumprod(masked_fill(input_conj, logical_not(mask), 1), dim),
+                                     masked_fill(grad, ne(zeros_so_far, 1), 0)),
+                                 IntList{dim}, /*keepdim=*/true),
+                             before_zero);
+  return masked_scatter(grad_input, first_zero_mask, masked_select(at_zero, first_zero_mask).to(grad_input.dtype()));
+}
+
+// nansum's grad: sum's, zeroed where self is NaN (those elements were skipped).
+Tensor nansum_backward(const Tensor& grad, const Tensor& self, const std::optional<IntList>& dims, bool keepdim) {
+  return mul(sum_backward(grad, self.sizes(), dims, keepdim), logical_not(ne(self, self)));
 }
 
 // linalg_vector_norm's grad for each ord (sgn is sign for real self: z / |z| for complex). ord 0 has none: PyTorch returns an
@@ -404,6 +451,54 @@ Grads LinalgVectorNormBackward0(const Grads& grads, const LinalgVectorNormBackwa
                              saved.dim.value_or(IntList{}), saved.keepdim)};
 }
 
+// CumprodBackward0 — cumprod(Tensor self, int dim, *, ScalarType? dtype=None)
+//   self: cumprod_backward(grad.to(self.scalar_type()), self, dim, result)
+struct CumprodBackward0Saved {
+  std::int64_t dim;
+  Tensor self;
+  DType self_scalar_type;
+  Tensor result;
+};
+
+Grads CumprodBackward0(const Grads& grads, const CumprodBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check(saved.result.sizes() == saved.self.sizes() && grads[0]->sizes() == saved.self.sizes(),
+        "CumprodBackward0: grad ", shape_text(grads[0]->sizes()), " and result ", shape_text(saved.result.sizes()),
+        " must have self's shape ", shape_text(saved.self.sizes()));
+  return Grads{cumprod_backward(grads[0]->to(saved.self_scalar_type), saved.self, saved.dim, saved.result)};
+}
+
+// NormBackward1 — norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False)
+//   self: norm_backward(grad, self, p, result, dim, keepdim)
+// p None is 2. (norm_backward is linalg_vector_norm's, above.)
+struct NormBackward1Saved {
+  IntList dim;
+  bool keepdim;
+  std::optional<Scalar> p;
+  Tensor self;
+  Tensor result;
+};
+
+Grads NormBackward1(const Grads& grads, const NormBackward1Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const double p = saved.p ? saved.p->to_double() : 2.0;
+  return Grads{norm_backward(*grads[0], saved.self, p, saved.result, saved.dim, saved.keepdim)};
+}
+
+// NansumBackward0 — nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
+//   self: nansum_backward(grad.to(self.scalar_type()), self, dim, keepdim)
+struct NansumBackward0Saved {
+  std::optional<IntList> dim;
+  bool keepdim;
+  Tensor self;
+  DType self_scalar_type;
+};
+
+Grads NansumBackward0(const Grads& grads, const NansumBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{nansum_backward(grads[0]->to(saved.self_scalar_type), saved.self, saved.dim, saved.keepdim)};
+}
+
 // VarBackward0 — var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)
 //   self: var_backward(grad, self, dim, correction, keepdim)
 struct VarBackward0Saved {
@@ -558,6 +653,33 @@ void add_reduction_nodes(std::vector<NodeDef>& registry) {
         {saved<&S::dim>("dim", FieldKind::IntList, true), saved<&S::keepdim>("keepdim", FieldKind::Bool),
          saved<&S::ord>("ord", FieldKind::Scalar), saved<&S::self>("self", FieldKind::Tensor),
          saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = CumprodBackward0Saved;
+    registry.push_back(define_node<S, CumprodBackward0>(
+        {"CumprodBackward0", "cumprod", {"self"}, 1, {},
+         "self: cumprod_backward(grad.to(self.scalar_type()), self, dim, result)"},
+        {saved<&S::dim>("dim", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         hidden<&S::self_scalar_type>("self_scalar_type", FieldKind::DType),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = NormBackward1Saved;
+    registry.push_back(define_node<S, NormBackward1>(
+        {"NormBackward1", "norm.ScalarOpt_dim", {"self"}, 1, {},
+         "self: norm_backward(grad, self, p, result, dim, keepdim)"},
+        {saved<&S::dim>("dim", FieldKind::IntList), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::p>("p", FieldKind::Scalar, true), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = NansumBackward0Saved;
+    registry.push_back(define_node<S, NansumBackward0>(
+        {"NansumBackward0", "nansum", {"self"}, 1, {},
+         "self: nansum_backward(grad.to(self.scalar_type()), self, dim, keepdim)"},
+        {saved<&S::dim>("dim", FieldKind::IntList, true), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::self>("self", FieldKind::Tensor),
+         hidden<&S::self_scalar_type>("self_scalar_type", FieldKind::DType)}));
   }
   {
     using S = VarBackward0Saved;

@@ -201,6 +201,9 @@ bool computes_in_one_kernel(const NodeSchema& schema) {
       "MaxPool2DWithIndicesBackward0",  // max_pool2d_with_indices_backward
       "AvgPool2DBackward0",             // avg_pool2d_backward
       "AdaptiveAvgPool2DBackward0",     // _adaptive_avg_pool2d_backward
+      "AdaptiveAvgPool3DBackward0",     // _adaptive_avg_pool3d_backward
+      "AdaptiveMaxPool2DBackward0",     // adaptive_max_pool2d_backward
+      "AdaptiveMaxPool3DBackward0",     // adaptive_max_pool3d_backward
       "UpsampleNearest2DBackward0",     // upsample_nearest2d_backward
       "UpsampleBilinear2DBackward0",    // upsample_bilinear2d_backward
       "NativeDropoutBackward0",         // native_dropout_backward
@@ -262,7 +265,8 @@ bool supports_complex(const NodeSchema& schema) {
       "VdotBackward0", "AddmvBackward0", "AddrBackward0", "AddbmmBackward0",
       // sums
       "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
-      "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1",
+      "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1", "CumprodBackward0",
+      "NormBackward1",
       // views, copies and shapes
       "AliasBackward0", "AliasBackward0_copy", "CloneBackward0", "ToCopyBackward0", "CopyBackwards", "ViewBackward0",
       "ViewBackward0_copy", "ReshapeAliasBackward0", "ReshapeAliasBackward0_copy", "UnsafeViewBackward0",

@@ -5,6 +5,8 @@
 // Every formula below is derivatives.yaml's for a real dtype: `.conj()` is the
 // identity and PyTorch's complex branches (sgn_backward, _to_copy_backward's
 // real-to-complex case) do not apply, since refgrad has no complex dtypes.
+#include <limits>
+
 #include "define.hpp"
 #include "functions_manual.hpp"
 
@@ -262,6 +264,72 @@ Grads ErfBackward0(const Grads& grads, const ErfBackward0Saved& saved, const Nee
   check_same_shape("ErfBackward0", *grads[0], saved.self, "self");
   constexpr double two_over_sqrt_pi = 1.12837916709551257390;  // 2 / sqrt(M_PI), cmath's M_2_SQRTPI
   return Grads{mul(mul(exp(neg(pow(saved.self, 2))), two_over_sqrt_pi), *grads[0])};
+}
+
+// ------------------------------------------------------- gamma functions ---
+
+// DigammaBackward0 — digamma(Tensor self)
+//   self: grad * polygamma(1, self)
+struct DigammaBackward0Saved {
+  Tensor self;
+};
+
+Grads DigammaBackward0(const Grads& grads, const DigammaBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("DigammaBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], polygamma(1, saved.self))};
+}
+
+// LgammaBackward0 — lgamma(Tensor self)
+//   self: grad * digamma(self)
+struct LgammaBackward0Saved {
+  Tensor self;
+};
+
+Grads LgammaBackward0(const Grads& grads, const LgammaBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("LgammaBackward0", *grads[0], saved.self, "self");
+  return Grads{mul(*grads[0], digamma(saved.self))};
+}
+
+// PolygammaBackward0 — polygamma(int n, Tensor self)
+//   self: grad * polygamma(n + 1, self)
+// (polygamma_(self, n), the in-place form, records the same node.)
+struct PolygammaBackward0Saved {
+  std::int64_t n;
+  Tensor self;
+};
+
+Grads PolygammaBackward0(const Grads& grads, const PolygammaBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("PolygammaBackward0", *grads[0], saved.self, "self");
+  check(saved.n >= 0 && saved.n < std::numeric_limits<std::int64_t>::max(), "PolygammaBackward0: n ", saved.n,
+        " is not an order polygamma has");
+  return Grads{mul(*grads[0], polygamma(saved.n + 1, saved.self))};
+}
+
+// MvlgammaBackward0 — mvlgamma(Tensor self, int p)
+//   self: mvlgamma_backward(grad, self, p)
+// The multivariate log-gamma function is
+//   mvlgamma(x, p) = p (p - 1) / 4 log(pi) + sum_{j=0}^{p-1} lgamma(x - j / 2),
+// so its derivative is sum_j digamma(x - j / 2). FunctionsManual's mvlgamma_backward builds
+// the p shifts as arange(-p/2 + 0.5, 0.5, 0.5) in self's dtype (-(p-1)/2, ..., -1/2, 0), adds
+// them to self along a new last dim and sums the digammas over it.
+struct MvlgammaBackward0Saved {
+  std::int64_t p;
+  Tensor self;
+};
+
+Grads MvlgammaBackward0(const Grads& grads, const MvlgammaBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_same_shape("MvlgammaBackward0", *grads[0], saved.self, "self");
+  check(saved.p >= 1, "MvlgammaBackward0: p must be at least 1, got ", saved.p);
+  const double p = static_cast<double>(saved.p);
+  // (The shifts are multiples of 1/2, exact in every floating dtype: made in the opmath dtype, then stored.)
+  const DType dtype = saved.self.dtype();
+  const Tensor shifts = arange(-p / 2 + 0.5, 0.5, 0.5, opmath_dtype(dtype)).to(dtype);
+  const Tensor args = add(shifts, unsqueeze(saved.self, -1));
+  return Grads{mul(*grads[0], sum(digamma(args), IntList{-1}))};
 }
 
 // ------------------------------------------------------- abs, sign, sgn ---
@@ -549,6 +617,18 @@ void add_unary_nodes(std::vector<NodeDef>& registry) {
       "SigmoidBackward0", "sigmoid", "result", "self: sigmoid_backward(grad, result)"));
   registry.push_back(one_tensor_node<ErfBackward0Saved, ErfBackward0, &ErfBackward0Saved::self>(
       "ErfBackward0", "erf", "self", "self: 2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad"));
+  registry.push_back(one_tensor_node<DigammaBackward0Saved, DigammaBackward0, &DigammaBackward0Saved::self>(
+      "DigammaBackward0", "digamma", "self", "self: grad * polygamma(1, self)"));
+  registry.push_back(one_tensor_node<LgammaBackward0Saved, LgammaBackward0, &LgammaBackward0Saved::self>(
+      "LgammaBackward0", "lgamma", "self", "self: grad * digamma(self)"));
+  registry.push_back(define_node<PolygammaBackward0Saved, PolygammaBackward0>(
+      {"PolygammaBackward0", "polygamma", {"self"}, 1, {}, "self: grad * polygamma(n + 1, self)"},
+      {saved<&PolygammaBackward0Saved::n>("n", FieldKind::Int),
+       saved<&PolygammaBackward0Saved::self>("self", FieldKind::Tensor)}));
+  registry.push_back(define_node<MvlgammaBackward0Saved, MvlgammaBackward0>(
+      {"MvlgammaBackward0", "mvlgamma", {"self"}, 1, {}, "self: mvlgamma_backward(grad, self, p)"},
+      {saved<&MvlgammaBackward0Saved::p>("p", FieldKind::Int),
+       saved<&MvlgammaBackward0Saved::self>("self", FieldKind::Tensor)}));
   registry.push_back(one_tensor_node<AbsBackward0Saved, AbsBackward0, &AbsBackward0Saved::self>(
       "AbsBackward0", "abs", "self", "self: grad * self.sgn()"));
 

@@ -666,4 +666,158 @@ Tensor one_hot(const Tensor& self, std::int64_t num_classes) {
   return out;
 }
 
+// ------------------------------------------------ scatter_reduce, index_reduce ---
+
+namespace {
+
+enum class Reduction { Sum, Prod, Mean, Amax, Amin };
+
+Reduction reduction_named(const std::string& reduce, const char* op, bool sum_allowed) {
+  if (reduce == "sum" && sum_allowed) return Reduction::Sum;
+  if (reduce == "prod") return Reduction::Prod;
+  if (reduce == "mean") return Reduction::Mean;
+  if (reduce == "amax") return Reduction::Amax;
+  if (reduce == "amin") return Reduction::Amin;
+  fail(concat(op, ": reduce argument must be one of ", sum_allowed ? "sum, " : "", "prod, mean, amax, amin, got ",
+              reduce));
+}
+
+// The value a target starts from when include_self is false (ATen's identities).
+template <class T>
+T reduction_identity(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::Prod: return T(1);
+    case Reduction::Amax:
+      if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+      else return std::numeric_limits<T>::lowest();
+    case Reduction::Amin:
+      if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+      else return std::numeric_limits<T>::max();
+    default: return T(0);
+  }
+}
+
+// One step of the reduction, as ATen's CPU scatter kernels take it: amax and amin
+// propagate NaN (a NaN src wins, and a NaN target stays).
+template <class T>
+T reduced(Reduction reduction, T target, T value) {
+  switch (reduction) {
+    case Reduction::Prod: return multiplied(target, value);
+    case Reduction::Amax:
+      if constexpr (std::is_floating_point_v<T>) if (std::isnan(value)) return value;
+      return target < value ? value : target;
+    case Reduction::Amin:
+      if constexpr (std::is_floating_point_v<T>) if (std::isnan(value)) return value;
+      return value < target ? value : target;
+    default: return accumulated(target, value);
+  }
+}
+
+// out = self, then each pair (target offset, value) that `visit` gives is reduced
+// into out[target]. Without include_self, a target that receives a value starts
+// from the identity instead of self; a target that receives none keeps self.
+// mean divides each target by its count (of values, plus one for self when
+// included): floor division for int64, as ATen.
+template <class T, class Visit>
+void reduce_into(Tensor& out, Reduction reduction, bool include_self, Visit visit) {
+  T* dst = out.data_ptr<T>();
+  std::vector<std::int64_t> count(static_cast<std::size_t>(out.numel()), 0);
+  visit([&](std::int64_t target, T) { ++count[static_cast<std::size_t>(target)]; });
+  if (!include_self)
+    for (std::size_t t = 0; t < count.size(); ++t)
+      if (count[t] > 0) dst[t] = reduction_identity<T>(reduction);
+  visit([&](std::int64_t target, T value) { dst[target] = reduced(reduction, dst[target], value); });
+  if (reduction != Reduction::Mean) return;
+  for (std::size_t t = 0; t < count.size(); ++t) {
+    const std::int64_t n = count[t] + (include_self ? 1 : 0);
+    if (count[t] == 0 || n == 0) continue;
+    if constexpr (std::is_floating_point_v<T>) {
+      dst[t] = dst[t] / static_cast<T>(n);
+    } else {
+      const T quotient = dst[t] / n;
+      dst[t] = (dst[t] % n != 0 && dst[t] < 0) ? quotient - 1 : quotient;
+    }
+  }
+}
+
+}  // namespace
+
+Tensor scatter_reduce(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self) {
+  const char* op = "scatter_reduce";
+  check_defined(self, op, "self");
+  check_defined(index, op, "index");
+  check_defined(src, op, "src");
+  check_same_dtype(self, src, op, "src");
+  const Reduction reduction = reduction_named(reduce, op, /*sum_allowed=*/true);
+  check(!is_complex(self.dtype()) && self.dtype() != DType::Bool, op, ": not implemented for ",
+        dtype_name(self.dtype()));
+  if (needs_conversion(self, index))
+    return kernel::rounded_to(scatter_reduce(kernel::to_opmath(self), dim, as_int64_index(index),
+                                             kernel::to_opmath(src), reduce, include_self),
+                              self.dtype());
+  const std::int64_t d = wrap_dim(dim, self.dim(), op);
+  Tensor out = self.clone();  // contiguous: its offsets index the counts of reduce_into
+  if (index.numel() == 0) return out;
+  check_index_dtype(index, op);
+  check_gather_scatter_shapes(self, d, index, &src, op);
+  const Tensor out1 = as_nonempty(out), index1 = as_nonempty(index), src1 = as_nonempty(src);
+  const std::int64_t size = out1.size(d), stride = out1.stride(d);
+  const std::int64_t* idx = index.data_ptr<std::int64_t>();
+  for_each_offsets<1>(index1.sizes(), {index1.strides()},
+                      [&](const auto& o) { checked_index(idx[o[0]], size, d, op, /*wrap=*/false); });
+  kernel::dispatch(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* source = src.data_ptr<T>();
+      reduce_into<T>(out, reduction, include_self, [&](auto&& each) {
+        for_each_offsets<3>(index1.sizes(), {index1.strides(), without_dim(out1.strides(), d), src1.strides()},
+                            [&](const auto& o) { each(o[1] + idx[o[0]] * stride, source[o[2]]); });
+      });
+    }
+  }, op);
+  return out;
+}
+
+Tensor index_reduce(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source,
+                    const std::string& reduce, bool include_self) {
+  const char* op = "index_reduce";
+  check_defined(self, op, "self");
+  check_defined(index, op, "index");
+  check_defined(source, op, "source");
+  check_same_dtype(self, source, op, "source");
+  check_index_dtype(index, op);
+  const Reduction reduction = reduction_named(reduce, op, /*sum_allowed=*/false);
+  check(is_floating_point(self.dtype()), op, ": not implemented for ", dtype_name(self.dtype()));
+  if (needs_conversion(self, index))
+    return kernel::rounded_to(index_reduce(kernel::to_opmath(self), dim, as_int64_index(index),
+                                           kernel::to_opmath(source), reduce, include_self),
+                              self.dtype());
+  check(index.dim() <= 1, op, ": index must be 0-d or 1-d, got shape ", shape_text(index.sizes()));
+  const std::int64_t d = wrap_dim(dim, self.dim(), op);
+  const Tensor self1 = as_nonempty(self), source1 = as_nonempty(source);
+  bool shapes_match = as_nonempty(source).dim() == self1.dim();
+  for (std::int64_t i = 0; shapes_match && i < self1.dim(); ++i)
+    shapes_match = i == d || source1.size(i) == self1.size(i);
+  check(shapes_match, op, ": source shape ", shape_text(source.sizes()), " must match self shape ",
+        shape_text(self.sizes()), " except at dimension ", d);
+  check(source1.size(d) == index.numel(), op, ": the number of indices (", index.numel(),
+        ") must equal source.size(", d, ") (", source1.size(d), ")");
+  Tensor out = self.clone();  // contiguous: its offsets index the counts of reduce_into
+  if (index.numel() == 0 || self.numel() == 0) return out;
+  const std::vector<std::int64_t> idx = checked_indices(index, self1.size(d), d, op, /*wrap=*/false);
+  const Tensor out1 = as_nonempty(out);
+  const std::int64_t stride = out1.stride(d);
+  kernel::dispatch_floating(self.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = source.data_ptr<T>();
+    reduce_into<T>(out, reduction, include_self, [&](auto&& each) {
+      for_each_offsets<3>(source1.sizes(),
+                          {source1.strides(), without_dim(out1.strides(), d), only_dim(source1.sizes().size(), d, 1)},
+                          [&](const auto& o) { each(o[1] + idx[static_cast<std::size_t>(o[2])] * stride, src[o[0]]); });
+    });
+  });
+  return out;
+}
+
 }  // namespace refgrad

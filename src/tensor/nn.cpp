@@ -1,11 +1,12 @@
-// nn: convolution (direct and transposed, 1-d and 2-d), max/avg/adaptive
+// nn: convolution (direct and transposed, 1-d, 2-d and 3-d), max/avg/adaptive
 // pooling and nearest/bilinear upsampling, with ATen's semantics on CPU.
 //
-// Every kernel works on contiguous [planes, H, W] buffers. A 1-d convolution
-// is run as a 2-d one of height 1; a 3-d pooling input [C, H, W] is C planes.
+// Every kernel works on contiguous buffers. A 1-d or 2-d convolution is run as
+// a 3-d one of depth (and height) 1; a 3-d pooling input [C, H, W] is C planes.
 // Convolution is im2col + GEMM (kernel::gemm_contiguous, from linalg.cpp);
 // its transpose is GEMM + col2im, the adjoint.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -17,51 +18,72 @@ namespace {
 
 // --------------------------------------------------------- im2col/col2im ---
 
-// A sliding window over an image [channels, image_h, image_w]; it visits
-// cols_h x cols_w positions. For a convolution, the image is its input and
-// the positions are its output pixels.
-struct Window2d {
-  std::int64_t channels, image_h, image_w, cols_h, cols_w;
-  std::int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+// A sliding window over an image [channels, image_d, image_h, image_w]; it visits
+// cols_d x cols_h x cols_w positions. For a convolution, the image is its input and
+// the positions are its output pixels. 1-d and 2-d convolutions are 3-d ones of
+// depth 1 (and height 1).
+struct Window3d {
+  std::int64_t channels, image_d, image_h, image_w, cols_d, cols_h, cols_w;
+  std::int64_t kernel_d, kernel_h, kernel_w, stride_d, stride_h, stride_w, pad_d, pad_h, pad_w;
+  std::int64_t dilation_d, dilation_h, dilation_w;
+
+  std::int64_t positions() const { return cols_d * cols_h * cols_w; }
+  // The image coordinate tap `t` of the kernel reads at output position `o`, along one dim.
+  static std::int64_t at(std::int64_t o, std::int64_t t, std::int64_t stride, std::int64_t pad, std::int64_t dilation) {
+    return o * stride - pad + t * dilation;
+  }
 };
 
-// columns[(c*kernel_h + i)*kernel_w + j][y*cols_w + x] =
-//   image[c][y*stride_h - pad_h + i*dilation_h][x*stride_w - pad_w + j*dilation_w], 0 in the padding.
+// columns[((c*kernel_d + a)*kernel_h + i)*kernel_w + j][(z*cols_h + y)*cols_w + x] =
+//   image[c][z*stride_d - pad_d + a*dilation_d][y*stride_h - pad_h + i*dilation_h][x*stride_w - pad_w + j*dilation_w],
+// 0 in the padding.
 template <class T>
-void im2col(const Window2d& w, const T* image, T* columns) {
+void im2col(const Window3d& w, const T* image, T* columns) {
   for (std::int64_t c = 0; c < w.channels; ++c)
-    for (std::int64_t i = 0; i < w.kernel_h; ++i)
-      for (std::int64_t j = 0; j < w.kernel_w; ++j) {
-        T* row = columns + ((c * w.kernel_h + i) * w.kernel_w + j) * w.cols_h * w.cols_w;
-        for (std::int64_t y = 0; y < w.cols_h; ++y) {
-          const std::int64_t h = y * w.stride_h - w.pad_h + i * w.dilation_h;
-          for (std::int64_t x = 0; x < w.cols_w; ++x) {
-            const std::int64_t col = x * w.stride_w - w.pad_w + j * w.dilation_w;
-            const bool inside = h >= 0 && h < w.image_h && col >= 0 && col < w.image_w;
-            row[y * w.cols_w + x] = inside ? image[(c * w.image_h + h) * w.image_w + col] : T(0);
+    for (std::int64_t a = 0; a < w.kernel_d; ++a)
+      for (std::int64_t i = 0; i < w.kernel_h; ++i)
+        for (std::int64_t j = 0; j < w.kernel_w; ++j) {
+          T* row = columns + (((c * w.kernel_d + a) * w.kernel_h + i) * w.kernel_w + j) * w.positions();
+          for (std::int64_t z = 0; z < w.cols_d; ++z) {
+            const std::int64_t d = Window3d::at(z, a, w.stride_d, w.pad_d, w.dilation_d);
+            for (std::int64_t y = 0; y < w.cols_h; ++y) {
+              const std::int64_t h = Window3d::at(y, i, w.stride_h, w.pad_h, w.dilation_h);
+              for (std::int64_t x = 0; x < w.cols_w; ++x) {
+                const std::int64_t col = Window3d::at(x, j, w.stride_w, w.pad_w, w.dilation_w);
+                const bool inside = d >= 0 && d < w.image_d && h >= 0 && h < w.image_h && col >= 0 && col < w.image_w;
+                row[(z * w.cols_h + y) * w.cols_w + x] =
+                    inside ? image[((c * w.image_d + d) * w.image_h + h) * w.image_w + col] : T(0);
+              }
+            }
           }
         }
-      }
 }
 
 // The adjoint of im2col: every column entry is added back into the image
 // pixel it was read from (padding entries are dropped). `image` is zeroed first.
 template <class T>
-void col2im(const Window2d& w, const T* columns, T* image) {
-  std::fill(image, image + w.channels * w.image_h * w.image_w, T(0));
+void col2im(const Window3d& w, const T* columns, T* image) {
+  std::fill(image, image + w.channels * w.image_d * w.image_h * w.image_w, T(0));
   for (std::int64_t c = 0; c < w.channels; ++c)
-    for (std::int64_t i = 0; i < w.kernel_h; ++i)
-      for (std::int64_t j = 0; j < w.kernel_w; ++j) {
-        const T* row = columns + ((c * w.kernel_h + i) * w.kernel_w + j) * w.cols_h * w.cols_w;
-        for (std::int64_t y = 0; y < w.cols_h; ++y) {
-          const std::int64_t h = y * w.stride_h - w.pad_h + i * w.dilation_h;
-          if (h < 0 || h >= w.image_h) continue;
-          for (std::int64_t x = 0; x < w.cols_w; ++x) {
-            const std::int64_t col = x * w.stride_w - w.pad_w + j * w.dilation_w;
-            if (col >= 0 && col < w.image_w) image[(c * w.image_h + h) * w.image_w + col] += row[y * w.cols_w + x];
+    for (std::int64_t a = 0; a < w.kernel_d; ++a)
+      for (std::int64_t i = 0; i < w.kernel_h; ++i)
+        for (std::int64_t j = 0; j < w.kernel_w; ++j) {
+          const T* row = columns + (((c * w.kernel_d + a) * w.kernel_h + i) * w.kernel_w + j) * w.positions();
+          for (std::int64_t z = 0; z < w.cols_d; ++z) {
+            const std::int64_t d = Window3d::at(z, a, w.stride_d, w.pad_d, w.dilation_d);
+            if (d < 0 || d >= w.image_d) continue;
+            for (std::int64_t y = 0; y < w.cols_h; ++y) {
+              const std::int64_t h = Window3d::at(y, i, w.stride_h, w.pad_h, w.dilation_h);
+              if (h < 0 || h >= w.image_h) continue;
+              for (std::int64_t x = 0; x < w.cols_w; ++x) {
+                const std::int64_t col = Window3d::at(x, j, w.stride_w, w.pad_w, w.dilation_w);
+                if (col >= 0 && col < w.image_w)
+                  image[((c * w.image_d + d) * w.image_h + h) * w.image_w + col] +=
+                      row[(z * w.cols_h + y) * w.cols_w + x];
+              }
+            }
           }
         }
-      }
 }
 
 // ------------------------------------------------------------ convolution ---
@@ -74,9 +96,12 @@ IntList expand_param(const char* op, const char* name, const IntList& values, st
   return values;
 }
 
-// Spatial params of a 1-d convolution, as the 2-d ones of a height-1 image.
-std::int64_t height_part(const IntList& values, std::int64_t value_if_1d) {
-  return values.size() == 2 ? values[0] : value_if_1d;
+// Spatial params of a 1-d or 2-d convolution as the 3-d ones of a depth-1 (and height-1) image:
+// {depth, height, width}, the missing leading ones `value_if_missing`.
+std::array<std::int64_t, 3> as_3d(const IntList& values, std::int64_t value_if_missing) {
+  std::array<std::int64_t, 3> out{value_if_missing, value_if_missing, value_if_missing};
+  std::copy(values.begin(), values.end(), out.end() - static_cast<std::ptrdiff_t>(values.size()));
+  return out;
 }
 
 // A view of `t` with a size-1 dim inserted at `dim` (no copy). Its stride
@@ -102,12 +127,13 @@ Tensor without_unit_dim(const Tensor& t, std::size_t dim) {
 
 template <class T>
 void convolution_kernel(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, Tensor& output,
-                        bool transposed, std::int64_t groups, Window2d window, const Tensor& column_buffer) {
+                        bool transposed, std::int64_t groups, Window3d window, const Tensor& column_buffer) {
   const std::int64_t batch = input.size(0);
   const std::int64_t in_channels = input.size(1), out_channels = output.size(1);
   const std::int64_t group_in = in_channels / groups, group_out = out_channels / groups;
-  const std::int64_t in_plane = input.size(2) * input.size(3), out_plane = output.size(2) * output.size(3);
-  const std::int64_t patch = window.kernel_h * window.kernel_w;
+  const std::int64_t in_plane = input.size(2) * input.size(3) * input.size(4);
+  const std::int64_t out_plane = output.size(2) * output.size(3) * output.size(4);
+  const std::int64_t patch = window.kernel_d * window.kernel_h * window.kernel_w;
   const T* in = input.data_ptr<T>();
   const T* w = weight.data_ptr<T>();
   T* out = output.data_ptr<T>();
@@ -141,7 +167,7 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
   }
 }
 
-// aten::convolution for 1-d and 2-d; `op` names the public entry point in errors.
+// aten::convolution for 1-d, 2-d and 3-d; `op` names the public entry point in errors.
 Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weight, const OptionalTensor& bias_arg,
                         const IntList& stride_arg, const IntList& padding_arg, const IntList& dilation_arg,
                         bool transposed, const IntList& output_padding_arg, std::int64_t groups) {
@@ -155,7 +181,7 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   const OptionalTensor bias = bias_arg && bias_arg->defined() ? bias_arg : std::nullopt;
   check(weight.dim() >= 3, op, ": weight should have at least three dimensions, got weight of shape ",
         shape_text(weight.sizes()));
-  check(weight.dim() <= 4, op, ": only 1-d and 2-d convolutions are implemented, got weight of shape ",
+  check(weight.dim() <= 5, op, ": only 1-d, 2-d and 3-d convolutions are implemented, got weight of shape ",
         shape_text(weight.sizes()));
   const std::size_t k = static_cast<std::size_t>(weight.dim() - 2);
   const IntList stride = expand_param(op, "stride", stride_arg, k);
@@ -243,40 +269,42 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   Tensor output = empty(out_shape, input.dtype());
   if (output.numel() == 0) return output;
 
-  // Everything as 2-d: a 1-d convolution is one of height 1.
-  const Tensor input4 = kernel::contiguous_as(k == 1 ? with_unit_dim(input, 2) : input, input.dtype());
-  const Tensor weight4 = kernel::contiguous_as(k == 1 ? with_unit_dim(weight, 2) : weight, input.dtype());
+  // Everything as 3-d: a 2-d convolution is one of depth 1, a 1-d one of depth and height 1.
+  const auto as_5d = [&](const Tensor& t) {
+    Tensor r = t;
+    while (r.dim() < 5) r = with_unit_dim(r, 2);
+    return r;
+  };
+  const Tensor input5 = kernel::contiguous_as(as_5d(input), input.dtype());
+  const Tensor weight5 = kernel::contiguous_as(as_5d(weight), input.dtype());
   const OptionalTensor bias1 = bias ? OptionalTensor(kernel::contiguous_as(*bias, input.dtype())) : std::nullopt;
-  Tensor output4 = k == 1 ? with_unit_dim(output, 2) : output;
+  Tensor output5 = as_5d(output);
   // The image im2col reads (direct) or col2im writes (transposed), and the
   // positions the window visits on it.
-  const Tensor& image = transposed ? output4 : input4;
-  const Tensor& positions = transposed ? input4 : output4;
-  const Window2d window{transposed ? out_channels / groups : in_channels / groups,
-                        image.size(2),
-                        image.size(3),
-                        positions.size(2),
-                        positions.size(3),
-                        weight4.size(2),
-                        weight4.size(3),
-                        height_part(stride, 1),
-                        stride.back(),
-                        height_part(padding, 0),
-                        padding.back(),
-                        height_part(dilation, 1),
-                        dilation.back()};
-  // One image's im2col columns, [channels * kernel_h * kernel_w, positions]:
+  const Tensor& image = transposed ? output5 : input5;
+  const Tensor& positions = transposed ? input5 : output5;
+  const auto stride3 = as_3d(stride, 1), padding3 = as_3d(padding, 0), dilation3 = as_3d(dilation, 1);
+  const Window3d window{transposed ? out_channels / groups : in_channels / groups,
+                        image.size(2), image.size(3), image.size(4),
+                        positions.size(2), positions.size(3), positions.size(4),
+                        weight5.size(2), weight5.size(3), weight5.size(4),
+                        stride3[0], stride3[1], stride3[2],
+                        padding3[0], padding3[1], padding3[2],
+                        dilation3[0], dilation3[1], dilation3[2]};
+  // One image's im2col columns, [channels * kernel_d * kernel_h * kernel_w, positions]:
   // often larger than input and output, so it is a checked Tensor too.
   Tensor columns;
   try {
-    columns = empty({window.channels, window.kernel_h, window.kernel_w, window.cols_h, window.cols_w}, input.dtype());
+    columns = empty({window.channels, window.kernel_d, window.kernel_h, window.kernel_w, window.cols_d, window.cols_h,
+                     window.cols_w},
+                    input.dtype());
   } catch (const Error& error) {
     throw Error(concat(op, ": the im2col buffer: ", error.what()));
   }
   kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>)
-      convolution_kernel<T>(input4, weight4, bias1, output4, transposed, groups, window, columns);
+      convolution_kernel<T>(input5, weight5, bias1, output5, transposed, groups, window, columns);
   });
   return output;
 }
@@ -475,6 +503,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const OptionalTensor& b
   });
 }
 
+Tensor conv3d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, const IntList& stride,
+              const IntList& padding, const IntList& dilation, std::int64_t groups) {
+  return with_optional_batch("conv3d", 3, input, [&](const Tensor& batched) {
+    return convolution_impl("conv3d", batched, weight, bias, stride, padding, dilation, false, {0}, groups);
+  });
+}
+
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias,
                         const IntList& stride, const IntList& padding, const IntList& output_padding,
                         std::int64_t groups, const IntList& dilation) {
@@ -489,6 +524,15 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Optiona
                         std::int64_t groups, const IntList& dilation) {
   return with_optional_batch("conv_transpose2d", 2, input, [&](const Tensor& batched) {
     return convolution_impl("conv_transpose2d", batched, weight, bias, stride, padding, dilation, true,
+                            output_padding, groups);
+  });
+}
+
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias,
+                        const IntList& stride, const IntList& padding, const IntList& output_padding,
+                        std::int64_t groups, const IntList& dilation) {
+  return with_optional_batch("conv_transpose3d", 3, input, [&](const Tensor& batched) {
+    return convolution_impl("conv_transpose3d", batched, weight, bias, stride, padding, dilation, true,
                             output_padding, groups);
   });
 }

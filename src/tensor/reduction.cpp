@@ -558,6 +558,46 @@ Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) 
   return scan(Tag<std::int64_t>{}, Tag<std::uint64_t>{});
 }
 
+// ---------------------------------------------------------------- cumprod ---
+
+// The running product along dim, accumulated in double (complex<double>) and
+// rounded to the output dtype at each element, as ATen's CPU cumprod does with
+// its accumulate type. Integral and bool inputs give int64 (wrapping like torch).
+Tensor cumprod(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) {
+  check(self.defined(), "cumprod: tensor is undefined");
+  const DType out_dtype = dtype.value_or(integral_to_int64(self.dtype()));
+  check(out_dtype != DType::Bool, "cumprod: not implemented for output dtype bool");
+  const std::vector<bool> mask = single_dim_mask(dim, self.dim(), "cumprod");
+  const Tensor input = self.to(out_dtype);
+  auto scan = [&](auto value_tag, auto acc_tag) {
+    using Value = typename decltype(value_tag)::type;
+    using Acc = typename decltype(acc_tag)::type;
+    const Rows<Value> rows = rows_of<Value>(input, mask);
+    std::vector<Value> result(static_cast<std::size_t>(rows.count * rows.length));
+    for (std::int64_t i = 0; i < rows.count; ++i) {
+      Acc running = 1;
+      for (std::int64_t j = 0; j < rows.length; ++j) {
+        running *= static_cast<Acc>(rows.row(i)[j]);
+        result[static_cast<std::size_t>(i * rows.length + j)] = static_cast<Value>(running);
+      }
+    }
+    return result;
+  };
+  if (is_complex(out_dtype)) {
+    // from_rows writes real dtypes: the complex128 products are written as a complex128 tensor here.
+    const std::vector<std::complex<double>> values = scan(Tag<std::complex<double>>{}, Tag<std::complex<double>>{});
+    Tensor out = empty(self.sizes(), DType::ComplexDouble);
+    const Tensor moved = move_masked_dims_last(out, mask);
+    std::complex<double>* base = out.data_ptr<std::complex<double>>();
+    std::size_t i = 0;
+    kernel::for_each_offset(moved.sizes(), moved.strides(), [&](std::int64_t offset) { base[offset] = values[i++]; });
+    return out.to(out_dtype);
+  }
+  if (is_floating_point(out_dtype))
+    return from_rows(scan(Tag<double>{}, Tag<double>{}), self.sizes(), mask, out_dtype);
+  return from_rows(scan(Tag<std::int64_t>{}, Tag<std::uint64_t>{}), self.sizes(), mask, out_dtype);
+}
+
 // ------------------------------------------------------------- logsumexp ---
 
 // logsumexp(x) = m + log(sum exp(x - m)) with m = max x, for stability. When m

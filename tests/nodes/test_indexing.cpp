@@ -557,4 +557,128 @@ result = (fn._saved_indices, p, fn._saved_scale_grad_by_freq, fn._saved_sparse, 
   }
 }
 
+// ------------------------------------------------- scatter_reduce, index_reduce ---
+
+// A reduce node's case: self, the index, the scattered values (src or source), and the forward with L0.
+struct ReduceCase {
+  const char* node;      // "ScatterReduceBackward0"
+  const char* op;        // "scatter_reduce" (torch.<op>)
+  const char* values;    // "src" or "source": the saved field and input
+  std::int64_t dim;
+  Tensor self, index, src;
+  // For prod: a zero of self at a target that receives values, two zeros of src that go to one target,
+  // and a third that is alone among its target's values: rows, then columns.
+  IntList self_zero, src_zero_rows, src_zero_columns;
+  Tensor forward(const Tensor& self_in, const Tensor& src_in, const std::string& reduce, bool include_self) const {
+    return std::string(op) == "scatter_reduce" ? scatter_reduce(self_in, dim, index, src_in, reduce, include_self)
+                                               : index_reduce(self_in, dim, index, src_in, reduce, include_self);
+  }
+  Saved saved(const std::string& reduce, bool include_self) const {
+    return {{"dim", dim}, {"include_self", include_self}, {"index", index}, {"reduce", reduce}, {"self", self},
+            {values, src}, {"result", forward(self, src, reduce, include_self)}};
+  }
+};
+
+std::string py_bool(bool value) { return value ? "True" : "False"; }
+
+// torch's grads of self and src, and the saved fields its node holds, for one reduce.
+void check_reduce_against_torch(const ReduceCase& c, const Tensor& self, const Tensor& src, const std::string& reduce,
+                                bool include_self) {
+  CAPTURE(reduce);
+  CAPTURE(include_self);
+  const auto r = torch_exec(std::string("x = a.requires_grad_()\ns = c.requires_grad_()\n") + "out = torch." + c.op +
+                                "(x, " + std::to_string(c.dim) + ", b, s, '" + reduce +
+                                "', include_self=" + py_bool(include_self) + ")\n" +
+                                "fn = out.grad_fn\n"
+                                "assert fn.name() == '" + c.node + "', fn.name()\n"
+                                "assert fn._saved_reduce == '" + reduce + "'\n"
+                                "g = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(7))\n"
+                                "result = (torch.tensor(fn._saved_dim), torch.tensor(fn._saved_include_self), "
+                                "fn._saved_index, fn._saved_self, fn._saved_" + c.values + ", fn._saved_result, g, "
+                                "*torch.autograd.grad(out, (x, s), g))\n",
+                            {self, c.index, src});
+  const Saved from_torch = {{"dim", r[0].item<std::int64_t>()}, {"include_self", r[1].item<bool>()},
+                            {"index", r[2]}, {"reduce", reduce}, {"self", r[3]}, {c.values, r[4]}, {"result", r[5]}};
+  const Grads out = call_node(c.node, {r[6]}, {true, true}, from_torch);
+  REQUIRE(out[0].has_value());
+  REQUIRE(out[1].has_value());
+  CHECK_TENSOR(*out[0], r[7], 1e-12, 1e-15);
+  CHECK_TENSOR(*out[1], r[8], 1e-12, 1e-15);
+}
+
+void check_reduce_node(const ReduceCase& c, const std::vector<std::string>& reduces) {
+  const Tensor g = random64(c.self.sizes(), 171);
+  SUBCASE("finite differences, for self and for the scattered values") {
+    for (const std::string& reduce : reduces) {
+      for (bool include_self : {true, false}) {
+        CAPTURE(reduce);
+        CAPTURE(include_self);
+        const Grads out = call_node(c.node, {g}, {true, true}, c.saved(reduce, include_self));
+        auto forward = [&](const std::vector<Tensor>& in) { return c.forward(in[0], in[1], reduce, include_self); };
+        check_against_finite_differences(out, 0, forward, {c.self, c.src}, g);
+        check_against_finite_differences(out, 1, forward, {c.self, c.src}, g);
+      }
+    }
+  }
+  SUBCASE("prod with zeros: one in self, a target with one zero, a target with two (finite differences)") {
+    Tensor self = c.self.clone(), src = c.src.clone();
+    self = index_put(self, {from_vector(IntList{c.self_zero[0]}, {1}), from_vector(IntList{c.self_zero[1]}, {1})},
+                     tensor(0.0, DType::Float64));
+    src = index_put(src, {from_vector(c.src_zero_rows, {3}), from_vector(c.src_zero_columns, {3})},
+                    tensor(0.0, DType::Float64));
+    for (bool include_self : {true, false}) {
+      CAPTURE(include_self);
+      ReduceCase zeroed = c;
+      zeroed.self = self, zeroed.src = src;
+      const Grads out = call_node(c.node, {g}, {true, true}, zeroed.saved("prod", include_self));
+      auto forward = [&](const std::vector<Tensor>& in) { return c.forward(in[0], in[1], "prod", include_self); };
+      check_against_finite_differences(out, 0, forward, {self, src}, g);
+      check_against_finite_differences(out, 1, forward, {self, src}, g);
+      check_reduce_against_torch(c, self, src, "prod", include_self);
+    }
+  }
+  SUBCASE("against torch's _saved_ values, ties included") {
+    for (const std::string& reduce : reduces)
+      for (bool include_self : {true, false}) check_reduce_against_torch(c, c.self, c.src, reduce, include_self);
+    // Ties: integer values, so that maxima and minima repeat in self and src.
+    const Tensor self_ties = div(mul(c.self, 2.0), 1, "floor"), src_ties = div(mul(c.src, 2.0), 1, "floor");
+    for (const std::string reduce : {"amax", "amin"})
+      for (bool include_self : {true, false}) check_reduce_against_torch(c, self_ties, src_ties, reduce, include_self);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = c.saved(reduces.front(), true);
+    const Grads only_self = call_node(c.node, {g}, {true, false}, saved);
+    CHECK(only_self[0].has_value());
+    CHECK_FALSE(only_self[1].has_value());
+    const Grads only_src = call_node(c.node, {g}, {false, true}, saved);
+    CHECK_FALSE(only_src[0].has_value());
+    CHECK(only_src[1].has_value());
+    const Grads undefined = call_node(c.node, {std::nullopt}, {true, true}, saved);
+    CHECK_FALSE(undefined[0].has_value());
+    CHECK_FALSE(undefined[1].has_value());
+  }
+  SUBCASE("errors") {
+    Saved bad = c.saved("mean", true);
+    bad["reduce"] = std::string("max");
+    CHECK_THROWS_WITH_AS(call_node(c.node, {g}, {true, true}, bad), doctest::Contains("reduce must be one of"), Error);
+    CHECK_THROWS_WITH_AS(call_node(c.node, {random64({2}, 1)}, {true, true}, c.saved("mean", true)),
+                         doctest::Contains("must have self's shape"), Error);
+  }
+}
+
+TEST_CASE("ScatterReduceBackward0") {
+  const ReduceCase c{"ScatterReduceBackward0", "scatter_reduce", "src", 0, random64({3, 4}, 172),
+                     ints({{2, 0, 2, 1}, {0, 0, 1, 1}, {2, 2, 1, 0}}), random64({3, 4}, 173),
+                     // src (0, 1) and (1, 1) go to self (0, 1); src (1, 2) to (1, 2) with (2, 2), nonzero
+                     {2, 0}, {0, 1, 1}, {1, 1, 2}};
+  check_reduce_node(c, {"sum", "prod", "mean", "amax", "amin"});
+}
+
+TEST_CASE("IndexReduceBackward0") {
+  // source column k goes to self column index[k]: (0, 0) and (0, 2) both to (0, 2); (1, 1) alone to (1, 0)
+  const ReduceCase c{"IndexReduceBackward0", "index_reduce", "source", 1, random64({4, 3}, 174), ints({2, 0, 2, 2}),
+                     random64({4, 4}, 175), {2, 2}, {0, 0, 1}, {0, 2, 1}};
+  check_reduce_node(c, {"prod", "mean", "amax", "amin"});
+}
+
 }  // TEST_SUITE

@@ -384,10 +384,59 @@ result = (fn._saved_result1, fn._saved_result2, g, *torch.autograd.grad(out, (x,
     negative["C"] = std::int64_t{-4}, negative["HxW"] = std::int64_t{-3}, negative["weight"] = None{};
     CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", first_of_3(g), kAll3, negative),
                          doctest::Contains("do not fit N=2 C=-4 HxW=-3 group=2"), Error);
-    const Grads with_mean_grad = {g, random64({2, 2}, 1), std::nullopt};
-    CHECK_THROWS_WITH_AS(call_node("NativeGroupNormBackward0", with_mean_grad, kAll3, saved),
-                         "NativeGroupNormBackward0: gradients of the mean and rstd outputs are not supported yet",
-                         Error);
+  }
+  SUBCASE("grads of the mean and rstd outputs: finite differences, and torch (which drops one alone)") {
+    const Tensor g_mean = random64({2, 2}, 47), g_rstd = random64({2, 2}, 48);
+    // The three outputs flattened into one, and their grads likewise: one VJP checks all three.
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor xg = reshape(in[0], {2, 2, -1});
+      const Tensor mu = mean(xg, {2}, true), rstd = rsqrt(add(var(xg, {2}, 0, true), eps));
+      const Tensor y = add(mul(reshape(mul(sub(xg, mu), rstd), {2, 4, 3}), reshape(in[1], {1, 4, 1})),
+                           reshape(in[2], {1, 4, 1}));
+      return cat({reshape(y, {-1}), reshape(mu, {-1}), reshape(rstd, {-1})}, 0);
+    };
+    const Tensor all_grads = cat({reshape(g, {-1}), reshape(g_mean, {-1}), reshape(g_rstd, {-1})}, 0);
+    const Grads out = call_node("NativeGroupNormBackward0", {g, g_mean, g_rstd}, kAll3, saved);
+    for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, b}, all_grads);
+    const Tensor stats_grads =
+        cat({zeros({24}, DType::Float64), reshape(g_mean, {-1}), reshape(g_rstd, {-1})}, 0);
+    const Grads stats_only = call_node("NativeGroupNormBackward0", {std::nullopt, g_mean, g_rstd}, kAll3, saved);
+    check_against_finite_differences(stats_only, 0, forward, {x, w, b}, stats_grads);
+    CHECK_FALSE(stats_only[1].has_value());
+    CHECK_FALSE(stats_only[2].has_value());
+    // One of them alone is dropped, as torch drops it.
+    const Grads alone = call_node("NativeGroupNormBackward0", first_of_3(g), kAll3, saved);
+    const Grads with_mean = call_node("NativeGroupNormBackward0", {g, g_mean, std::nullopt}, kAll3, saved);
+    for (std::size_t k = 0; k < 3; ++k) CHECK_TENSOR(*with_mean[k], *alone[k]);
+    for (const std::string outputs : {"(out, mean, rstd)", "(mean,)", "(out, rstd)", "(mean, rstd)"}) {
+      CAPTURE(outputs);
+      const auto r = torch_exec(R"(
+x = a.requires_grad_(); w = b.requires_grad_(); bb = c.requires_grad_()
+out, mean, rstd = torch.native_group_norm(x, w, bb, 2, 6, 4, 3, 1e-5)
+fn = out.grad_fn
+assert fn.name() == "NativeGroupNormBackward0"
+outs = )" + outputs + R"(
+gen = torch.Generator().manual_seed(7)
+gs = tuple(torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs)
+named = {id(out): 0, id(mean): 1, id(rstd): 2}
+node_grads = [torch.zeros(0)] * 3
+for o, go in zip(outs, gs): node_grads[named[id(o)]] = go
+saved = (fn._saved_input, fn._saved_result1, fn._saved_result2, fn._saved_weight)
+grads = torch.autograd.grad(outs, (x, w, bb), gs, allow_unused=True)
+result = (*saved, *node_grads, *(torch.zeros(0) if gi is None else gi for gi in grads))
+)", {random64({2, 6, 4}, 49), random64({6}, 50), random64({6}, 51)});
+      const Saved from_torch = {{"C", std::int64_t{6}}, {"HxW", std::int64_t{4}}, {"N", std::int64_t{2}},
+                                {"eps", 1e-5}, {"group", std::int64_t{3}}, {"input", r[0]}, {"weight", r[3]},
+                                {"result1", r[1]}, {"result2", r[2]}};
+      Grads node_grads(3);
+      for (std::size_t k = 0; k < 3; ++k)
+        if (r[4 + k].numel() > 0) node_grads[k] = r[4 + k];
+      const Grads got = call_node("NativeGroupNormBackward0", node_grads, kAll3, from_torch);
+      for (std::size_t k = 0; k < 3; ++k) {  // torch's None came back as an empty tensor
+        if (!got[k].has_value()) CHECK(r[7 + k].numel() == 0);
+        else CHECK_TENSOR(*got[k], r[7 + k], 1e-10, 1e-12);
+      }
+    }
   }
 }
 
@@ -416,6 +465,10 @@ TEST_CASE("ConvolutionBackward0") {
       {"F.conv_transpose1d(x, w, bias, dilation=3, output_padding=2)", {1, 2, 3}, {2, 2, 3}, {1}, {0}, {3}, true, {2},
        1},
       {"F.conv1d(x, w, bias, padding=4)", {1, 2, 3}, {2, 2, 2}, {1}, {4}, {1}, false, {0}, 1},
+      {"F.conv3d(x, w, bias, stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1), groups=2)", {1, 4, 5, 4, 3},
+       {2, 2, 2, 2, 2}, {1, 2, 1}, {1, 0, 1}, {2, 1, 1}, false, {0, 0, 0}, 2},
+      {"F.conv_transpose3d(x, w, bias, stride=(2, 1, 2), padding=(1, 0, 0), output_padding=(1, 0, 1))",
+       {1, 2, 2, 3, 2}, {2, 2, 2, 2, 2}, {2, 1, 2}, {1, 0, 0}, {1, 1, 1}, true, {1, 0, 1}, 1},
   };
   for (const Case& c : cases) {
     CAPTURE(c.torch_forward);
@@ -470,11 +523,11 @@ result = (fn._saved_input, fn._saved_weight, T(fn._saved_stride), T(fn._saved_pa
       CHECK_FALSE(grad.has_value());
   }
   SUBCASE("errors") {
-    Saved three_d = saved;
-    three_d["input"] = random64({1, 2, 3, 3, 3}, 1);
-    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {g}, {true, true, true}, three_d),
-                         "ConvolutionBackward0: 3-d convolution (input [1,2,3,3,3]) is not supported yet; "
-                         "1-d and 2-d are",
+    Saved four_d = saved;
+    four_d["input"] = random64({1, 2, 3, 3, 3, 3}, 1);
+    CHECK_THROWS_WITH_AS(call_node("ConvolutionBackward0", {g}, {true, true, true}, four_d),
+                         "ConvolutionBackward0: 4-d convolution (input [1,2,3,3,3,3]) is not supported; "
+                         "1-d, 2-d and 3-d are",
                          Error);
     Saved bad_stride = saved;
     bad_stride["stride"] = IntList{1, 1};
@@ -742,6 +795,264 @@ result = (fn._saved_self, g, *torch.autograd.grad(out, (x,), g))
     const Tensor grad_self =
         *call_node("AdaptiveAvgPool2DBackward0", {grad}, {true}, Saved{{"self", zeros({0, 1, 7, 5}, DType::Float64)}})[0];
     CHECK(grad_self.sizes() == Shape{0, 1, 7, 5});
+  }
+}
+
+// ------------------------------------------------------- adaptive max pooling, unpooling ---
+
+// torch's adaptive_max_pool2d of a (float64) on output size b: (self, result1, the seeded grad, the grad of x).
+std::vector<Tensor> torch_adaptive_max_pool2d(const Tensor& x, const IntList& size) {
+  return torch_exec(R"(
+x = a.requires_grad_()
+out = F.adaptive_max_pool2d(x, tuple(b.tolist()), return_indices=True)[0]
+fn = out.grad_fn
+assert fn.name() == "AdaptiveMaxPool2DBackward0", fn.name()
+)" + std::string(kSeededGrad) + R"(
+result = (fn._saved_self, fn._saved_result1, g, *torch.autograd.grad(out, (x,), g))
+)",
+                    {x, from_vector(size, {static_cast<std::int64_t>(size.size())})});
+}
+
+// The values at `indices` of each H*W plane: the pooling, as a function of self, for fixed indices.
+Tensor gather_planes(const Tensor& self, const Tensor& indices) {
+  const std::int64_t planes = numel_of(Shape(self.sizes().begin(), self.sizes().end() - 2));
+  const std::int64_t per_plane = indices.numel() / planes;
+  return reshape(gather(reshape(self, {planes, -1}), 1, reshape(indices, {planes, per_plane})), indices.sizes());
+}
+
+TEST_CASE("AdaptiveMaxPool2DBackward0") {
+  const Tensor x = random64({2, 3, 7, 5}, 180);
+  SUBCASE("finite differences and torch: disjoint and overlapping windows, unbatched") {
+    for (const auto& [input, size] : std::vector<std::pair<Tensor, IntList>>{
+             {x, {3, 2}}, {x, {4, 4}}, {x, {7, 5}}, {random64({3, 6, 6}, 181), {2, 3}}}) {
+      CAPTURE(str(size));
+      const auto r = torch_adaptive_max_pool2d(input, size);
+      const Grads out = call_node("AdaptiveMaxPool2DBackward0", {r[2]}, {true}, Saved{{"self", r[0]}, {"result1", r[1]}});
+      CHECK_TENSOR(*out[0], r[3]);
+      const Tensor indices = r[1];
+      check_against_finite_differences(
+          out, 0, [&](const std::vector<Tensor>& in) { return gather_planes(in[0], indices); }, {input}, r[2]);
+    }
+  }
+  SUBCASE("ties: the indices torch chose decide") {
+    const Tensor tied = div(mul(random64({1, 2, 6, 6}, 182), 1.5), 1, "floor");
+    const auto r = torch_adaptive_max_pool2d(tied, {4, 4});
+    CHECK_TENSOR(*call_node("AdaptiveMaxPool2DBackward0", {r[2]}, {true}, Saved{{"self", r[0]}, {"result1", r[1]}})[0],
+                 r[3]);
+  }
+  const Saved saved = {{"self", x}, {"result1", zeros({2, 3, 3, 2}, DType::Int64)}};
+  SUBCASE("need mask and undefined grad") {
+    const Tensor g = random64({2, 3, 3, 2}, 183);
+    CHECK_FALSE(call_node("AdaptiveMaxPool2DBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("AdaptiveMaxPool2DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveMaxPool2DBackward0", {random64({2, 4, 3, 2}, 1)}, {true}, saved),
+                         "AdaptiveMaxPool2DBackward0: grad [2,4,3,2] does not fit self [2,3,7,5] ([C, H, W] or "
+                         "[N, C, H, W], pooled over H and W)",
+                         Error);
+    Saved out_of_range = saved;
+    out_of_range["result1"] = full({2, 3, 3, 2}, 35, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveMaxPool2DBackward0", {random64({2, 3, 3, 2}, 1)}, {true}, out_of_range),
+                         "AdaptiveMaxPool2DBackward0: index 35 in result1 is out of range for self's plane of 35 "
+                         "elements [7,5]",
+                         Error);
+  }
+}
+
+TEST_CASE("AdaptiveMaxPool3DBackward0") {
+  SUBCASE("finite differences and torch: overlapping boxes, unbatched, ties") {
+    for (const auto& [input, size] : std::vector<std::pair<Tensor, IntList>>{
+             {random64({2, 2, 5, 4, 3}, 185), {3, 2, 2}},
+             {random64({3, 4, 4, 4}, 186), {3, 3, 2}},
+             {div(mul(random64({1, 2, 4, 4, 4}, 187), 1.5), 1, "floor"), {2, 3, 3}}}) {
+      CAPTURE(str(size));
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = F.adaptive_max_pool3d(x, tuple(b.tolist()), return_indices=True)[0]
+fn = out.grad_fn
+assert fn.name() == "AdaptiveMaxPool3DBackward0", fn.name()
+)" + std::string(kSeededGrad) + R"(
+result = (fn._saved_self, fn._saved_result1, g, *torch.autograd.grad(out, (x,), g))
+)",
+                                {input, from_vector(size, {3})});
+      const Grads out = call_node("AdaptiveMaxPool3DBackward0", {r[2]}, {true}, Saved{{"self", r[0]}, {"result1", r[1]}});
+      CHECK_TENSOR(*out[0], r[3]);
+      const Tensor indices = r[1];
+      const std::int64_t planes = numel_of(Shape(input.sizes().begin(), input.sizes().end() - 3));
+      auto forward = [&](const std::vector<Tensor>& in) {
+        return reshape(gather(reshape(in[0], {planes, -1}), 1, reshape(indices, {planes, -1})), indices.sizes());
+      };
+      if (size != IntList{2, 3, 3}) check_against_finite_differences(out, 0, forward, {input}, r[2]);  // no ties
+    }
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Tensor x = random64({1, 2, 4, 4, 4}, 188);
+    const Saved saved = {{"self", x}, {"result1", zeros({1, 2, 2, 2, 2}, DType::Int64)}};
+    const Tensor g = random64({1, 2, 2, 2, 2}, 189);
+    CHECK_FALSE(call_node("AdaptiveMaxPool3DBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("AdaptiveMaxPool3DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    Saved out_of_range = saved;
+    out_of_range["result1"] = full({1, 2, 2, 2, 2}, 64, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveMaxPool3DBackward0", {g}, {true}, out_of_range),
+                         "AdaptiveMaxPool3DBackward0: index 64 in result1 is out of range for self's plane of 64 "
+                         "elements [4,4,4]",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveMaxPool3DBackward0", {random64({2, 2, 2, 2}, 1)}, {true}, saved),
+                         doctest::Contains("AdaptiveMaxPool3DBackward0: grad [2,2,2,2] does not fit self [1,2,4,4,4]"),
+                         Error);
+  }
+}
+
+// Unpools x with torch's max_pool indices of a random tensor: (indices, the seeded grad, the grad of x).
+std::vector<Tensor> torch_max_unpool(const char* node, const std::string& pool, const std::string& unpool,
+                                     const Tensor& pooled_input, const Tensor& x) {
+  return torch_exec("_, indices = " + pool + "\n"
+                    "x = b.requires_grad_()\n"
+                    "out = " + unpool + "\n"
+                    "fn = out.grad_fn\n"
+                    "assert fn.name() == '" + node + "', fn.name()\n"
+                    "assert torch.equal(fn._saved_indices, indices)\n" + kSeededGrad +
+                    "result = (fn._saved_indices, g, *torch.autograd.grad(out, (x,), g))\n",
+                    {pooled_input, x});
+}
+
+// max_unpool as a function of self for fixed indices: self's values put at their flat positions
+// in zero planes of `plane` elements each (the last `spatial` dims of `output_sizes`).
+Tensor unpool(const Tensor& self, const Tensor& indices, const Shape& output_sizes, std::size_t spatial) {
+  const Shape batch(self.sizes().begin(), self.sizes().end() - static_cast<std::ptrdiff_t>(spatial));
+  Shape flat = batch;
+  flat.push_back(-1);
+  Shape planes = batch;
+  planes.push_back(numel_of(Shape(output_sizes.end() - static_cast<std::ptrdiff_t>(spatial), output_sizes.end())));
+  return reshape(scatter(zeros(planes, self.dtype()), -1, reshape(indices, flat), reshape(self, flat)), output_sizes);
+}
+
+TEST_CASE("MaxUnpool2DBackward0") {
+  SUBCASE("finite differences and torch: batched, and unbatched with an output_size") {
+    struct Case {
+      Shape pooled_sizes, x_sizes, out_sizes;
+      std::string pool, unpool;
+      std::size_t spatial;
+    };
+    for (const Case& c : {Case{{2, 3, 4, 6}, {2, 3, 2, 3}, {2, 3, 4, 6}, "F.max_pool2d(a, 2, return_indices=True)",
+                               "F.max_unpool2d(x, indices, 2)", 2},
+                          Case{{3, 5, 4}, {3, 2, 2}, {3, 5, 4}, "F.max_pool2d(a, 2, return_indices=True)",
+                               "F.max_unpool2d(x, indices, 2, output_size=(5, 4))", 2}}) {
+      CAPTURE(c.unpool);
+      const Tensor x = random64(c.x_sizes, 190);
+      const auto r = torch_max_unpool("MaxUnpool2DBackward0", c.pool, c.unpool, random64(c.pooled_sizes, 191), x);
+      const Grads out = call_node("MaxUnpool2DBackward0", {r[1]}, {true}, Saved{{"indices", r[0]}});
+      CHECK_TENSOR(*out[0], r[2]);
+      const Tensor indices = r[0];
+      const Shape out_sizes = c.out_sizes;
+      const std::size_t spatial = c.spatial;
+      check_against_finite_differences(
+          out, 0, [&](const std::vector<Tensor>& in) { return unpool(in[0], indices, out_sizes, spatial); }, {x},
+          r[1]);
+    }
+  }
+  const Saved saved = {{"indices", zeros({2, 2, 2}, DType::Int64)}};
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("MaxUnpool2DBackward0", {random64({2, 4, 4}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MaxUnpool2DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("MaxUnpool2DBackward0", {random64({3, 4, 4}, 1)}, {true}, saved),
+                         "MaxUnpool2DBackward0: grad [3,4,4] does not fit indices [2,2,2] (the same leading dims, then "
+                         "the 2 unpooled dims)",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("MaxUnpool2DBackward0", {random64({2}, 1)}, {true},
+                                   Saved{{"indices", zeros({2}, DType::Int64)}}),
+                         "MaxUnpool2DBackward0: indices [2] must have at least 2 dims", Error);
+    CHECK_THROWS_WITH_AS(call_node("MaxUnpool2DBackward0", {random64({2, 1, 1}, 1)}, {true},
+                                   Saved{{"indices", full({2, 2, 2}, 3, DType::Int64)}}),
+                         doctest::Contains("out of bounds"), Error);
+  }
+}
+
+TEST_CASE("MaxUnpool3DBackward0") {
+  SUBCASE("finite differences and torch") {
+    const Tensor x = random64({2, 2, 2, 1, 2}, 192);
+    const auto r = torch_max_unpool("MaxUnpool3DBackward0", "F.max_pool3d(a, 2, return_indices=True)",
+                                    "F.max_unpool3d(x, indices, 2)", random64({2, 2, 4, 2, 4}, 193), x);
+    const Grads out = call_node("MaxUnpool3DBackward0", {r[1]}, {true}, Saved{{"indices", r[0]}});
+    CHECK_TENSOR(*out[0], r[2]);
+    const Tensor indices = r[0];
+    check_against_finite_differences(
+        out, 0, [&](const std::vector<Tensor>& in) { return unpool(in[0], indices, {2, 2, 4, 2, 4}, 3); }, {x}, r[1]);
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Saved saved = {{"indices", zeros({1, 2, 2, 2}, DType::Int64)}};
+    CHECK_FALSE(call_node("MaxUnpool3DBackward0", {random64({1, 4, 4, 4}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MaxUnpool3DBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    CHECK_THROWS_WITH_AS(call_node("MaxUnpool3DBackward0", {random64({1, 4, 4}, 1)}, {true}, saved),
+                         doctest::Contains("MaxUnpool3DBackward0: grad [1,4,4] does not fit indices [1,2,2,2]"), Error);
+  }
+}
+
+// ----------------------------------------------------------- adaptive avg pooling 3-d ---
+
+// adaptive_avg_pool3d with L0 primitives: each output the mean of its box (ATen's start/end rule).
+Tensor adaptive_avg_pool3d_reference(const Tensor& x, const IntList& size) {
+  auto start = [](std::int64_t o, std::int64_t in, std::int64_t out) { return o * in / out; };
+  auto end = [](std::int64_t o, std::int64_t in, std::int64_t out) { return ((o + 1) * in + out - 1) / out; };
+  TensorList depth;
+  for (std::int64_t od = 0; od < size[0]; ++od) {
+    TensorList rows;
+    for (std::int64_t oh = 0; oh < size[1]; ++oh) {
+      TensorList columns;
+      for (std::int64_t ow = 0; ow < size[2]; ++ow) {
+        const std::int64_t d0 = start(od, x.size(-3), size[0]), d1 = end(od, x.size(-3), size[0]);
+        const std::int64_t h0 = start(oh, x.size(-2), size[1]), h1 = end(oh, x.size(-2), size[1]);
+        const std::int64_t w0 = start(ow, x.size(-1), size[2]), w1 = end(ow, x.size(-1), size[2]);
+        const Tensor box = narrow(narrow(narrow(x, -3, d0, d1 - d0), -2, h0, h1 - h0), -1, w0, w1 - w0);
+        columns.push_back(mean(box, {-3, -2, -1}));
+      }
+      rows.push_back(stack(columns, -1));
+    }
+    depth.push_back(stack(rows, -2));
+  }
+  return stack(depth, -3);
+}
+
+TEST_CASE("AdaptiveAvgPool3DBackward0") {
+  const Tensor x = random64({2, 2, 5, 4, 3}, 200);
+  SUBCASE("finite differences and torch: overlapping boxes, identity, unbatched") {
+    for (const auto& [input, size] : std::vector<std::pair<Tensor, IntList>>{
+             {x, {3, 2, 2}}, {x, {2, 3, 3}}, {x, {5, 4, 3}}, {random64({3, 4, 4, 4}, 201), {3, 2, 3}}}) {
+      CAPTURE(str(size));
+      const auto r = torch_exec(R"(
+x = a.requires_grad_()
+out = F.adaptive_avg_pool3d(x, tuple(b.tolist()))
+fn = out.grad_fn
+assert fn.name() == "AdaptiveAvgPool3DBackward0", fn.name()
+)" + std::string(kSeededGrad) + R"(
+result = (fn._saved_self, g, *torch.autograd.grad(out, (x,), g))
+)",
+                                {input, from_vector(size, {3})});
+      const Grads out = call_node("AdaptiveAvgPool3DBackward0", {r[1]}, {true}, Saved{{"self", r[0]}});
+      CHECK_TENSOR(*out[0], r[2]);
+      check_against_finite_differences(
+          out, 0, [&](const std::vector<Tensor>& in) { return adaptive_avg_pool3d_reference(in[0], size); }, {input},
+          r[1]);
+    }
+  }
+  SUBCASE("float16: computed in double, rounded once") {
+    const Tensor h = random64({1, 2, 3, 3, 3}, 202).to(DType::Float16);
+    const Tensor g = random64({1, 2, 2, 2, 2}, 203).to(DType::Float16);
+    const Tensor expected = torch_eval1(
+        "torch.autograd.grad(F.adaptive_avg_pool3d(a.requires_grad_(), 2), a, b)[0]", {h, g});
+    CHECK_TENSOR(*call_node("AdaptiveAvgPool3DBackward0", {g}, {true}, Saved{{"self", h}})[0], expected, 1e-3, 1e-4);
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Tensor g = random64({2, 2, 3, 2, 2}, 204);
+    CHECK_FALSE(call_node("AdaptiveAvgPool3DBackward0", {g}, {false}, Saved{{"self", x}})[0].has_value());
+    CHECK_FALSE(call_node("AdaptiveAvgPool3DBackward0", {std::nullopt}, {true}, Saved{{"self", x}})[0].has_value());
+    CHECK_THROWS_WITH_AS(call_node("AdaptiveAvgPool3DBackward0", {random64({2, 3, 2, 2}, 1)}, {true}, Saved{{"self", x}}),
+                         "AdaptiveAvgPool3DBackward0: grad [2,3,2,2] does not fit self [2,2,5,4,3] ([C, D, H, W] or "
+                         "[N, C, D, H, W], pooled over D, H and W)",
+                         Error);
   }
 }
 

@@ -551,6 +551,118 @@ TEST_CASE("CumsumBackward0") {
   }
 }
 
+// ---------------------------------------------------------------- cumprod ---
+
+// Zeros where cumprod_backward must not divide: none in row 0; one in row 1 (the first element); two
+// in row 2 (the grad of everything after the first zero is 0); three in row 3, the last one at the end.
+Tensor with_zeros() {
+  return tensor({{1.5, -0.5, 2.0, 0.75, -1.25},
+                 {0.0, 1.5, -2.0, 0.5, 3.0},
+                 {2.0, 0.0, 1.5, 0.0, -0.5},
+                 {0.0, 0.0, 1.25, -1.5, 0.0}},
+                DType::Float64);
+}
+
+TEST_CASE("CumprodBackward0") {
+  const Tensor x = random64({3, 4}, 140), g = random64({3, 4}, 141);
+  const Saved saved = {{"dim", std::int64_t{1}}, {"self", x}, {"self_scalar_type", DType::Float64},
+                       {"result", cumprod(x, 1)}};
+  SUBCASE("finite differences, without and with zeros (cumprod is a polynomial: no kink at 0)") {
+    const Grads out = call_node("CumprodBackward0", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return cumprod(in[0], 1); }, {x}, g);
+    const Tensor z = with_zeros(), gz = random64({4, 5}, 142);
+    for (std::int64_t dim : {1, 0}) {
+      CAPTURE(dim);
+      const Saved zeros_saved = {{"dim", dim}, {"self", z}, {"self_scalar_type", DType::Float64},
+                                 {"result", cumprod(z, dim)}};
+      const Grads out_z = call_node("CumprodBackward0", {gz}, {true}, zeros_saved);
+      check_against_finite_differences(out_z, 0, [dim](const std::vector<Tensor>& in) { return cumprod(in[0], dim); },
+                                       {z}, gz);
+    }
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("CumprodBackward0", {g}, saved); }
+  SUBCASE("against torch's _saved_ values: zeros, dims, a size-1 dim, 0-d, empty") {
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {with_zeros(), "x.cumprod(1)"},
+             {with_zeros(), "x.cumprod(-2)"},
+             {x, "x.cumprod(0)"},
+             {random64({3, 1}, 143), "x.cumprod(1)"},
+             {random64({}, 144), "x.cumprod(0)"},
+             {random64({0, 2}, 145), "x.cumprod(1)"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward("CumprodBackward0", forward,
+                                    "(signed(fn._saved_dim), fn._saved_self, fn._saved_result)", input);
+      const Saved from_torch = {{"dim", r[0].item<std::int64_t>()}, {"self", r[1]},
+                                {"self_scalar_type", DType::Float64}, {"result", r[2]}};
+      CHECK_TENSOR(only_grad(call_node("CumprodBackward0", {r[3]}, {true}, from_torch)), r[5], 1e-12, 1e-15);
+    }
+  }
+  SUBCASE("complex128, zeros included: the conjugates of x and y") {
+    const Tensor z = complex(with_zeros(), mul(flip(with_zeros(), {1}), 0.5));
+    const auto r = torch_backward("CumprodBackward0", "x.cumprod(1)", "(fn._saved_self, fn._saved_result)", z);
+    const Saved from_torch = {{"dim", std::int64_t{1}}, {"self", r[0]}, {"self_scalar_type", DType::ComplexDouble},
+                              {"result", r[1]}};
+    CHECK_TENSOR(only_grad(call_node("CumprodBackward0", {r[2]}, {true}, from_torch)), r[4], 1e-12, 1e-15);
+  }
+  SUBCASE("a float32 input multiplied in float64: the grad is cast back to self's dtype") {
+    const auto r = torch_backward("CumprodBackward0", "x.float().cumprod(1, dtype=torch.float64)",
+                                  "(fn._saved_self, fn._saved_result)", with_zeros());
+    const Tensor out = only_grad(call_node(
+        "CumprodBackward0", {r[2]}, {true},
+        Saved{{"dim", std::int64_t{1}}, {"self", r[0]}, {"self_scalar_type", DType::Float32}, {"result", r[1]}}));
+    CHECK(out.dtype() == DType::Float32);
+    CHECK_TENSOR(out, r[4].to(DType::Float32), 1e-6, 1e-7);
+  }
+  SUBCASE("errors") {
+    Saved bad = saved;
+    bad["dim"] = std::int64_t{2};
+    CHECK_THROWS_WITH_AS(call_node("CumprodBackward0", {g}, {true}, bad), doctest::Contains("out of range"), Error);
+    CHECK_THROWS_WITH_AS(call_node("CumprodBackward0", {random64({4, 3}, 1)}, {true}, saved),
+                         "CumprodBackward0: grad [4,3] and result [3,4] must have self's shape [3,4]", Error);
+  }
+}
+
+// ----------------------------------------------------------------- nansum ---
+
+TEST_CASE("NansumBackward0") {
+  const Tensor x = tensor({{{1.0, kNaN, 2.0}, {-0.5, 3.0, kNaN}}, {{kNaN, 0.25, 1.5}, {2.0, -kInf, 0.0}}},
+                          DType::Float64);
+  const Tensor g = random64({2}, 150);
+  const Saved saved = {{"dim", IntList{1, 2}}, {"keepdim", false}, {"self", x}, {"self_scalar_type", DType::Float64}};
+  SUBCASE("finite differences: NaN elements were skipped, so their grad is 0") {
+    const Tensor y = tensor({{{1.0, kNaN, 2.0}, {-0.5, 3.0, kNaN}}, {{kNaN, 0.25, 1.5}, {2.0, -1.0, 0.0}}},
+                            DType::Float64);
+    Saved finite = saved;
+    finite["self"] = y;
+    const Grads out = call_node("NansumBackward0", {g}, {true}, finite);
+    auto forward = [](const std::vector<Tensor>& in) {
+      return sum(where(ne(in[0], in[0]), Scalar(0), in[0]), {1, 2}, false);
+    };
+    check_against_finite_differences(out, 0, forward, {y}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("NansumBackward0", {g}, saved); }
+  SUBCASE("against torch: dims, keepdim, None, 0-d") {
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "x.nansum()"},
+             {x, "x.nansum(1)"},
+             {x, "x.nansum((0, -1), keepdim=True)"},
+             {tensor(kNaN, DType::Float64), "x.nansum()"},
+             {x, "x.float().nansum(2, dtype=torch.float64)"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward("NansumBackward0", forward,
+                                    "(*opt_ints(fn._saved_dim), fn._saved_keepdim, fn._saved_self)", input);
+      const DType self_dtype = r[3].dtype();
+      const Saved from_torch = {{"dim", opt_dims(r[0], r[1])},
+                                {"keepdim", r[2].item<bool>()},
+                                {"self", r[3]},
+                                {"self_scalar_type", self_dtype}};
+      const Tensor out = only_grad(call_node("NansumBackward0", {r[4]}, {true}, from_torch));
+      CHECK(out.dtype() == self_dtype);
+      CHECK_TENSOR(out, r[6].to(self_dtype));
+    }
+  }
+}
+
 // ----------------------------------------------------------------- norms ---
 
 TEST_CASE("LinalgVectorNormBackward0") {
@@ -740,6 +852,60 @@ TEST_CASE("LogsumexpBackward0") {
     bad["dim"] = IntList{1, 1};
     CHECK_THROWS_WITH_AS(call_node("LogsumexpBackward0", {g}, {true}, bad),
                          doctest::Contains("dim 1 appears multiple times in the list of dims"), Error);
+  }
+}
+
+TEST_CASE("NormBackward1") {
+  const Tensor x = random64({3, 4}, 160), g = random64({3}, 161);
+  const Saved saved = {{"dim", IntList{1}}, {"keepdim", false}, {"p", Scalar(3.0)}, {"self", x},
+                       {"result", norm(x, 3.0, {1}, false)}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node("NormBackward1", {g}, {true}, saved);
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return norm(in[0], 3.0, {1}); },
+                                     {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("NormBackward1", {g}, saved); }
+  SUBCASE("against torch's norm.ScalarOpt_dim: each kind of p, None, keepdim, zeros and ties") {
+    const Tensor zero_row = tensor({{0.0, 0.0, 0.0}, {1.0, -3.0, 3.0}}, DType::Float64);
+    for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+             {x, "torch.ops.aten.norm.ScalarOpt_dim(x, 2, [1])"},
+             {x, "torch.ops.aten.norm.ScalarOpt_dim(x, None, [0], True)"},
+             {x, "torch.ops.aten.norm.ScalarOpt_dim(x, 1, [0, 1])"},
+             {x, "torch.ops.aten.norm.ScalarOpt_dim(x, 0.5, [-1])"},
+             {x, "torch.ops.aten.norm.ScalarOpt_dim(x, 1.5, [1], True)"},
+             {x, "torch.ops.aten.norm.ScalarOpt_dim(x, 4, [0])"},
+             {zero_row, "torch.ops.aten.norm.ScalarOpt_dim(x, 2, [1])"},
+             {zero_row, "torch.ops.aten.norm.ScalarOpt_dim(x, float('inf'), [1])"},
+             {zero_row, "torch.ops.aten.norm.ScalarOpt_dim(x, 3, [1])"}}) {
+      CAPTURE(forward);
+      const auto r = torch_backward(
+          "NormBackward1", forward,
+          "(ints(fn._saved_dim), fn._saved_keepdim, *opt_float(fn._saved_p), fn._saved_self, fn._saved_result)",
+          input);
+      const Saved from_torch = {{"dim", int_list(r[0])}, {"keepdim", r[1].item<bool>()}, {"p", opt_scalar(r[2], r[3])},
+                                {"self", r[4]}, {"result", r[5]}};
+      CHECK_TENSOR(only_grad(call_node("NormBackward1", {r[6]}, {true}, from_torch)), r[8], 1e-12, 1e-15);
+    }
+  }
+  SUBCASE("p = 0: no grad, as torch") {
+    const auto r = torch_backward("NormBackward1", "torch.ops.aten.norm.ScalarOpt_dim(x, 0, [1])",
+                                  "(fn._saved_self, fn._saved_result)", x);
+    CHECK(r[3].item<bool>());  // torch's grad is None
+    Saved p0 = saved;
+    p0["p"] = Scalar(0.0);
+    p0["result"] = r[1];
+    CHECK_FALSE(call_node("NormBackward1", {r[2]}, {true}, p0)[0].has_value());
+  }
+  SUBCASE("complex128: the grad is sgn(x) times the real scale") {
+    const Tensor z = complex(random64({2, 3}, 162), random64({2, 3}, 163));
+    for (const std::string p : {"2", "1", "3"}) {
+      CAPTURE(p);
+      const auto r = torch_backward("NormBackward1", "torch.ops.aten.norm.ScalarOpt_dim(x, " + p + ", [1])",
+                                    "(fn._saved_self, fn._saved_result)", z);
+      const Saved from_torch = {{"dim", IntList{1}}, {"keepdim", false}, {"p", Scalar(std::stod(p))}, {"self", r[0]},
+                                {"result", r[1]}};
+      CHECK_TENSOR(only_grad(call_node("NormBackward1", {r[2]}, {true}, from_torch)), r[4], 1e-12, 1e-15);
+    }
   }
 }
 

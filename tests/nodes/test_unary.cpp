@@ -385,4 +385,142 @@ result = a.to(torch.int64)
   }
 }
 
+// ------------------------------------------------------------ gamma functions ---
+
+// Runs `forward` (over x) in torch in float64, checks the node's name, and returns the saved values
+// the Python tuple `saved` lists, then torch's grad of x for the random incoming grad b.
+std::vector<Tensor> torch_gamma_backward(const std::string& node, const std::string& forward, const std::string& saved,
+                                         const Tensor& x, const Tensor& grad) {
+  return torch_exec("x = a.requires_grad_()\n"
+                    "out = " + forward + "\n"
+                    "fn = out.grad_fn\n"
+                    "assert fn.name() == '" + node + "', fn.name()\n"
+                    "result = (*" + saved + ", *torch.autograd.grad(out, (x,), b))\n",
+                    {x, grad});
+}
+
+TEST_CASE("PolygammaBackward0") {
+  const Tensor x = positive64({2, 3}, 60);
+  const Tensor g = random64({2, 3}, 61);
+  SUBCASE("finite differences") {
+    for (std::int64_t n : {0, 1, 2, 4}) {
+      CAPTURE(n);
+      const Grads out = call_node("PolygammaBackward0", {g}, {true}, Saved{{"n", n}, {"self", x}});
+      check_against_finite_differences(out, 0, [n](const std::vector<Tensor>& in) { return polygamma(n, in[0]); },
+                                       {x}, g);
+    }
+  }
+  SUBCASE("against torch's _saved_n and _saved_self, negative x included") {
+    const Tensor points = tensor({0.3, 1.7, 12.5, -0.6, -3.25}, DType::Float64);
+    const Tensor grad = random64({5}, 62);
+    for (std::int64_t n : {0, 1, 2, 4}) {
+      CAPTURE(n);
+      const auto r = torch_gamma_backward("PolygammaBackward0", "torch.polygamma(" + std::to_string(n) + ", x)",
+                                          "(torch.tensor(fn._saved_n), fn._saved_self)", points, grad);
+      const Grads out = call_node("PolygammaBackward0", {grad}, {true}, Saved{{"n", r[0].item<std::int64_t>()}, {"self", r[1]}});
+      // torch's trigamma (n = 0's backward) is good to ~1e-8; its zeta-based orders to ~1e-15.
+      CHECK_TENSOR(*out[0], r[2], n == 0 ? 1e-7 : 1e-12, 0);
+    }
+  }
+  SUBCASE("float32 and float16 against torch") {
+    for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16}) {
+      CAPTURE(dtype_name(dtype));
+      const Tensor points = tensor({0.75, 1.5, 3.0, 6.5}).to(dtype);
+      const Tensor grad = tensor({1.0, -0.5, 2.0, 0.25}).to(dtype);
+      const auto r = torch_gamma_backward("PolygammaBackward0", "torch.polygamma(2, x)",
+                                          "(torch.tensor(fn._saved_n), fn._saved_self)", points, grad);
+      const Grads out = call_node("PolygammaBackward0", {grad}, {true}, Saved{{"n", std::int64_t{2}}, {"self", r[1]}});
+      CHECK_TENSOR(*out[0], r[2], dtype == DType::Float32 ? 1e-5 : 1e-2, 0);
+    }
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Saved saved = {{"n", std::int64_t{1}}, {"self", x}};
+    CHECK_FALSE(call_node("PolygammaBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("PolygammaBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    CHECK_THROWS_WITH_AS(call_node("PolygammaBackward0", {random64({3}, 1)}, {true}, saved),
+                         "PolygammaBackward0: grad has shape [3] but self has shape [2,3]", Error);
+    CHECK_THROWS_WITH_AS(call_node("PolygammaBackward0", {g}, {true}, Saved{{"n", std::int64_t{-2}}, {"self", x}}),
+                         "PolygammaBackward0: n -2 is not an order polygamma has", Error);
+  }
+}
+
+TEST_CASE("DigammaBackward0") {
+  const Tensor x = positive64({2, 3}, 63);
+  const Tensor g = random64({2, 3}, 64);
+  SUBCASE("finite differences") {
+    const Grads out = call_node("DigammaBackward0", {g}, {true}, Saved{{"self", x}});
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return digamma(in[0]); }, {x}, g);
+  }
+  SUBCASE("against torch") {
+    const Tensor points = tensor({0.3, 1.7, 12.5, -0.6, -3.25}, DType::Float64);
+    const Tensor grad = random64({5}, 65);
+    const auto r = torch_gamma_backward("DigammaBackward0", "torch.digamma(x)", "(fn._saved_self,)", points, grad);
+    CHECK_TENSOR(*call_node("DigammaBackward0", {grad}, {true}, Saved{{"self", r[0]}})[0], r[1], 1e-7, 0);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("DigammaBackward0", {g}, {false}, Saved{{"self", x}})[0].has_value());
+    CHECK_FALSE(call_node("DigammaBackward0", {std::nullopt}, {true}, Saved{{"self", x}})[0].has_value());
+  }
+}
+
+TEST_CASE("LgammaBackward0") {
+  const Tensor x = positive64({2, 3}, 66);
+  const Tensor g = random64({2, 3}, 67);
+  SUBCASE("finite differences") {
+    const Grads out = call_node("LgammaBackward0", {g}, {true}, Saved{{"self", x}});
+    check_against_finite_differences(out, 0, [](const std::vector<Tensor>& in) { return lgamma(in[0]); }, {x}, g);
+  }
+  SUBCASE("against torch") {
+    const Tensor points = tensor({0.3, 1.7, 12.5, -0.6, -3.25}, DType::Float64);
+    const Tensor grad = random64({5}, 68);
+    const auto r = torch_gamma_backward("LgammaBackward0", "torch.lgamma(x)", "(fn._saved_self,)", points, grad);
+    CHECK_TENSOR(*call_node("LgammaBackward0", {grad}, {true}, Saved{{"self", r[0]}})[0], r[1], 1e-12, 0);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("LgammaBackward0", {g}, {false}, Saved{{"self", x}})[0].has_value());
+    CHECK_FALSE(call_node("LgammaBackward0", {std::nullopt}, {true}, Saved{{"self", x}})[0].has_value());
+  }
+}
+
+TEST_CASE("MvlgammaBackward0") {
+  // mvlgamma(x, p) is defined for x > (p - 1) / 2.
+  const Tensor x = add(positive64({2, 3}, 69), 2.0);
+  const Tensor g = random64({2, 3}, 70);
+  SUBCASE("finite differences: the sum of lgamma(x - j/2) (the constant term has no grad)") {
+    for (std::int64_t p : {1, 3, 5}) {
+      CAPTURE(p);
+      const Grads out = call_node("MvlgammaBackward0", {g}, {true}, Saved{{"p", p}, {"self", x}});
+      auto forward = [p](const std::vector<Tensor>& in) {
+        Tensor total = zeros_like(in[0]);
+        for (std::int64_t j = 0; j < p; ++j) total = add(total, lgamma(sub(in[0], 0.5 * static_cast<double>(j))));
+        return total;
+      };
+      check_against_finite_differences(out, 0, forward, {x}, g);
+    }
+  }
+  SUBCASE("against torch's _saved_p and _saved_self") {
+    for (std::int64_t p : {1, 3, 5}) {
+      CAPTURE(p);
+      const auto r = torch_gamma_backward("MvlgammaBackward0", "torch.mvlgamma(x, " + std::to_string(p) + ")",
+                                          "(torch.tensor(fn._saved_p), fn._saved_self)", x, g);
+      const Grads out = call_node("MvlgammaBackward0", {g}, {true}, Saved{{"p", r[0].item<std::int64_t>()}, {"self", r[1]}});
+      CHECK_TENSOR(*out[0], r[2], 1e-12, 0);
+    }
+  }
+  SUBCASE("float16 against torch") {
+    const Tensor h = tensor({2.5, 3.0, 4.75}).to(DType::Float16), gh = tensor({1.0, -2.0, 0.5}).to(DType::Float16);
+    const auto r = torch_gamma_backward("MvlgammaBackward0", "torch.mvlgamma(x, 3)", "(fn._saved_self,)", h, gh);
+    CHECK_TENSOR(*call_node("MvlgammaBackward0", {gh}, {true}, Saved{{"p", std::int64_t{3}}, {"self", r[0]}})[0], r[1], 1e-2, 0);
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Saved saved = {{"p", std::int64_t{2}}, {"self", x}};
+    CHECK_FALSE(call_node("MvlgammaBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MvlgammaBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    CHECK_THROWS_WITH_AS(call_node("MvlgammaBackward0", {g}, {true}, Saved{{"p", std::int64_t{0}}, {"self", x}}),
+                         "MvlgammaBackward0: p must be at least 1, got 0", Error);
+    CHECK_THROWS_WITH_AS(call_node("MvlgammaBackward0", {random64({4}, 1)}, {true}, saved),
+                         "MvlgammaBackward0: grad has shape [4] but self has shape [2,3]", Error);
+  }
+}
+
 }  // TEST_SUITE

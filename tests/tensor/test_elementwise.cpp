@@ -748,4 +748,65 @@ TEST_CASE("equal") {
   CHECK_THROWS_WITH_AS(equal(Tensor(), x), "equal: tensor is undefined", Error);
 }
 
+// ------------------------------------------------------ digamma, polygamma ---
+
+// psi^(n) at x by mpmath at 40 digits: an independent truth, more accurate than torch's float64
+// kernels (torch's trigamma is a six-step recurrence and four asymptotic terms, ~1e-8 relative).
+Tensor mpmath_polygamma(std::int64_t n, const Tensor& x) {
+  return refgrad::testing::torch_exec(
+             "import mpmath\n"
+             "mpmath.mp.dps = 40\n"
+             "n = int(b.item())\n"
+             "result = torch.tensor([float(mpmath.psi(n, mpmath.mpf(v))) for v in a.tolist()], dtype=torch.float64)\n",
+             {x, tensor(n)})
+      .at(0);
+}
+
+TEST_CASE("polygamma") {
+  // Around the root of digamma (1.4616...), near and far from 0, large, and negative non-integers.
+  const Tensor x = tensor({1e-3, 0.1, 0.5, 1.0, 1.4616321449683622, 2.5, 7.3, 9.99, 10.0, 15.0, 123.25, 1e5, -0.5,
+                           -1.3, -7.75, -20.1},
+                          DType::Float64);
+  SUBCASE("against mpmath, in float64") {
+    for (std::int64_t n : {0, 1, 2, 3, 4, 5, 10}) {
+      CAPTURE(n);
+      // Relative to each value, and absolute only at digamma's root, where the value is ~1e-17.
+      CHECK_TENSOR(polygamma(n, x), mpmath_polygamma(n, x), 1e-13, 1e-15);
+    }
+    CHECK_TENSOR(digamma(x), mpmath_polygamma(0, x), 1e-13, 1e-15);
+    CHECK_TENSOR(lgamma(x), torch_eval1("torch.lgamma(a)", {x}), 1e-14, 1e-15);  // both the C library's
+  }
+  SUBCASE("against torch: dtypes, and the poles") {
+    for (std::int64_t n : {0, 1, 2, 3}) {
+      CAPTURE(n);
+      const std::string expr = "torch.polygamma(" + std::to_string(n) + ", a)";
+      // torch's float64 is less accurate; an absolute term for digamma's root, where the value is ~1e-16.
+      CHECK_TENSOR(polygamma(n, x), torch_eval1(expr, {x}), 1e-7, 1e-14);
+      const Tensor x32 = x.to(DType::Float32);
+      CHECK_TENSOR(polygamma(n, x32), torch_eval1(expr, {x32}), 1e-4, 1e-6);
+      const Tensor x16 = tensor({0.25, 1.5, 3.0, 6.5}).to(DType::Float16);
+      CHECK_TENSOR(polygamma(n, x16), torch_eval1(expr, {x16}), 1e-2, 0);
+      const Tensor ints = tensor({1, 2, 5});  // int64 computes in float32
+      CHECK_TENSOR(polygamma(n, ints), torch_eval1(expr, {ints}), 1e-5, 0);
+    }
+    // digamma: -inf at +0, +inf at -0, NaN at the negative integers; polygamma(n >= 1) is infinite at
+    // 0 (torch's trigamma gives a huge finite value at -1, -2, ... where sin(pi x) is not exactly 0:
+    // refgrad gives the pole's infinity there too).
+    const Tensor poles = tensor({0.0, -0.0, -1.0, -2.0}, DType::Float64);
+    CHECK_TENSOR(digamma(poles), torch_eval1("torch.digamma(a)", {poles}));
+    CHECK_TENSOR(polygamma(1, tensor({0.0, -1.0, -2.0}, DType::Float64)), tensor({INFINITY, INFINITY, INFINITY}, DType::Float64));
+    CHECK_TENSOR(polygamma(2, tensor({0.0, -3.0}, DType::Float64)), tensor({-INFINITY, -INFINITY}, DType::Float64));
+    CHECK_TENSOR(polygamma(1, tensor({INFINITY, NAN}, DType::Float64)), tensor({0.0, NAN}, DType::Float64));
+    CHECK_TENSOR(digamma(tensor({INFINITY, NAN}, DType::Float64)), tensor({INFINITY, NAN}, DType::Float64));
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(polygamma(-1, x), "polygamma: polygamma(n, x) does not support negative n, got n=-1", Error);
+    CHECK_THROWS_WITH_AS(digamma(tensor({1.0}).to(DType::ComplexDouble)), "digamma: not implemented for complex128",
+                         Error);
+    CHECK_THROWS_WITH_AS(polygamma(2, tensor({-2e7}, DType::Float64)),
+                         doctest::Contains("is below -1e+07, where refgrad's Hurwitz zeta sum would take too long"),
+                         Error);
+  }
+}
+
 }  // TEST_SUITE

@@ -728,4 +728,94 @@ TEST_CASE("one_hot") {
   }
 }
 
+TEST_CASE("scatter_reduce") {
+  Generator gen(11);
+  SUBCASE("hand values: include_self, and the positions no index names") {
+    const Tensor self = tensor({1.0, 2.0, 3.0, 4.0});
+    const Tensor index = tensor({0, 0, 2});
+    const Tensor src = tensor({5.0, 6.0, 7.0});
+    CHECK_TENSOR(scatter_reduce(self, 0, index, src, "sum"), tensor({12.0, 2.0, 10.0, 4.0}));
+    CHECK_TENSOR(scatter_reduce(self, 0, index, src, "sum", false), tensor({11.0, 2.0, 7.0, 4.0}));
+    CHECK_TENSOR(scatter_reduce(self, 0, index, src, "prod"), tensor({30.0, 2.0, 21.0, 4.0}));
+    CHECK_TENSOR(scatter_reduce(self, 0, index, src, "mean"), tensor({4.0, 2.0, 5.0, 4.0}));
+    CHECK_TENSOR(scatter_reduce(self, 0, index, src, "mean", false), tensor({5.5, 2.0, 7.0, 4.0}));
+    CHECK_TENSOR(scatter_reduce(self, 0, index, src, "amax"), tensor({6.0, 2.0, 7.0, 4.0}));
+    CHECK_TENSOR(scatter_reduce(tensor({9.0, 2.0, 3.0, 4.0}), 0, index, src, "amin", false), tensor({5.0, 2.0, 7.0, 4.0}));
+    CHECK_TENSOR(scatter_reduce(tensor({1, 2}), 0, tensor({0, 0}), tensor({-4, 0}), "mean"), tensor({-1, 2}));  // floor
+  }
+  SUBCASE("against torch: every reduce, with and without self, in four dtypes") {
+    const Tensor index = longs({2, 0, 2, 1, 0, 0, 1, 1, 2, 2, 2, 0}, {4, 3});
+    for (DType dtype : {DType::Float64, DType::Float32, DType::Float16, DType::Int64}) {
+      const Tensor self = (dtype == DType::Int64 ? mul(randn({3, 5}, gen, DType::Float64), 4) : randn({3, 5}, gen))
+                              .to(DType::Float64).to(dtype);
+      const Tensor src = (dtype == DType::Int64 ? mul(randn({4, 3}, gen, DType::Float64), 4) : randn({4, 3}, gen))
+                             .to(DType::Float64).to(dtype);
+      const Tensor self_i = dtype == DType::Int64 ? div(self, 1, "floor") : self;
+      const Tensor src_i = dtype == DType::Int64 ? div(src, 1, "floor") : src;
+      for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"}) {
+        for (bool include_self : {true, false}) {
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(reduce);
+          CAPTURE(include_self);
+          const std::string expr = std::string("torch.scatter_reduce(a, 0, b, c, '") + reduce +
+                                   "', include_self=" + (include_self ? "True" : "False") + ")";
+          const double rtol = dtype == DType::Float16 ? 1e-2 : 1e-6;
+          CHECK_TENSOR(scatter_reduce(self_i, 0, index, src_i, reduce, include_self),
+                       torch_eval1(expr, {self_i, index, src_i}), rtol, 0);
+        }
+      }
+    }
+    // dim 1, a transposed self, and NaN taking over amax
+    const Tensor xt = transposed(randn({5, 3}, gen, DType::Float64));
+    const Tensor i1 = longs({4, 4, 0, 1, 2, 2}, {3, 2});
+    const Tensor src = tensor({{1.0, NAN}, {2.0, 3.0}, {4.0, 5.0}}, DType::Float64);
+    CHECK_TENSOR(scatter_reduce(xt, 1, i1, src, "amax"), torch_eval1("torch.scatter_reduce(a, 1, b, c, 'amax')", {xt, i1, src}));
+    CHECK_TENSOR(scatter_reduce(xt, 1, i1, src, "amin", false),
+                 torch_eval1("torch.scatter_reduce(a, 1, b, c, 'amin', include_self=False)", {xt, i1, src}));
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(scatter_reduce(zeros({2}), 0, tensor({0}), ones({1}), "max"),
+                         "scatter_reduce: reduce argument must be one of sum, prod, mean, amax, amin, got max", Error);
+    CHECK_THROWS_WITH_AS(scatter_reduce(zeros({2}), 0, tensor({2}), ones({1}), "sum"),
+                         "scatter_reduce: index 2 is out of bounds for dimension 0 with size 2", Error);
+  }
+}
+
+TEST_CASE("index_reduce") {
+  Generator gen(12);
+  SUBCASE("hand values") {
+    const Tensor self = tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}});
+    const Tensor source = tensor({{2.0, 2.0}, {3.0, 0.5}, {-1.0, 10.0}});
+    const Tensor index = tensor({0, 0, 2});
+    CHECK_TENSOR(index_reduce(self, 0, index, source, "prod"), tensor({{6.0, 2.0}, {3.0, 4.0}, {-5.0, 60.0}}));
+    CHECK_TENSOR(index_reduce(self, 0, index, source, "amax", false), tensor({{3.0, 2.0}, {3.0, 4.0}, {-1.0, 10.0}}));
+    CHECK_TENSOR(index_reduce(self, 0, index, source, "mean"), tensor({{2.0, 1.5}, {3.0, 4.0}, {2.0, 8.0}}));
+  }
+  SUBCASE("against torch") {
+    const Tensor self = randn({4, 3}, gen, DType::Float64);
+    const Tensor source = randn({4, 5}, gen, DType::Float64);
+    const Tensor index = tensor({2, 0, 2, 2, 1});
+    for (const char* reduce : {"prod", "mean", "amax", "amin"}) {
+      for (bool include_self : {true, false}) {
+        CAPTURE(reduce);
+        CAPTURE(include_self);
+        const std::string expr = std::string("torch.index_reduce(a, 1, b, c, '") + reduce +
+                                 "', include_self=" + (include_self ? "True" : "False") + ")";
+        CHECK_TENSOR(index_reduce(self, 1, index, source, reduce, include_self), torch_eval1(expr, {self, index, source}));
+        const Tensor self16 = self.to(DType::Float16), source16 = source.to(DType::Float16);
+        CHECK_TENSOR(index_reduce(self16, 1, index, source16, reduce, include_self),
+                     torch_eval1(expr, {self16, index, source16}), 1e-2, 1e-3);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(index_reduce(zeros({2}), 0, tensor({0}), ones({1}), "sum"),
+                         "index_reduce: reduce argument must be one of prod, mean, amax, amin, got sum", Error);
+    CHECK_THROWS_WITH_AS(index_reduce(zeros({2, 2}), 0, tensor({0}), ones({2, 2}), "prod"),
+                         "index_reduce: the number of indices (1) must equal source.size(0) (2)", Error);
+    CHECK_THROWS_WITH_AS(index_reduce(zeros({2}), 0, tensor({5}), ones({1}), "prod"),
+                         "index_reduce: index 5 is out of bounds for dimension 0 with size 2", Error);
+  }
+}
+
 }  // TEST_SUITE

@@ -197,8 +197,10 @@ TEST_CASE("convolution") {
     };
     CHECK_THROWS_WITH_AS(conv(input, ones({2}), std::nullopt, {1}, {0}, {1}, false, {0}, 1),
                          "convolution: weight should have at least three dimensions, got weight of shape [2]", Error);
-    CHECK_THROWS_WITH_AS(conv(ones({1, 2, 3, 3, 3}), ones({1, 2, 2, 2, 2}), std::nullopt, {1}, {0}, {1}, false, {0}, 1),
-                         "convolution: only 1-d and 2-d convolutions are implemented, got weight of shape [1,2,2,2,2]",
+    CHECK_THROWS_WITH_AS(conv(ones({1, 2, 3, 3, 3, 3}), ones({1, 2, 2, 2, 2, 2}), std::nullopt, {1}, {0}, {1}, false,
+                              {0}, 1),
+                         "convolution: only 1-d, 2-d and 3-d convolutions are implemented, got weight of shape "
+                         "[1,2,2,2,2,2]",
                          Error);
     CHECK_THROWS_WITH_AS(conv(input, weight, std::nullopt, {1, 1, 1}, {0}, {1}, false, {0}, 1),
                          "convolution: expected stride to be a single integer value or a list of 2 values to match "
@@ -295,7 +297,7 @@ TEST_CASE("convolution") {
       CHECK_THROWS_WITH_AS(conv(zeros({1, 1, 2000, 2000}), zeros({1, 1, 1000, 1000}), std::nullopt, {1}, {0}, {1},
                                 false, {0}, 1),
                            doctest::Contains("convolution: the im2col buffer: a float32 tensor of shape "
-                                             "[1,1000,1000,1001,1001] would need"),
+                                             "[1,1,1000,1000,1,1001,1001] would need"),
                            Error);
     }
     // torch rejects the same calls.
@@ -812,6 +814,30 @@ TEST_CASE("upsample_bilinear2d") {
     CHECK_TENSOR(upsample_bilinear2d(small, {3, 3}, false, 1e-300, 1e-300), full({1, 1, 3, 3}, 4.0, DType::Float64));
     CHECK(upsample_bilinear2d(empty({0, 1, 2, 2}), {std::int64_t{1} << 40, 1}, false).sizes() ==
           Shape{0, 1, std::int64_t{1} << 40, 1});
+  }
+}
+
+TEST_CASE("convolution 3-d") {
+  Generator gen(31);
+  SUBCASE("against torch: strides, padding, dilation, groups, bias, transposed with output_padding") {
+    const Tensor x = randn({2, 4, 5, 6, 4}, gen, DType::Float64);
+    const Tensor w = randn({6, 2, 3, 2, 2}, gen, DType::Float64);
+    const Tensor b = randn({6}, gen, DType::Float64);
+    CHECK_TENSOR(conv3d(x, w, b, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 2),
+                 torch_eval1("F.conv3d(a, b, c, stride=(1, 2, 1), padding=(1, 0, 1), dilation=(1, 1, 2), groups=2)",
+                             {x, w, b}),
+                 1e-12, 1e-12);
+    const Tensor wt = randn({4, 3, 2, 3, 2}, gen, DType::Float64);
+    CHECK_TENSOR(conv_transpose3d(x, wt, std::nullopt, {2, 1, 2}, {0, 1, 1}, {1, 0, 1}, 1, {1, 1, 1}),
+                 torch_eval1("F.conv_transpose3d(a, b, stride=(2, 1, 2), padding=(0, 1, 1), output_padding=(1, 0, 1))",
+                             {x, wt}),
+                 1e-12, 1e-12);
+    const Tensor unbatched = randn({4, 3, 3, 3}, gen, DType::Float64);
+    CHECK_TENSOR(conv3d(unbatched, w, std::nullopt, {1}, {1}, {1}, 2),
+                 torch_eval1("F.conv3d(a, b, padding=1, groups=2)", {unbatched, w}), 1e-12, 1e-12);
+    const Tensor x16 = x.to(DType::Float16), w16 = w.to(DType::Float16);
+    CHECK_TENSOR(conv3d(x16, w16, std::nullopt, {1}, {0}, {1}, 2),
+                 torch_eval1("F.conv3d(a, b, groups=2)", {x16, w16}), 1e-2, 1e-2);
   }
 }
 

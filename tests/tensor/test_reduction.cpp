@@ -913,4 +913,41 @@ TEST_CASE("xtensor reductions under C++17") {
   }
 }
 
+TEST_CASE("cumprod") {
+  SUBCASE("hand-worked values") {
+    CHECK_TENSOR(cumprod(tensor({{1.0, 2.0, 3.0}, {4.0, 0.5, -2.0}}), 1), tensor({{1.0, 2.0, 6.0}, {4.0, 2.0, -4.0}}));
+    CHECK_TENSOR(cumprod(tensor({{1.0, 2.0}, {3.0, 0.0}}), 0), tensor({{1.0, 2.0}, {3.0, 0.0}}));
+    CHECK_TENSOR(cumprod(tensor({true, true, false}), 0), tensor({1, 1, 0}));  // bool -> int64
+    CHECK_TENSOR(cumprod(tensor(2.5), 0), tensor(2.5));                       // 0-d
+  }
+  SUBCASE("against torch") {
+    for (DType dtype : kAllDtypes) {
+      const Tensor a = sample({2, 3, 4}, dtype);
+      for (std::int64_t dim : {0, 1, 2, -1}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(dim);
+        const std::string expr = "torch.cumprod(a, " + std::to_string(dim) + ")";
+        CHECK_TENSOR(cumprod(a, dim), torch_eval1(expr, {a}), kRtol, 0);
+        CHECK_TENSOR(cumprod(swapped(a, 0, 2), dim), torch_eval1(expr, {swapped(a, 0, 2)}), kRtol, 0);
+      }
+      CHECK_TENSOR(cumprod(a, 1, DType::Float64), torch_eval1("torch.cumprod(a, 1, dtype=torch.float64)", {a}));
+    }
+    // float16 accumulates in double and rounds each element once; complex multiplies in complex128.
+    const Tensor h = sample({3, 5}, DType::Float32, 3).to(DType::Float16);
+    CHECK_TENSOR(cumprod(h, 1), torch_eval1("torch.cumprod(a, 1)", {h}));
+    const Tensor z = complex(sample({2, 4}, DType::Float64, 4), sample({2, 4}, DType::Float64, 5));
+    CHECK_TENSOR(cumprod(z, 1), torch_eval1("torch.cumprod(a, 1)", {z}), 1e-12, 0);
+    CHECK_TENSOR(cumprod(z.to(DType::ComplexFloat), 0), torch_eval1("torch.cumprod(a, 0)", {z.to(DType::ComplexFloat)}),
+                 kRtol, 0);
+    const Tensor big = tensor({kInt64Max, 3});  // wraps, as in torch
+    CHECK_TENSOR(cumprod(big, 0), torch_eval1("torch.cumprod(a, 0)", {big}));
+    const Tensor empty_rows = zeros({0, 3});
+    CHECK(cumprod(empty_rows, 1).sizes() == Shape{0, 3});
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(cumprod(tensor({1.0, 2.0}), 1), doctest::Contains("cumprod"), Error);
+    CHECK_THROWS_WITH_AS(cumprod(Tensor(), 0), "cumprod: tensor is undefined", Error);
+  }
+}
+
 }  // TEST_SUITE
