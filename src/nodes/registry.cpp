@@ -142,6 +142,7 @@ std::vector<NodeDef> build_registry() {
   std::vector<NodeDef> registry;
   nodes::add_arithmetic_nodes(registry);
   nodes::add_linalg_nodes(registry);
+  nodes::add_linalg_decomposition_nodes(registry);
   nodes::add_reduction_nodes(registry);
   nodes::add_activation_nodes(registry);
   nodes::add_unary_nodes(registry);
