@@ -220,7 +220,7 @@ Tensor outer(const Tensor& self, const Tensor& vec2);
 Tensor dot(const Tensor& self, const Tensor& other);
 
 // ------------------------------------------------- linalg: solves and factorizations ---
-// Reference kernels (src/tensor/linalg_decompositions.cpp), no LAPACK: partial-pivot LU and
+// Reference kernels (src/tensor/linalg_decompositions.cpp), no LAPACK but for the SVD: partial-pivot LU and
 // substitution in the tensor's own dtype, float32, float64, complex64 or complex128 (float16 and
 // bfloat16 are refused, as torch.linalg refuses them on the CPU). Leading dims are batch dims and
 // broadcast. Pivots are int32 and 1-based (LAPACK's and torch's): row i was swapped with row
@@ -248,6 +248,12 @@ std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& LU, const Tensor& piv
 bool linalg_solve_is_vector_rhs(const Tensor& LU, const Tensor& B);
 // X with A X = B (left) or X A = B; B may be a vector (linalg_solve_is_vector_rhs) when left.
 Tensor linalg_solve(const Tensor& A, const Tensor& B, bool left = true);
+// (U, S, Vh) with A = U diag(S) Vh, S descending (LAPACK's ?gesdd: the one op here that is not a
+// readable kernel); U [.., m, k], Vh [.., k, n], k = min(m, n), or square with full_matrices.
+std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& A, bool full_matrices = false);
+// The pseudo-inverse V diag(1/S) U^H, singular values up to max(m, n) eps max(S) taken as zero (torch's
+// default tolerance).
+Tensor linalg_pinv(const Tensor& A);
 // The cross product of 3-vectors along dim (the operands broadcast).
 Tensor linalg_cross(const Tensor& self, const Tensor& other, std::int64_t dim = -1);
 

@@ -1,11 +1,12 @@
 // Backward nodes of the linear-algebra decompositions and solvers: svd, qr, eigh, eig, cholesky,
 // lu (factor, solve, unpack), solve, solve_triangular, triangular_solve, cholesky_solve,
-// cholesky_inverse, inv, det, slogdet, pinv, cross.
+// cholesky_inverse, inv, det, slogdet, pinv, lstsq, cross.
 //
 // The formulas are FunctionsManual.cpp's (svd_backward, linalg_qr_backward, linalg_eig_backward, ...),
-// ported under the same names. None of them needs a decomposition of its own: they are matrix
-// products, triangular solves, and solves with LU factors the forward saved (L0's
-// linalg_solve_triangular, linalg_lu_solve, lu_unpack, linalg_solve). As in torch, every matrix may
+// ported under the same names. But for lstsq's, which recomputes a pseudo-inverse (L0's linalg_pinv, an
+// SVD) as torch's does, none needs a decomposition of its own: they are matrix products, triangular
+// solves, and solves with LU factors the forward saved (L0's linalg_solve_triangular, linalg_lu_solve,
+// lu_unpack, linalg_solve). As in torch, every matrix may
 // carry leading batch dims, and the formulas conjugate for complex inputs: X^H is mH(X).
 //
 // A node runs the branch torch's backward runs without create_graph (GradMode off): the LU-based
@@ -824,6 +825,56 @@ Grads CholeskyInverseBackward0(const Grads& grads, const CholeskyInverseBackward
   return Grads{neg(saved.upper ? matmul(saved.self, common_term) : matmul(common_term, saved.self))};
 }
 
+// LinalgLstsqBackward0 — linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None)
+//   self, b: linalg_lstsq_backward(grads[0], grads[1], self, b, solution, grad_input_mask)
+// linalg_lstsq_backward: the solution is X = pinv(A) B, so gA = pinv_backward(gX B^H, pinv(A), A) and
+// gB = pinv(A)^H gX; the residuals' grad adds 2 (gL r) X^H to gA and -2 gL r to gB, r = A X - B (Danskin).
+// pinv(A) is recomputed from A (linalg_pinv, torch's default tolerance), as torch recomputes it.
+struct LinalgLstsqBackward0Saved {
+  Tensor b;
+  Tensor self;
+  Tensor solution;
+};
+
+Grads LinalgLstsqBackward0(const Grads& grads, const LinalgLstsqBackward0Saved& saved, const Need& need) {
+  const char* node = "LinalgLstsqBackward0";
+  const OptionalTensor& gX_ = grads[0];
+  const bool has_gL = grads[1] && grads[1]->numel() > 0;  // residuals are empty unless computed
+  if ((!gX_ && !has_gL) || (!need[0] && !need[1])) return Grads(2);
+  const Tensor& A = saved.self;
+  check_matrix(node, "self", A);
+  if (gX_) check_same_shape_as(node, "grad_solution", *gX_, "solution", saved.solution);
+  const bool vector_case = linalg_solve_is_vector_rhs(A, saved.b);
+  const auto vector_to_matrix = [&](const Tensor& t) { return vector_case ? unsqueeze(t, -1) : t; };
+  const auto matrix_to_vector = [&](const Tensor& t) { return vector_case ? squeeze(t, -1) : t; };
+  const Tensor B = vector_to_matrix(saved.b);
+
+  Tensor A_grad, B_grad;
+  if (gX_) {  // from the solution
+    const Tensor gX = vector_to_matrix(*gX_);
+    const Tensor pinvA = linalg_pinv(A);
+    if (need[0]) A_grad = pinv_backward(matmul(gX, mH(B)), pinvA, A);
+    if (need[1]) B_grad = matrix_to_vector(matmul(mH(pinvA), gX));
+  }
+  if (has_gL) {  // from the residuals
+    const Tensor X = vector_to_matrix(saved.solution);
+    const Tensor r = sub(matmul(A, X), B);
+    const Tensor gL = unsqueeze(*grads[1], -2);
+    if (need[0]) {
+      const Tensor A_grad_L = mul(matmul(mul(gL, r), mH(X)), Scalar(2.0));
+      A_grad = A_grad.defined() ? add(A_grad, A_grad_L) : A_grad_L;
+    }
+    if (need[1]) {
+      const Tensor B_grad_L = matrix_to_vector(mul(mul(gL, r), Scalar(-2.0)));
+      B_grad = B_grad.defined() ? add(B_grad, B_grad_L) : B_grad_L;
+    }
+  }
+  Grads out(2);
+  if (need[0] && A_grad.defined()) out[0] = A_grad;
+  if (need[1] && B_grad.defined()) out[1] = B_grad;
+  return out;
+}
+
 // LinalgCrossBackward0 — linalg_cross(Tensor self, Tensor other, *, int dim=-1)
 //   self: at::linalg_cross(other.conj(), grad, dim)
 //   other: at::linalg_cross(grad, self.conj(), dim)
@@ -1002,6 +1053,14 @@ void add_linalg_decomposition_nodes(std::vector<NodeDef>& registry) {
          "self: cholesky_inverse_backward(grad, self, upper, result)"},
         {saved<&S::self>("self", FieldKind::Tensor), saved<&S::upper>("upper", FieldKind::Bool),
          saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = LinalgLstsqBackward0Saved;
+    registry.push_back(define_node<S, LinalgLstsqBackward0>(
+        {"LinalgLstsqBackward0", "linalg_lstsq", {"self", "b"}, 2, {},
+         "self, b: linalg_lstsq_backward(grads[0], grads[1], self, b, solution, grad_input_mask)"},
+        {saved<&S::b>("b", FieldKind::Tensor), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::solution>("solution", FieldKind::Tensor)}));
   }
   {
     using S = LinalgCrossBackward0Saved;

@@ -10,14 +10,41 @@
 // and broadcast against each other. Pivots are int32 and 1-based, LAPACK's
 // convention and torch's: row i of the matrix was swapped with row pivots[i] - 1,
 // in order i = 0, 1, ...
+//
+// The singular value decomposition is the one place that calls LAPACK (the ?gesdd OpenBLAS carries):
+// an SVD is an iterative algorithm, not a few readable loops. linalg_pinv is built on it, as torch's.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <climits>
 #include <cstdint>
+#include <limits>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "kernel.hpp"
+
+// LAPACK's divide-and-conquer SVD, column-major (Fortran: every argument by pointer; the trailing
+// size_t is the hidden length of the character argument jobz).
+extern "C" {
+void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
+             const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info,
+             std::size_t jobz_length);
+void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
+             const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info,
+             std::size_t jobz_length);
+void cgesdd_(const char* jobz, const int* m, const int* n, std::complex<float>* a, const int* lda, float* s,
+             std::complex<float>* u, const int* ldu, std::complex<float>* vt, const int* ldvt,
+             std::complex<float>* work, const int* lwork, float* rwork, int* iwork, int* info,
+             std::size_t jobz_length);
+void zgesdd_(const char* jobz, const int* m, const int* n, std::complex<double>* a, const int* lda, double* s,
+             std::complex<double>* u, const int* ldu, std::complex<double>* vt, const int* ldvt,
+             std::complex<double>* work, const int* lwork, double* rwork, int* iwork, int* info,
+             std::size_t jobz_length);
+}
 
 namespace refgrad {
 namespace {
@@ -82,6 +109,9 @@ Tensor batched_copy(const Tensor& t, const Shape& batch, std::size_t matrix_dims
   sizes.insert(sizes.end(), t.sizes().end() - static_cast<std::ptrdiff_t>(matrix_dims), t.sizes().end());
   return clone(expand(t, sizes));
 }
+
+// zeros of `like`'s shape with ones on the main diagonal of each rows x cols matrix.
+Tensor diag_embed_identity_like(const Tensor& like, int64_t rows, int64_t cols);
 
 Shape with_matrix(const Shape& batch, int64_t rows, int64_t cols) {
   Shape sizes = batch;
@@ -165,6 +195,32 @@ void lu_solve_in_place(const T* lu, const std::int32_t* pivots, int64_t n, T* b,
   for (int64_t i = n - 1; i >= 0; --i) swap_rows(i);  // X = P (P^T X): the swaps undone, last first
 }
 
+// ?gesdd for one type: real (no rwork) or complex.
+template <class T, class R>
+void gesdd(const char* jobz, int m, int n, T* a, R* s, T* u, int ldu, T* vt, int ldvt, int* info) {
+  const int lda = std::max(m, 1);
+  const int mn = std::min(m, n), mx = std::max(m, n);
+  std::vector<int> iwork(static_cast<std::size_t>(8 * std::max(mn, 1)));
+  std::vector<R> rwork(static_cast<std::size_t>(std::max<long>(
+      1, std::max<long>(5L * mn * mn + 5L * mn, 2L * mx * mn + 2L * mn * mn + mn))));
+  T size_query{};
+  int lwork = -1;
+  const auto call = [&](T* work) {
+    if constexpr (std::is_same_v<T, float>)
+      sgesdd_(jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork.data(), info, 1);
+    else if constexpr (std::is_same_v<T, double>)
+      dgesdd_(jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork.data(), info, 1);
+    else if constexpr (std::is_same_v<T, std::complex<float>>)
+      cgesdd_(jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, rwork.data(), iwork.data(), info, 1);
+    else
+      zgesdd_(jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, rwork.data(), iwork.data(), info, 1);
+  };
+  call(&size_query);  // lwork = -1: the optimal workspace size comes back in work[0]
+  lwork = std::max(1, static_cast<int>(std::real(size_query)));
+  std::vector<T> work(static_cast<std::size_t>(lwork));
+  call(work.data());
+}
+
 // The pivots as int32 values in [1, n], checked (they index rows).
 Tensor checked_pivots(const Tensor& pivots, int64_t rows, const char* op) {
   check(pivots.defined(), op, ": pivots is undefined");
@@ -176,6 +232,17 @@ Tensor checked_pivots(const Tensor& pivots, int64_t rows, const char* op) {
     check(p[i] >= 1 && p[i] <= rows, op, ": pivot ", p[i], " is out of range for a matrix with ", rows,
           " rows (pivots are 1-based)");
   return as_int32;
+}
+
+Tensor diag_embed_identity_like(const Tensor& like, int64_t rows, int64_t cols) {
+  Tensor out = zeros(like.sizes(), like.dtype());
+  const int64_t count = rows * cols == 0 ? 0 : out.numel() / (rows * cols);
+  kernel::dispatch_floating_or_complex(like.dtype(), "linalg_svd", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t b = 0; b < count; ++b)
+      for (int64_t i = 0; i < std::min(rows, cols); ++i) out.data_ptr<T>()[b * rows * cols + i * cols + i] = T(1);
+  });
+  return out;
 }
 
 }  // namespace
@@ -374,6 +441,64 @@ Tensor linalg_solve(const Tensor& A, const Tensor& B, bool left) {
   const auto [lu, pivots] = linalg_lu_factor(A, true);
   const Tensor x = linalg_lu_solve(lu, pivots, rhs, left, false);
   return vector_case ? squeeze(x, -1) : x;
+}
+
+// ------------------------------------------------------------------- svd ---
+
+std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& A, bool full_matrices) {
+  const char* op = "linalg_svd";
+  check_matrices(A, op, "A");
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  check(m <= INT32_MAX / 8 && n <= INT32_MAX / 8, op, ": matrix ", shape_text(A.sizes()), " is too large for LAPACK");
+  const int64_t u_cols = full_matrices ? m : k, vh_rows = full_matrices ? n : k;
+  const Shape batch = batch_of(A);
+  const int64_t count = numel_of(batch);
+  const DType real_dtype = A.dtype() == DType::ComplexFloat ? DType::Float32
+                           : A.dtype() == DType::ComplexDouble ? DType::Float64 : A.dtype();
+  // LAPACK reads and writes column-major matrices: the row-major transpose of each.
+  const Tensor a_t = clone(transpose(A, -2, -1));  // [.., n, m] row-major = A column-major
+  Tensor U_t = zeros(with_matrix(batch, u_cols, m), A.dtype());   // U column-major
+  Tensor S = zeros([&] { Shape s = batch; s.push_back(k); return s; }(), real_dtype);
+  Tensor Vh_t = zeros(with_matrix(batch, n, vh_rows), A.dtype());  // Vh column-major
+  if (m == 0 || n == 0) {  // no singular values; U and Vh are identities where they exist
+    return {transpose(diag_embed_identity_like(U_t, m, u_cols), -2, -1), S,
+            transpose(diag_embed_identity_like(Vh_t, vh_rows, n), -2, -1)};
+  }
+  static const bool one_thread = [] {  // the same results for any core count, as the products' BLAS
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)one_thread;
+  kernel::dispatch_floating_or_complex(A.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using R = decltype(std::abs(T{}));
+    for (int64_t b = 0; b < count; ++b) {
+      int info = 0;
+      gesdd(full_matrices ? "A" : "S", static_cast<int>(m), static_cast<int>(n), a_t.data_ptr<T>() + b * m * n,
+            S.data_ptr<R>() + b * k, U_t.data_ptr<T>() + b * m * u_cols, static_cast<int>(m),
+            Vh_t.data_ptr<T>() + b * vh_rows * n, static_cast<int>(vh_rows), &info);
+      check(info == 0, op, ": LAPACK's ?gesdd failed (info = ", info, ")",
+            info > 0 ? ": the SVD did not converge (a NaN or inf in the input?)" : "");
+    }
+  });
+  return {transpose(U_t, -2, -1).contiguous(), S, transpose(Vh_t, -2, -1).contiguous()};
+}
+
+Tensor linalg_pinv(const Tensor& A) {
+  check_matrices(A, "linalg_pinv", "A");
+  const int64_t m = A.size(-2), n = A.size(-1);
+  Shape pinv_sizes = batch_of(A);
+  pinv_sizes.push_back(n);
+  pinv_sizes.push_back(m);
+  if (A.numel() == 0) return zeros(pinv_sizes, A.dtype());
+  const auto [U, S, Vh] = linalg_svd(A, false);
+  // torch's default tolerance: singular values up to max(m, n) eps sigma_max count as zero.
+  const double eps = S.dtype() == DType::Float32 ? std::numeric_limits<float>::epsilon()
+                                                 : std::numeric_limits<double>::epsilon();
+  const Tensor tolerance = mul(amax(S, {-1}, true), Scalar(eps * static_cast<double>(std::max(m, n))));
+  const Tensor kept = gt(S, tolerance);
+  const Tensor S_pseudoinverse = where(kept, reciprocal(where(kept, S, Scalar(1.0))), Scalar(0.0));
+  return matmul(mul(mH(Vh), unsqueeze(S_pseudoinverse.to(A.dtype()), -2)), mH(U));
 }
 
 // --------------------------------------------------------------- cross ---
