@@ -254,6 +254,8 @@ std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& A, bool full_matrice
 // The pseudo-inverse V diag(1/S) U^H, singular values up to max(m, n) eps max(S) taken as zero (torch's
 // default tolerance).
 Tensor linalg_pinv(const Tensor& A);
+// exp(A), by scaling and squaring with a [13/13] Pade approximant (float16/bfloat16 in float32).
+Tensor linalg_matrix_exp(const Tensor& A);
 // The cross product of 3-vectors along dim (the operands broadcast).
 Tensor linalg_cross(const Tensor& self, const Tensor& other, std::int64_t dim = -1);
 

@@ -1,6 +1,6 @@
 // Backward nodes of the linear-algebra decompositions and solvers: svd, qr, eigh, eig, cholesky,
 // lu (factor, solve, unpack), solve, solve_triangular, triangular_solve, cholesky_solve,
-// cholesky_inverse, inv, det, slogdet, pinv, lstsq, cross.
+// cholesky_inverse, inv, det, slogdet, pinv, lstsq, matrix_exp, cross.
 //
 // The formulas are FunctionsManual.cpp's (svd_backward, linalg_qr_backward, linalg_eig_backward, ...),
 // ported under the same names. But for lstsq's, which recomputes a pseudo-inverse (L0's linalg_pinv, an
@@ -875,6 +875,25 @@ Grads LinalgLstsqBackward0(const Grads& grads, const LinalgLstsqBackward0Saved& 
   return out;
 }
 
+// LinalgMatrixExpBackward0 — linalg_matrix_exp(Tensor self)
+//   self: linalg_matrix_exp_differential(self, grad, /*adjoint*/ true)
+// linalg_matrix_exp_differential (Mathias 1996): the adjoint of the differential of exp at A applied to
+// G is the top-right block of exp([[A^H, G], [0, A^H]]).
+struct LinalgMatrixExpBackward0Saved {
+  Tensor self;
+};
+
+Grads LinalgMatrixExpBackward0(const Grads& grads, const LinalgMatrixExpBackward0Saved& saved, const Need& need) {
+  const char* node = "LinalgMatrixExpBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_matrix(node, "self", saved.self);
+  check_same_shape_as(node, "grad", *grads[0], "self", saved.self);
+  const int64_t n = saved.self.size(-1);
+  const Tensor A_h = mH(saved.self).to(grads[0]->dtype());
+  const Tensor meta_grad = cat({cat({A_h, *grads[0]}, -1), cat({zeros_like(A_h), A_h}, -1)}, -2);
+  return Grads{contiguous(narrow(narrow(linalg_matrix_exp(meta_grad), -2, 0, n), -1, n, n))};
+}
+
 // LinalgCrossBackward0 — linalg_cross(Tensor self, Tensor other, *, int dim=-1)
 //   self: at::linalg_cross(other.conj(), grad, dim)
 //   other: at::linalg_cross(grad, self.conj(), dim)
@@ -1061,6 +1080,13 @@ void add_linalg_decomposition_nodes(std::vector<NodeDef>& registry) {
          "self, b: linalg_lstsq_backward(grads[0], grads[1], self, b, solution, grad_input_mask)"},
         {saved<&S::b>("b", FieldKind::Tensor), saved<&S::self>("self", FieldKind::Tensor),
          saved<&S::solution>("solution", FieldKind::Tensor)}));
+  }
+  {
+    using S = LinalgMatrixExpBackward0Saved;
+    registry.push_back(define_node<S, LinalgMatrixExpBackward0>(
+        {"LinalgMatrixExpBackward0", "linalg_matrix_exp", {"self"}, 1, {},
+         "self: linalg_matrix_exp_differential(self, grad, /*adjoint*/ true)"},
+        {saved<&S::self>("self", FieldKind::Tensor)}));
   }
   {
     using S = LinalgCrossBackward0Saved;

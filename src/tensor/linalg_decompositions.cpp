@@ -501,6 +501,56 @@ Tensor linalg_pinv(const Tensor& A) {
   return matmul(mul(mH(Vh), unsqueeze(S_pseudoinverse.to(A.dtype()), -2)), mH(U));
 }
 
+// ------------------------------------------------------------ matrix_exp ---
+
+namespace {
+
+// exp(A) of one n x n matrix by scaling and squaring with the [13/13] Pade approximant (Higham 2005,
+// "The scaling and squaring method for the matrix exponential revisited"): A is divided by 2^s until its
+// 1-norm is at most theta_13, the approximant r(A) = (V - U)^{-1} (V + U) is formed, and squared s times.
+Tensor matrix_exp_one(const Tensor& A) {
+  static const double b[] = {64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+                             1187353796428800.0,  129060195264000.0,   10559470521600.0,
+                             670442572800.0,      33522128640.0,       1323241920.0,
+                             40840800.0,          960960.0,            16380.0,
+                             182.0,               1.0};
+  const double theta_13 = 5.371920351148152;
+  const int64_t n = A.size(-1);
+  const double norm_1 = max(sum(abs(A), {0})).to(DType::Float64).item<double>();  // the largest column sum
+  int squarings = 0;
+  if (std::isfinite(norm_1) && norm_1 > theta_13)
+    squarings = static_cast<int>(std::ceil(std::log2(norm_1 / theta_13)));
+  const Tensor X = mul(A, Scalar(std::ldexp(1.0, -squarings)));
+  const Tensor I = diag_embed(ones({n}, A.dtype()));
+  const Tensor X2 = matmul(X, X), X4 = matmul(X2, X2), X6 = matmul(X4, X2);
+  const auto combination = [&](double c6, double c4, double c2, double c0) {
+    Tensor out = add(add(mul(X6, Scalar(c6)), mul(X4, Scalar(c4))), mul(X2, Scalar(c2)));
+    return c0 == 0 ? out : add(out, mul(I, Scalar(c0)));
+  };
+  const Tensor U = matmul(X, add(matmul(X6, combination(b[13], b[11], b[9], 0)), combination(b[7], b[5], b[3], b[1])));
+  const Tensor V = add(matmul(X6, combination(b[12], b[10], b[8], 0)), combination(b[6], b[4], b[2], b[0]));
+  Tensor R = linalg_solve(sub(V, U), add(V, U));
+  for (int i = 0; i < squarings; ++i) R = matmul(R, R);
+  return R;
+}
+
+}  // namespace
+
+Tensor linalg_matrix_exp(const Tensor& A) {
+  const char* op = "linalg_matrix_exp";
+  check(A.defined() && A.dim() >= 2 && A.size(-1) == A.size(-2), op,
+        ": expected a square matrix or a batch of them, got shape ", A.defined() ? str(A.sizes()) : "(undefined)");
+  if (kernel::is_storage_format(A))  // float16/bfloat16: computed in float32, rounded once
+    return kernel::rounded_to(linalg_matrix_exp(kernel::to_opmath(A)), A.dtype());
+  check_matrices(A, op, "A");
+  const int64_t n = A.size(-1);
+  if (A.numel() == 0) return A.clone();
+  const Tensor matrices = reshape(A, {-1, n, n});
+  TensorList results;
+  for (int64_t i = 0; i < matrices.size(0); ++i) results.push_back(matrix_exp_one(select(matrices, 0, i)));
+  return reshape(stack(results, 0), A.sizes());
+}
+
 // --------------------------------------------------------------- cross ---
 
 Tensor linalg_cross(const Tensor& self, const Tensor& other, std::int64_t dim) {

@@ -515,6 +515,18 @@ TEST_CASE("LinalgLstsqBackward0") {
   }
 }
 
+TEST_CASE("LinalgMatrixExpBackward0") {
+  for (const char* A : {"torch.randn(3, 3, dtype=torch.float64) / 4", "4 * torch.randn(2, 3, 3, dtype=torch.float64)",
+                        "torch.randn(3, 3, dtype=torch.complex128)"}) {  // the second one is scaled and squared
+    CAPTURE(A);
+    const TorchCase c = torch_case(std::string("A = ") + A,
+                                   "case(lambda A: torch.linalg.matrix_exp(A), [A], 'LinalgMatrixExpBackward0', "
+                                   "['self'])",
+                                   1, 1, 1);
+    check_case("LinalgMatrixExpBackward0", c, {{"self", c.saved[0]}}, {true});
+  }
+}
+
 TEST_CASE("LinalgCrossBackward0") {
   for (const char* setup : {"a = torch.randn(4, 3, dtype=torch.float64); b = torch.randn(4, 3, dtype=torch.float64)",
                             "a = torch.randn(1, 3, dtype=torch.float64); b = torch.randn(5, 3, dtype=torch.float64)",
