@@ -1,6 +1,6 @@
 // Backward nodes of the linear-algebra decompositions and solvers: svd, qr, eigh, eig, cholesky,
 // lu (factor, solve, unpack), solve, solve_triangular, triangular_solve, cholesky_solve,
-// cholesky_inverse, inv, det, slogdet, pinv, lstsq, matrix_exp, cross.
+// cholesky_inverse, inv, det, slogdet, pinv, lstsq, matrix_exp, householder_product, ormqr, cross.
 //
 // The formulas are FunctionsManual.cpp's (svd_backward, linalg_qr_backward, linalg_eig_backward, ...),
 // ported under the same names. But for lstsq's, which recomputes a pseudo-inverse (L0's linalg_pinv, an
@@ -31,17 +31,19 @@ Tensor mT(const Tensor& t) { return transpose(t, -2, -1); }
 // i * x for a real x: the complex number with real part 0 and imaginary part x.
 Tensor i_times(const Tensor& x) { return complex(zeros_like(x), x); }
 
-// X with its main diagonal replaced by `value` (FunctionsManual's `X.diagonal(0, -2, -1).fill_(value)`).
-Tensor fill_diagonal(const Tensor& X, double value) {
-  const int64_t n = X.size(-1);
-  const Tensor on_diagonal = diag_embed(ones({n}, DType::Bool));
-  return where(on_diagonal, Scalar(value), X);
+// The rows x cols mask of the main diagonal.
+Tensor diagonal_mask(int64_t rows, int64_t cols) {
+  return eq(unsqueeze(arange(rows), -1), unsqueeze(arange(cols), 0));
 }
 
-// X with its main diagonal replaced by d (`X.diagonal(0, -2, -1).copy_(d)`).
+// X with its main diagonal replaced by `value` (FunctionsManual's `X.diagonal(0, -2, -1).fill_(value)`).
+Tensor fill_diagonal(const Tensor& X, double value) {
+  return where(diagonal_mask(X.size(-2), X.size(-1)), Scalar(value), X);
+}
+
+// X (square) with its main diagonal replaced by d (`X.diagonal(0, -2, -1).copy_(d)`).
 Tensor set_diagonal(const Tensor& X, const Tensor& d) {
-  const Tensor on_diagonal = diag_embed(ones({X.size(-1)}, DType::Bool));
-  return where(on_diagonal, diag_embed(d.to(X.dtype())), X);
+  return where(diagonal_mask(X.size(-2), X.size(-1)), diag_embed(d.to(X.dtype())), X);
 }
 
 // The matrix E of the eigen- and singular-value formulas: E_jk = x_k - x_j off the diagonal, 1 on it
@@ -330,6 +332,84 @@ Tensor lu_unpack_backward(const OptionalTensor& L_grad, const OptionalTensor& U_
 Tensor cholesky_solve(const Tensor& B, const Tensor& factor, bool upper) {
   const Tensor L = upper ? mH(factor) : factor;
   return linalg_solve_triangular(mH(L), linalg_solve_triangular(L, B, /*upper=*/false), /*upper=*/true);
+}
+
+// householder_product_backward: see LinalgHouseholderProductBackward0. Returns (input_grad, tau_grad).
+// With H_i(t) = I - t v_i v_i^H and K_i = H_i_plus Q_grad^H H_i_minus (the reflectors after and before
+// the i-th), v_i's grad is -conj(tau_i v_i^H K_i) - tau_i K_i v_i and tau_i's is -conj(v_i^H K_i v_i);
+// K_{i+1} = H_{i+1}^{-1} K_i H_i, with H(tau)^{-1} = H(sigma), sigma = tau / (tau ||v||^2 - 1).
+// flip_order walks the reflectors last to first (ormqr's second case).
+std::pair<Tensor, Tensor> householder_product_backward(const Tensor& grad, const Tensor& result, const Tensor& input_,
+                                                       const Tensor& tau, bool flip_order = false) {
+  if (input_.numel() == 0 || tau.numel() == 0) return {};
+  const int64_t m = input_.size(-2), n = input_.size(-1), k = tau.size(-1);
+  // The forward reads the part below the diagonal, with ones on it.
+  const Tensor input = fill_diagonal(tril(input_, -1), 1.0);
+  const Tensor first_k = narrow(input, -1, 0, k);
+  const Tensor norm_squared = sum(mul(first_k, conj(first_k)), {-2});
+  const Tensor sigma = div(tau, sub(mul(tau, norm_squared), Scalar(1.0)));
+  const auto column = [&](int64_t i) { return narrow(input, -1, i, 1); };  // v_i, [.., m, 1]
+  const auto scalar = [](const Tensor& t, int64_t i) { return narrow(t, -1, i, 1); };  // [.., 1]
+
+  // (I - t v v^H) K from the left, K (I - t v v^H) from the right
+  const auto apply_reflector = [](const Tensor& v, const Tensor& t, const Tensor& K, bool left) {
+    const Tensor tv = mul(unsqueeze(t, -1), v);
+    return left ? sub(K, matmul(tv, matmul(mH(v), K))) : sub(K, matmul(matmul(K, tv), mH(v)));
+  };
+  const auto flip_i = [&](int64_t i) { return flip_order ? k - i - 1 : i; };
+  const auto next_i = [&](int64_t i) { return flip_order ? i - 1 : i + 1; };
+  const bool apply_left = !flip_order;
+
+  Tensor K = matmul(result, mH(grad));
+  K = apply_reflector(column(flip_i(0)), scalar(sigma, flip_i(0)), K, apply_left);
+  std::vector<Tensor> input_grads(static_cast<std::size_t>(k)), tau_grads(static_cast<std::size_t>(k));
+  for (int64_t step = 0; step < k; ++step) {
+    const int64_t i = flip_i(step);
+    const Tensor v_full = column(i), t = scalar(tau, i);
+    // v_i is zero above row i: only rows i.. take part
+    const Tensor v = narrow(v_full, -2, i, m - i);
+    const Tensor vHK = matmul(mH(v), narrow(K, -2, i, m - i));  // [.., 1, m]
+    const Tensor Kv = matmul(narrow(K, -1, i, m - i), v);       // [.., m, 1]
+    const Tensor t_unsqueezed = unsqueeze(t, -1);
+    input_grads[i] = sub(squeeze(conj(mul(neg(t_unsqueezed), vHK)), -2), squeeze(mul(t_unsqueezed, Kv), -1));
+    tau_grads[i] = squeeze(neg(conj(matmul(narrow(vHK, -1, i, m - i), v))), -1);
+    if (i != flip_i(k - 1)) {  // K <- H_{i+1}^{-1} K H_i
+      const int64_t i_next = next_i(i);
+      K = apply_reflector(column(i_next), scalar(sigma, i_next), K, apply_left);
+      K = apply_reflector(v_full, t, K, !apply_left);
+    }
+  }
+  Tensor input_grad = stack(input_grads, -1);
+  if (k < n) {  // the columns the forward does not read
+    Shape zero_shape = input_grad.sizes();
+    zero_shape.back() = n - k;
+    input_grad = cat({input_grad, zeros(zero_shape, input_grad.dtype())}, -1);
+  }
+  return {tril(input_grad, -1), cat(tau_grads, -1)};
+}
+
+// The m x m product H_1 ... H_k of the reflectors in (input, tau) (torch.linalg.householder_product taken
+// to all m columns), and ormqr: op(Q) other (left) or other op(Q), op(Q) = Q^H when transpose.
+Tensor householder_matrix(const Tensor& input, const Tensor& tau) {
+  const int64_t m = input.size(-2), k = tau.size(-1);
+  const Tensor V = fill_diagonal(tril(input, -1), 1.0);
+  Tensor Q = expand(diag_embed(ones({m}, input.dtype())), [&] {
+    Shape sizes(input.sizes().begin(), input.sizes().end() - 2);
+    sizes.push_back(m);
+    sizes.push_back(m);
+    return sizes;
+  }());
+  for (int64_t i = 0; i < k; ++i) {  // Q <- Q H_i = Q - tau_i (Q v_i) v_i^H
+    const Tensor v = narrow(V, -1, i, 1);
+    Q = sub(Q, matmul(mul(matmul(Q, v), unsqueeze(narrow(tau, -1, i, 1), -1)), mH(v)));
+  }
+  return Q;
+}
+
+Tensor ormqr(const Tensor& input, const Tensor& tau, const Tensor& other, bool left, bool transpose) {
+  const Tensor Q = householder_matrix(input, tau);
+  const Tensor op_Q = transpose ? mH(Q) : Q;
+  return left ? matmul(op_Q, other) : matmul(other, op_Q);
 }
 
 // ------------------------------------------------------------------ nodes ---
@@ -894,6 +974,67 @@ Grads LinalgMatrixExpBackward0(const Grads& grads, const LinalgMatrixExpBackward
   return Grads{contiguous(narrow(narrow(linalg_matrix_exp(meta_grad), -2, 0, n), -1, n, n))};
 }
 
+// LinalgHouseholderProductBackward0 — linalg_householder_product(Tensor input, Tensor tau)
+//   input, tau: householder_product_backward(grad, result, input, tau)
+// (see householder_product_backward above; it assumes every reflector is invertible, as those of
+// geqrf are)
+struct LinalgHouseholderProductBackward0Saved {
+  Tensor input;
+  Tensor tau;
+  Tensor result;
+};
+
+Grads LinalgHouseholderProductBackward0(const Grads& grads, const LinalgHouseholderProductBackward0Saved& saved,
+                                        const Need& need) {
+  const char* node = "LinalgHouseholderProductBackward0";
+  if (!grads[0] || (!need[0] && !need[1])) return Grads(2);
+  check_matrix(node, "input", saved.input);
+  check_same_shape_as(node, "grad", *grads[0], "result", saved.result);
+  check(saved.tau.dim() == saved.input.dim() - 1 && saved.tau.size(-1) <= saved.input.size(-1), node, ": tau ",
+        shape_text(saved.tau.sizes()), " does not fit input ", shape_text(saved.input.sizes()));
+  const auto [input_grad, tau_grad] = householder_product_backward(*grads[0], saved.result, saved.input, saved.tau);
+  Grads out(2);
+  if (need[0] && input_grad.defined()) out[0] = input_grad;
+  if (need[1] && tau_grad.defined()) out[1] = tau_grad;
+  return out;
+}
+
+// OrmqrBackward0 — ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False)
+//   self, input2, input3: ormqr_backward(grad, result, self, input2, input3, left, transpose, grad_input_mask)
+// ormqr_backward: other's grad is ormqr(self, tau, grad, left, !transpose); the reflectors' grads are
+// householder_product_backward's, fed (grad, result) or (result^H, grad^H) with the order flipped,
+// depending on the side Q multiplies from and on transpose.
+struct OrmqrBackward0Saved {
+  Tensor input2;
+  Tensor input3;
+  bool left;
+  Tensor self;
+  bool transpose;
+  Tensor result;
+};
+
+Grads OrmqrBackward0(const Grads& grads, const OrmqrBackward0Saved& saved, const Need& need) {
+  const char* node = "OrmqrBackward0";
+  if (!grads[0] || (!need[0] && !need[1] && !need[2])) return Grads(3);
+  const Tensor& grad = *grads[0];
+  check_matrix(node, "self", saved.self);
+  check_same_shape_as(node, "grad", grad, "result", saved.result);
+  Grads out(3);
+  if (need[2]) out[2] = ormqr(saved.self, saved.input2, grad, saved.left, !saved.transpose);
+  if (need[0] || need[1]) {
+    const bool forward_order = saved.left != saved.transpose;
+    const Tensor hpb_grad = forward_order ? (!saved.transpose ? grad : mH(grad))
+                                          : (!saved.transpose ? mH(saved.result) : saved.result);
+    const Tensor hpb_result = forward_order ? (!saved.transpose ? saved.result : mH(saved.result))
+                                            : (!saved.transpose ? mH(grad) : grad);
+    const auto [self_grad, tau_grad] =
+        householder_product_backward(hpb_grad, hpb_result, saved.self, saved.input2, /*flip_order=*/!forward_order);
+    if (need[0] && self_grad.defined()) out[0] = self_grad;
+    if (need[1] && tau_grad.defined()) out[1] = tau_grad;
+  }
+  return out;
+}
+
 // LinalgCrossBackward0 — linalg_cross(Tensor self, Tensor other, *, int dim=-1)
 //   self: at::linalg_cross(other.conj(), grad, dim)
 //   other: at::linalg_cross(grad, self.conj(), dim)
@@ -1087,6 +1228,24 @@ void add_linalg_decomposition_nodes(std::vector<NodeDef>& registry) {
         {"LinalgMatrixExpBackward0", "linalg_matrix_exp", {"self"}, 1, {},
          "self: linalg_matrix_exp_differential(self, grad, /*adjoint*/ true)"},
         {saved<&S::self>("self", FieldKind::Tensor)}));
+  }
+  {
+    using S = LinalgHouseholderProductBackward0Saved;
+    registry.push_back(define_node<S, LinalgHouseholderProductBackward0>(
+        {"LinalgHouseholderProductBackward0", "linalg_householder_product", {"input", "tau"}, 1, {},
+         "input, tau: householder_product_backward(grad, result, input, tau)"},
+        {saved<&S::input>("input", FieldKind::Tensor), saved<&S::tau>("tau", FieldKind::Tensor),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = OrmqrBackward0Saved;
+    registry.push_back(define_node<S, OrmqrBackward0>(
+        {"OrmqrBackward0", "ormqr", {"self", "input2", "input3"}, 1, {},
+         "self, input2, input3: ormqr_backward(grad, result, self, input2, input3, left, transpose, "
+         "grad_input_mask)"},
+        {saved<&S::input2>("input2", FieldKind::Tensor), saved<&S::input3>("input3", FieldKind::Tensor),
+         saved<&S::left>("left", FieldKind::Bool), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::transpose>("transpose", FieldKind::Bool), saved<&S::result>("result", FieldKind::Tensor)}));
   }
   {
     using S = LinalgCrossBackward0Saved;

@@ -264,7 +264,8 @@ bool supports_complex(const NodeSchema& schema) {
       "LinalgSolveExBackward0", "LinalgSolveTriangularBackward0", "TriangularSolveBackward0",
       "LinalgCholeskyExBackward0", "CholeskyBackward0", "CholeskySolveBackward0", "CholeskyInverseBackward0",
       "LinalgEighBackward0", "LinalgEigBackward0", "LinalgDetBackward0", "LinalgSlogdetBackward0",
-      "LinalgLstsqBackward0", "LinalgMatrixExpBackward0", "LinalgCrossBackward0",
+      "LinalgLstsqBackward0", "LinalgMatrixExpBackward0", "LinalgHouseholderProductBackward0", "OrmqrBackward0",
+      "LinalgCrossBackward0",
       // sums
       "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
       "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1",

@@ -527,6 +527,43 @@ TEST_CASE("LinalgMatrixExpBackward0") {
   }
 }
 
+TEST_CASE("LinalgHouseholderProductBackward0") {
+  for (const char* setup : {"input, tau = torch.geqrf(torch.randn(5, 3, dtype=torch.float64))",
+                            "input, tau = torch.geqrf(torch.randn(2, 4, 4, dtype=torch.float64)); tau = tau[..., :3]",
+                            "input, tau = torch.geqrf(torch.randn(4, 3, dtype=torch.complex128))"}) {
+    CAPTURE(setup);
+    const TorchCase c = torch_case(setup,
+                                   "case(lambda input, tau: torch.linalg.householder_product(input, tau), [input, tau], "
+                                   "'LinalgHouseholderProductBackward0', ['input', 'tau', 'result'])",
+                                   3, 1, 2);
+    const Saved saved = {{"input", c.saved[0]}, {"tau", c.saved[1]}, {"result", c.saved[2]}};
+    check_case("LinalgHouseholderProductBackward0", c, saved, {true, true});
+    check_case("LinalgHouseholderProductBackward0", c, saved, {false, true});
+  }
+}
+
+TEST_CASE("OrmqrBackward0") {
+  for (const char* left : {"True", "False"})
+    for (const char* transpose : {"False", "True"})
+      for (const char* dtype : {"torch.float64", "torch.complex128"}) {
+        CAPTURE(left);
+        CAPTURE(transpose);
+        CAPTURE(dtype);
+        const std::string other_shape = std::string(left) == "True" ? "(4, 2)" : "(2, 4)";
+        const TorchCase c = torch_case(std::string("input, tau = torch.geqrf(torch.randn(4, 3, dtype=") + dtype +
+                                           ")); other = torch.randn" + other_shape + ".to(" + dtype + ")",
+                                       std::string("case(lambda input, tau, other: torch.ormqr(input, tau, other, "
+                                                   "left=") + left + ", transpose=" + transpose + "), "
+                                       "[input, tau, other], 'OrmqrBackward0', ['input2', 'input3', 'left', 'self', "
+                                       "'transpose', 'result'])",
+                                       6, 1, 3);
+        const Saved saved = {{"input2", c.saved[0]}, {"input3", c.saved[1]}, {"left", flag(c.saved[2])},
+                             {"self", c.saved[3]}, {"transpose", flag(c.saved[4])}, {"result", c.saved[5]}};
+        check_case("OrmqrBackward0", c, saved, {true, true, true});
+        check_case("OrmqrBackward0", c, saved, {false, false, true});
+      }
+}
+
 TEST_CASE("LinalgCrossBackward0") {
   for (const char* setup : {"a = torch.randn(4, 3, dtype=torch.float64); b = torch.randn(4, 3, dtype=torch.float64)",
                             "a = torch.randn(1, 3, dtype=torch.float64); b = torch.randn(5, 3, dtype=torch.float64)",
