@@ -79,14 +79,16 @@ bool lu_is_of_transpose(const Tensor& A, const Tensor& LU, const Tensor& pivots)
   return off_AT < off_A;
 }
 
-// Checks the LU and pivots saved with A: LU square like A, pivots one per row.
+// Checks the LU and pivots saved with A: square matrices like A's (LU may carry more batch dims, when A
+// was broadcast against B), and one pivot per row.
 void check_lu(const char* node, const Tensor& A, const Tensor& LU, const Tensor& pivots) {
   check_matrix(node, "A", A);
-  check(LU.sizes() == A.sizes() && A.size(-1) == A.size(-2), node, ": LU ", shape_text(LU.sizes()),
-        " must have the shape of the square A ", shape_text(A.sizes()));
-  Shape expected(A.sizes().begin(), A.sizes().end() - 1);
-  check(pivots.sizes() == expected, node, ": pivots ", shape_text(pivots.sizes()), " do not fit A ",
-        shape_text(A.sizes()), " (expected ", shape_text(expected), ")");
+  check_matrix(node, "LU", LU);
+  check(A.size(-1) == A.size(-2) && LU.size(-1) == A.size(-1) && LU.size(-2) == A.size(-2), node, ": LU ",
+        shape_text(LU.sizes()), " must hold square matrices of the size of A's ", shape_text(A.sizes()));
+  Shape expected(LU.sizes().begin(), LU.sizes().end() - 1);
+  check(pivots.sizes() == expected, node, ": pivots ", shape_text(pivots.sizes()), " do not fit LU ",
+        shape_text(LU.sizes()), " (expected ", shape_text(expected), ")");
 }
 
 // ------------------------------------------------------ FunctionsManual ---

@@ -201,8 +201,9 @@ void gesdd(const char* jobz, int m, int n, T* a, R* s, T* u, int ldu, T* vt, int
   const int lda = std::max(m, 1);
   const int mn = std::min(m, n), mx = std::max(m, n);
   std::vector<int> iwork(static_cast<std::size_t>(8 * std::max(mn, 1)));
+  // LAPACK's bound on the real workspace of c/zgesdd (its newer one, 5 mn^2 + 7 mn, included)
   std::vector<R> rwork(static_cast<std::size_t>(std::max<long>(
-      1, std::max<long>(5L * mn * mn + 5L * mn, 2L * mx * mn + 2L * mn * mn + mn))));
+      1, std::max<long>(5L * mn * mn + 7L * mn, 2L * mx * mn + 2L * mn * mn + mn))));
   T size_query{};
   int lwork = -1;
   const auto call = [&](T* work) {
@@ -562,14 +563,14 @@ Tensor linalg_cross(const Tensor& self, const Tensor& other, std::int64_t dim) {
   const int64_t d = wrap_dim(dim, static_cast<int64_t>(sizes.size()), op);
   check(self.sizes()[d] == 3 && other.sizes()[d] == 3, op, ": inputs dimension ", dim, " must have length 3, got ",
         self.sizes()[d], " and ", other.sizes()[d]);
-  // float16/bfloat16 compute in float32 and round once, as ATen's kernel does.
+  // Each product and the difference round to the dtype, as ATen's kernel does with c10::Half and
+  // c10::BFloat16 arithmetic (which rounds every operation's result).
   const DType dtype = promote_types(self.dtype(), other.dtype());
-  const Tensor a = broadcast_to(kernel::to_opmath(self.to(dtype)), sizes);
-  const Tensor b = broadcast_to(kernel::to_opmath(other.to(dtype)), sizes);
+  const Tensor a = broadcast_to(self.to(dtype), sizes), b = broadcast_to(other.to(dtype), sizes);
   const auto component = [&](int64_t i, int64_t j) {  // a_i b_j - a_j b_i
     return sub(mul(select(a, d, i), select(b, d, j)), mul(select(a, d, j), select(b, d, i)));
   };
-  return kernel::rounded_to(stack({component(1, 2), component(2, 0), component(0, 1)}, d), dtype);
+  return stack({component(1, 2), component(2, 0), component(0, 1)}, d);
 }
 
 }  // namespace refgrad

@@ -97,7 +97,7 @@ TEST_CASE("linalg_lu_factor, lu_unpack and linalg_lu_solve") {
         const std::string flags = std::string("left=") + (left ? "True" : "False") +
                                   ", adjoint=" + (adjoint ? "True" : "False");
         CHECK_TENSOR(linalg_lu_solve(LU, pivots, B, left, adjoint),
-                     torch_eval1("torch.linalg.lu_solve(a, b, c, " + flags + ")", {LU, pivots, B}), rtol_of(dtype),
+                     torch_eval1("torch.linalg.lu_solve(a, b, c, " + flags + ").resolve_conj()", {LU, pivots, B}), rtol_of(dtype),
                      1e-6);
       }
   }
@@ -115,7 +115,7 @@ TEST_CASE("linalg_solve") {
     const Tensor B = random({2, 3, 4}, 10, dtype), b = random({2, 3}, 11, dtype), Bl = random({4, 3}, 12, dtype);
     CHECK_TENSOR(linalg_solve(A, B), torch_eval1("torch.linalg.solve(a, b)", {A, B}), 1e-10, 1e-12);
     CHECK_TENSOR(linalg_solve(A, b), torch_eval1("torch.linalg.solve(a, b)", {A, b}), 1e-10, 1e-12);  // vectors
-    CHECK_TENSOR(linalg_solve(A, Bl, false), torch_eval1("torch.linalg.solve(a, b, left=False)", {A, Bl}), 1e-10,
+    CHECK_TENSOR(linalg_solve(A, Bl, false), torch_eval1("torch.linalg.solve(a, b, left=False).resolve_conj()", {A, Bl}), 1e-10,
                  1e-12);
   }
 }
@@ -133,8 +133,9 @@ TEST_CASE("linalg_svd and linalg_pinv") {
         CHECK_TENSOR(S, torch_eval1("torch.linalg.svdvals(a)", {A}), rtol_of(dtype), 1e-6);
         const Tensor rebuilt = torch_eval1("(a[..., :c] * b.unsqueeze(-2).to(a.dtype)) @ d[..., :c, :]", {U, S, k, Vh});
         CHECK_TENSOR(rebuilt, A, rtol_of(dtype), 1e-5);
-        CHECK_TENSOR(torch_eval1("a.mH @ a", {U}), torch_eval1("torch.eye(a.shape[-1], dtype=a.dtype)", {U}),
-                     rtol_of(dtype), 1e-5, false);
+        const double off_identity = torch_eval1("(a.mH @ a - torch.eye(a.shape[-1], dtype=a.dtype)).abs().max()", {U})
+                                        .item<double>();
+        CHECK(off_identity < 1e-5);
       }
       CHECK_TENSOR(linalg_pinv(A), torch_eval1("torch.linalg.pinv(a)", {A}), rtol_of(dtype) * 10, 1e-5);
     }
@@ -153,8 +154,9 @@ TEST_CASE("linalg_matrix_exp") {
     CHECK_TENSOR(linalg_matrix_exp(large), torch_eval1("torch.linalg.matrix_exp(a)", {large}), rtol_of(dtype) * 10,
                  1e-5);
   }
+  // float16 computes in float32, rounded once (torch's own float16 kernel gives NaN here)
   const Tensor half = to(random({3, 3}, 16), DType::Float16);
-  CHECK_TENSOR(linalg_matrix_exp(half), torch_eval1("torch.linalg.matrix_exp(a)", {half}), 1e-2, 1e-2);
+  CHECK_TENSOR(linalg_matrix_exp(half), torch_eval1("torch.linalg.matrix_exp(a.float()).half()", {half}), 1e-3, 1e-3);
 }
 
 TEST_CASE("linalg_cross") {
