@@ -55,8 +55,12 @@ def _find(outputs, name):
 
 def _as_tensor(value):
     if isinstance(value, torch.Tensor):
-        return value.detach()
-    if isinstance(value, (bool, int, float)):
+        return value.detach().resolve_conj()
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):  # torch shows a negative saved int as an unsigned 64-bit one
+        return value - 2**64 if value >= 2**63 else value
+    if isinstance(value, float):
         return value
     raise TypeError(f"cannot return a saved {type(value).__name__}")
 
@@ -80,9 +84,9 @@ def case(forward, inputs, node, fields, used=None, normalize=None, seed=0, eps=1
     saved = [_as_tensor(getattr(fn, "_saved_" + field)) for field in fields]
     loss = loss_of(outputs)
     at_node = torch.autograd.grad(loss, outputs, allow_unused=True, retain_graph=True)
-    at_node = [g if g is not None else torch.zeros(()) for g in at_node]
+    at_node = [g.resolve_conj() if g is not None else torch.zeros(()) for g in at_node]
     torch_grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-    torch_grads = [g if g is not None else torch.zeros_like(x) for g, x in zip(torch_grads, leaves)]
+    torch_grads = [g.resolve_conj() if g is not None else torch.zeros_like(x) for g, x in zip(torch_grads, leaves)]
 
     finite_differences = []
     with torch.no_grad():
