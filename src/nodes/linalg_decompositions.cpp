@@ -721,7 +721,7 @@ Grads LinalgDetBackward0(const Grads& grads, const LinalgDetBackward0Saved& save
   if (!grads[0] || !need[0]) return Grads(1);
   check_lu(node, saved.A, saved.LU, saved.pivots);
   check_same_shape_as(node, "grad", *grads[0], "result", saved.result);
-  if (saved.A.numel() == 0) return Grads(1);
+  if (saved.A.numel() == 0) return Grads{zeros(saved.A.sizes(), saved.LU.dtype())};  // torch's: an empty grad
   const Tensor d_diag = mul(*grads[0], conj(saved.result));
   const Tensor d = diag_embed(expand(unsqueeze(d_diag, -1), saved.pivots.sizes()));
   const Tensor U_diagonal = diagonal(saved.LU, 0, -2, -1);

@@ -113,6 +113,11 @@ Tensor batched_copy(const Tensor& t, const Shape& batch, std::size_t matrix_dims
 // zeros of `like`'s shape with ones on the main diagonal of each rows x cols matrix.
 Tensor diag_embed_identity_like(const Tensor& like, int64_t rows, int64_t cols);
 
+// Single precision substitutes in double precision and rounds once at the end (the one rounding of a
+// primitive's result): a reference should be at least as accurate as the LAPACK solve it stands for.
+bool is_single_precision(DType dtype) { return dtype == DType::Float32 || dtype == DType::ComplexFloat; }
+DType double_precision(DType dtype) { return dtype == DType::Float32 ? DType::Float64 : DType::ComplexDouble; }
+
 Shape with_matrix(const Shape& batch, int64_t rows, int64_t cols) {
   Shape sizes = batch;
   sizes.push_back(rows);
@@ -301,6 +306,10 @@ Tensor linalg_solve_triangular(const Tensor& A, const Tensor& B, bool upper, boo
   check_matrices(B, op, "B");
   check_square(A, op, "A");
   check_same_dtype(A, B, op);
+  if (is_single_precision(A.dtype())) {
+    const DType wide = double_precision(A.dtype());
+    return linalg_solve_triangular(A.to(wide), B.to(wide), upper, left, unitriangular).to(A.dtype());
+  }
   if (!left)  // X A = B  <=>  A^T X^T = B^T, and A^T has the other triangle
     return transpose(linalg_solve_triangular(transpose(A, -2, -1), transpose(B, -2, -1), !upper, true, unitriangular),
                      -2, -1);
@@ -352,6 +361,10 @@ Tensor linalg_lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, 
     return s;
   }(), op, ": pivots ", shape_text(pivots.sizes()), " do not fit LU ", shape_text(LU.sizes()),
         " (expected LU's batch dims and ", n, ")");
+  if (is_single_precision(LU.dtype())) {
+    const DType wide = double_precision(LU.dtype());
+    return linalg_lu_solve(LU.to(wide), pivots, B.to(wide), left, adjoint).to(LU.dtype());
+  }
   if (!left)  // X op(A) = B  <=>  op(A)^H X^H = B^H
     return mH(linalg_lu_solve(LU, pivots, mH(B), true, !adjoint));
   const int64_t k = B.size(-1);
