@@ -816,8 +816,8 @@ Grads LinalgSolveTriangularBackward0(const Grads& grads, const LinalgSolveTriang
 //                                             bool unitriangular=False)
 //   self, A: triangular_solve_backward(grad_solution, grad_cloned_coefficient, self, A, solution, upper,
 //            transpose, unitriangular, grad_input_mask)
-// triangular_solve_backward: for op(A) X = B (op a transpose when `transpose`),
-//   gB = op(A)^{-H} gX,  gA = -gB X^H (or -X gB^T... conjugated: -conj(X) gB^T when transposed),
+// triangular_solve_backward: for op(A) X = B (op(A) = A^T when `transpose`),
+//   gB = op(A)^{-H} gX,  gA = -gB X^H, or -conj(X) gB^T when transposed,
 // projected onto A's triangle, plus the grad of cloned_coefficient (a copy of A).
 struct TriangularSolveBackward0Saved {
   Tensor A;

@@ -1,7 +1,7 @@
 // Solves and factorizations for the backward formulas of the linalg decompositions:
-// linalg_solve_triangular, linalg_lu_factor, linalg_lu_solve, lu_unpack, linalg_solve,
-// and the matrix helpers those formulas are written with (diagonal, diag_embed, mH),
-// plus linalg_cross.
+// linalg_solve_triangular, linalg_lu_factor, linalg_lu_solve, lu_unpack, linalg_solve, linalg_svd,
+// linalg_pinv, linalg_matrix_exp, and the matrix helpers those formulas are written with (diagonal,
+// diag_embed, mH), plus linalg_cross.
 //
 // These are small, readable reference kernels, not LAPACK: partial-pivot LU
 // (Doolittle, as LAPACK's getf2) and forward/back substitution, one matrix at a
