@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -260,6 +261,46 @@ Tensor bmm(const Tensor& self, const Tensor& mat2);
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1);
 Tensor outer(const Tensor& self, const Tensor& vec2);
 Tensor dot(const Tensor& self, const Tensor& other);
+
+// ------------------------------------------------- linalg: solves and factorizations ---
+// Reference kernels (src/tensor/linalg_decompositions.cpp), no LAPACK but for the SVD: partial-pivot LU and
+// substitution in the tensor's own dtype, float32, float64, complex64 or complex128 (float16 and
+// bfloat16 are refused, as torch.linalg refuses them on the CPU). Leading dims are batch dims and
+// broadcast. Pivots are int32 and 1-based (LAPACK's and torch's): row i was swapped with row
+// pivots[i] - 1, for i = 0, 1, ... in order, so that P^T A = L U.
+
+Tensor mH(const Tensor& self);  // conj(transpose(self, -2, -1)), ATen's Tensor::mH
+// A view of the diagonal `offset` of the (dim1, dim2) planes, as the last dim.
+Tensor diagonal(const Tensor& self, std::int64_t offset = 0, std::int64_t dim1 = 0, std::int64_t dim2 = 1);
+// [..., n] -> [..., n, n] with self on the main diagonal (diag_embed with its default arguments).
+Tensor diag_embed(const Tensor& self);
+// X with A X = B (left) or X A = B, A triangular: only its upper or lower triangle is read, and with
+// unitriangular its diagonal is taken as ones.
+Tensor linalg_solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left = true,
+                               bool unitriangular = false);
+// (LU, pivots): L (unit diagonal, not stored) below the diagonal, U on and above it; A may be m x n.
+std::pair<Tensor, Tensor> linalg_lu_factor(const Tensor& A, bool pivot = true);
+// X with op(A) X = B (left) or X op(A) = B, A = P L U given by LU and pivots, op(A) = A^H with adjoint.
+Tensor linalg_lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left = true,
+                       bool adjoint = false);
+// (P, L, U) with A = P L U: P m x m, L m x k (unit diagonal), U k x n, k = min(m, n). What is not
+// unpacked is an empty tensor, as in ATen.
+std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& LU, const Tensor& pivots, bool unpack_data = true,
+                                             bool unpack_pivots = true);
+// ATen's rule for linalg_solve's B: a vector when 1-d, or when it has A's batch dims and one dim more.
+bool linalg_solve_is_vector_rhs(const Tensor& LU, const Tensor& B);
+// X with A X = B (left) or X A = B; B may be a vector (linalg_solve_is_vector_rhs) when left.
+Tensor linalg_solve(const Tensor& A, const Tensor& B, bool left = true);
+// (U, S, Vh) with A = U diag(S) Vh, S descending (LAPACK's ?gesdd: the one op here that is not a
+// readable kernel); U [.., m, k], Vh [.., k, n], k = min(m, n), or square with full_matrices.
+std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& A, bool full_matrices = false);
+// The pseudo-inverse V diag(1/S) U^H, singular values up to max(m, n) eps max(S) taken as zero (torch's
+// default tolerance).
+Tensor linalg_pinv(const Tensor& A);
+// exp(A), by scaling and squaring with a [13/13] Pade approximant (float16/bfloat16 in float32).
+Tensor linalg_matrix_exp(const Tensor& A);
+// The cross product of 3-vectors along dim (the operands broadcast).
+Tensor linalg_cross(const Tensor& self, const Tensor& other, std::int64_t dim = -1);
 
 // --------------------------------------------------------------------- nn ---
 // Layouts are ATen's: input [N, C, (D,) (H,) W], weight [C_out, C_in/groups, (kD,) (kH,) kW]

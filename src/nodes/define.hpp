@@ -139,6 +139,7 @@ inline std::int64_t wrap_saved_dim(const char* node, const char* dim_field, std:
 // The node groups, each adding its nodes to the registry (registry.cpp calls them).
 void add_arithmetic_nodes(std::vector<NodeDef>& registry);
 void add_linalg_nodes(std::vector<NodeDef>& registry);
+void add_linalg_decomposition_nodes(std::vector<NodeDef>& registry);
 void add_reduction_nodes(std::vector<NodeDef>& registry);
 void add_activation_nodes(std::vector<NodeDef>& registry);
 void add_unary_nodes(std::vector<NodeDef>& registry);

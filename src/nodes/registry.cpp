@@ -142,6 +142,7 @@ std::vector<NodeDef> build_registry() {
   std::vector<NodeDef> registry;
   nodes::add_arithmetic_nodes(registry);
   nodes::add_linalg_nodes(registry);
+  nodes::add_linalg_decomposition_nodes(registry);
   nodes::add_reduction_nodes(registry);
   nodes::add_activation_nodes(registry);
   nodes::add_unary_nodes(registry);
@@ -263,6 +264,14 @@ bool supports_complex(const NodeSchema& schema) {
       // products of matrices
       "MmBackward0", "AddmmBackward0", "BmmBackward0", "BaddbmmBackward0", "DotBackward0", "MvBackward0",
       "VdotBackward0", "AddmvBackward0", "AddrBackward0", "AddbmmBackward0",
+      // decompositions and solves (linalg_decompositions.cpp: FunctionsManual's formulas, with their mH()s)
+      "LinalgSvdBackward0", "LinalgInvExBackward0", "LinalgPinvBackward0", "LinalgQrBackward0",
+      "LinalgLuFactorExBackward0", "LinalgLuBackward0", "LinalgLuSolveBackward0", "LuUnpackBackward0",
+      "LinalgSolveExBackward0", "LinalgSolveTriangularBackward0", "TriangularSolveBackward0",
+      "LinalgCholeskyExBackward0", "CholeskyBackward0", "CholeskySolveBackward0", "CholeskyInverseBackward0",
+      "LinalgEighBackward0", "LinalgEigBackward0", "LinalgDetBackward0", "LinalgSlogdetBackward0",
+      "LinalgLstsqBackward0", "LinalgMatrixExpBackward0", "LinalgHouseholderProductBackward0", "OrmqrBackward0",
+      "LinalgCrossBackward0",
       // sums
       "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
       "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1", "CumprodBackward0",
