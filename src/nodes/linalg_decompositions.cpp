@@ -12,6 +12,7 @@
 // A node runs the branch torch's backward runs without create_graph (GradMode off): the LU-based
 // solves of linalg_solve_backward, linalg_det_backward and slogdet_backward, not their recomputing
 // (create_graph) branches.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -70,12 +71,20 @@ void check_same_shape_as(const char* node, const char* what, const Tensor& t, co
 // column-major A^T, which LAPACK takes without a copy) and lets the backward solve with adjoint=!use_A_T.
 // A program keeps A's values, not its strides, so the node reads the choice off the values: the one of
 // A and A^T that P L U reproduces. (For a symmetric A the two agree and either choice is exact.)
-bool lu_is_of_transpose(const Tensor& A, const Tensor& LU, const Tensor& pivots) {
+// When neither does, within 1e-3 of A's largest element, the LU is not of this A: the node refuses it
+// rather than guess an orientation. (An LU with partial pivoting reproduces its matrix to a few
+// epsilons of the dtype it was computed in; a float64 run of a float32 program holds a float32 LU, so
+// the bound is float32's rounding with room to spare, far below the O(|A|) of a wrong matrix.)
+bool lu_is_of_transpose(const char* node, const Tensor& A, const Tensor& LU, const Tensor& pivots) {
   if (is_complex(A.dtype()) || A.numel() == 0) return false;
   const auto [P, L, U] = lu_unpack(LU, pivots);
   const Tensor PLU = matmul(P, matmul(L, U));
   const double off_A = max(abs(sub(PLU, A))).item<double>();
   const double off_AT = max(abs(sub(PLU, mT(A)))).item<double>();
+  const double scale = std::max(1.0, max(abs(A)).item<double>());
+  check(std::min(off_A, off_AT) <= 1e-3 * scale, node,
+        ": the saved LU and pivots factor neither A nor A^T (max|P L U - A| = ", off_A, ", max|P L U - A^T| = ",
+        off_AT, "); they must come from the same forward as A");
   return off_AT < off_A;
 }
 
@@ -578,7 +587,7 @@ Grads LinalgSolveExBackward0(const Grads& grads, const LinalgSolveExBackward0Sav
   check_same_shape_as(node, "grad", *grads[0], "result", saved.result);
   const bool vector_case = linalg_solve_is_vector_rhs(saved.LU, saved.result);
   const auto vector_to_matrix = [&](const Tensor& t) { return vector_case ? unsqueeze(t, -1) : t; };
-  const bool use_A_T = lu_is_of_transpose(saved.A, saved.LU, saved.pivots);
+  const bool use_A_T = lu_is_of_transpose(node, saved.A, saved.LU, saved.pivots);
   const Tensor gB = linalg_lu_solve(saved.LU, saved.pivots, vector_to_matrix(*grads[0]), saved.left,
                                     /*adjoint=*/!use_A_T);
   Grads out(2);
@@ -701,7 +710,7 @@ Grads LinalgSlogdetBackward0(const Grads& grads, const LinalgSlogdetBackward0Sav
     }
   }
   const Tensor d = diag_embed(expand(unsqueeze(g, -1), saved.pivots.sizes()));
-  const bool use_A_T = lu_is_of_transpose(saved.A, saved.LU, saved.pivots);
+  const bool use_A_T = lu_is_of_transpose(node, saved.A, saved.LU, saved.pivots);
   return Grads{linalg_lu_solve(saved.LU, saved.pivots, d, /*left=*/true, /*adjoint=*/!use_A_T)};
 }
 
@@ -727,7 +736,7 @@ Grads LinalgDetBackward0(const Grads& grads, const LinalgDetBackward0Saved& save
   const Tensor U_diagonal = diagonal(saved.LU, 0, -2, -1);
   const Tensor LU_ = add(saved.LU, diag_embed(mul(eq(U_diagonal, Scalar(0)).to(saved.LU.dtype()),
                                                   Scalar(epsilon_of(saved.LU.dtype())))));
-  const bool use_A_T = lu_is_of_transpose(saved.A, saved.LU, saved.pivots);
+  const bool use_A_T = lu_is_of_transpose(node, saved.A, saved.LU, saved.pivots);
   return Grads{linalg_lu_solve(LU_, saved.pivots, d, /*left=*/true, /*adjoint=*/!use_A_T)};
 }
 

@@ -531,6 +531,27 @@ Tensor norm(const Tensor& self, double p, const IntList& dim, bool keepdim) {
 
 // ---------------------------------------------------------------- cumsum ---
 
+namespace {
+
+// The running combination along each row of `input` (the masked dim): element j of a row is
+// combine(...combine(combine(start, x_0), x_1)..., x_j), kept in Acc and written as Value (cumsum,
+// cumprod). The result is in rows_of's order: from_rows puts it back in place.
+template <class Value, class Acc, class Combine>
+std::vector<Value> running_rows(const Tensor& input, const std::vector<bool>& mask, Acc start, Combine combine) {
+  const Rows<Value> rows = rows_of<Value>(input, mask);
+  std::vector<Value> result(static_cast<std::size_t>(rows.count * rows.length));
+  for (std::int64_t i = 0; i < rows.count; ++i) {
+    Acc running = start;
+    for (std::int64_t j = 0; j < rows.length; ++j) {
+      running = combine(running, static_cast<Acc>(rows.row(i)[j]));
+      result[static_cast<std::size_t>(i * rows.length + j)] = static_cast<Value>(running);
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
 Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) {
   check(self.defined(), "cumsum: tensor is undefined");
   const DType out_dtype = dtype.value_or(integral_to_int64(self.dtype()));
@@ -543,16 +564,8 @@ Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype) 
   auto scan = [&](auto value_tag, auto acc_tag) {
     using Value = typename decltype(value_tag)::type;
     using Acc = typename decltype(acc_tag)::type;
-    const Rows<Value> rows = rows_of<Value>(input, mask);
-    std::vector<Value> result(static_cast<std::size_t>(rows.count * rows.length));
-    for (std::int64_t i = 0; i < rows.count; ++i) {
-      Acc running = 0;
-      for (std::int64_t j = 0; j < rows.length; ++j) {
-        running += static_cast<Acc>(rows.row(i)[j]);
-        result[static_cast<std::size_t>(i * rows.length + j)] = static_cast<Value>(running);
-      }
-    }
-    return from_rows(result, self.sizes(), mask, out_dtype);
+    const auto plus = [](Acc running, Acc x) { return running + x; };
+    return from_rows(running_rows<Value, Acc>(input, mask, Acc(0), plus), self.sizes(), mask, out_dtype);
   };
   if (is_floating_point(out_dtype)) return scan(Tag<double>{}, Tag<double>{});
   return scan(Tag<std::int64_t>{}, Tag<std::uint64_t>{});
@@ -572,16 +585,8 @@ Tensor cumprod(const Tensor& self, std::int64_t dim, std::optional<DType> dtype)
   auto scan = [&](auto value_tag, auto acc_tag) {
     using Value = typename decltype(value_tag)::type;
     using Acc = typename decltype(acc_tag)::type;
-    const Rows<Value> rows = rows_of<Value>(input, mask);
-    std::vector<Value> result(static_cast<std::size_t>(rows.count * rows.length));
-    for (std::int64_t i = 0; i < rows.count; ++i) {
-      Acc running = 1;
-      for (std::int64_t j = 0; j < rows.length; ++j) {
-        running *= static_cast<Acc>(rows.row(i)[j]);
-        result[static_cast<std::size_t>(i * rows.length + j)] = static_cast<Value>(running);
-      }
-    }
-    return result;
+    const auto times = [](Acc running, Acc x) { return running * x; };
+    return running_rows<Value, Acc>(input, mask, Acc(1), times);
   };
   if (is_complex(out_dtype)) {
     // from_rows writes real dtypes: the complex128 products are written as a complex128 tensor here.

@@ -360,6 +360,18 @@ result = (fn._saved_A, fn._saved_LU, fn._saved_pivots, fn._saved_result, *torch.
                                 Saved{{"A", r[0]}, {"LU", r[1]}, {"pivots", r[2]}, {"result", r[3]}});
     CHECK_TENSOR(*out[0], r[4], 1e-6, 1e-12);
   }
+  SUBCASE("an LU that factors neither A nor A^T is refused, not given an orientation") {
+    const auto r = torch_exec(R"(
+A = torch.tensor([[4., 1., 2.], [0., 3., 1.], [2., 5., 6.]], dtype=torch.float64, requires_grad=True)
+d = torch.linalg.det(A)
+fn = d.grad_fn
+other = torch.linalg.lu_factor(torch.tensor([[1., 7., 2.], [3., 3., 9.], [8., 5., 6.]], dtype=torch.float64))
+result = (fn._saved_A, other.LU, other.pivots, fn._saved_result)
+)");
+    CHECK_THROWS_WITH_AS(call_node("LinalgDetBackward0", {full({}, 1.0, DType::Float64)}, {true},
+                                   Saved{{"A", r[0]}, {"LU", r[1]}, {"pivots", r[2]}, {"result", r[3]}}),
+                         doctest::Contains("the saved LU and pivots factor neither A nor A^T"), Error);
+  }
 }
 
 TEST_CASE("LinalgLuSolveBackward0") {
