@@ -147,6 +147,75 @@ def test_custom_function_gets_zeros_for_an_unused_output():
     assert torch.equal(ours["a"], a.grad)
 
 
+class MaybeScaled(torch.autograd.Function):
+    """x * w, or x alone when w is None: save_for_backward(None, ...) as torch's own chunked
+    linear_cross_entropy does for an absent bias."""
+
+    @staticmethod
+    def forward(ctx, x, w, y):
+        ctx.save_for_backward(w, x, None, y)
+        return x * (1.0 if w is None else w) + y * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        w, x, none, y = ctx.saved_tensors
+        assert none is None
+        grad_x = grad if w is None else grad * w
+        grad_w = None if w is None else grad * x
+        return grad_x, grad_w, 2 * grad * y
+
+
+@pytest.mark.parametrize("with_weight", [False, True])
+def test_custom_function_that_saved_none(with_weight):
+    """The Nones among a Function's saved tensors are no program tensors; its backward gets them back
+    in their places."""
+    torch.manual_seed(6)
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, dtype=torch.float64, requires_grad=True) if with_weight else None
+    loss = (MaybeScaled.apply(x, w, y) * torch.arange(3, dtype=torch.float64)).sum()
+    names = {"x": x, "y": y, **({"w": w} if with_weight else {})}
+    captured = rt.capture(loss, names=names)
+    node = next(n for n in captured.graph.nodes if n.kind == "function")
+    assert len(node.function_saved) == (3 if with_weight else 2)
+    for precision_name in ("as_captured", "float64"):
+        ours = captured.run(precision_name)
+        expected = torch.autograd.grad(loss, list(names.values()), retain_graph=True)
+        for name, grad in zip(names, expected):
+            assert torch.equal(ours[name], grad), name
+
+
+class Float32Only(torch.autograd.Function):
+    """3 x**2 * grad, with a backward that refuses any dtype but the forward's (as torch's chunked
+    linear_cross_entropy does)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if x.dtype != torch.float32 or grad.dtype != torch.float32:
+            raise RuntimeError(f"Float32Only takes float32, got {x.dtype} and {grad.dtype}")
+        return 3 * x ** 2 * grad
+
+
+def test_a_float64_run_gives_a_function_refusing_float64_its_own_dtypes():
+    x = torch.tensor([0.5, -1.5, 2.0], requires_grad=True)
+    loss = (Float32Only.apply(x.exp()) * torch.tensor([1.0, 2.0, 3.0])).sum()
+    captured = rt.capture(loss, names={"x": x})
+    ours = captured.run("float64")
+    (expected,) = torch.autograd.grad(loss, [x])
+    assert ours["x"].dtype == torch.float64  # the rest of the program ran in float64
+    torch.testing.assert_close(ours["x"], expected.double(), rtol=1e-6, atol=0)
+    # A backward that raises in its own dtypes too still raises, with its message.
+    with pytest.raises(refgrad.Error, match="Float32Only takes float32"):
+        loss64 = Float32Only.apply(torch.ones(2, dtype=torch.float64, requires_grad=True)).sum()
+        rt.capture(loss64).run("float64")
+
+
 def test_the_host_drives_a_machine_step_by_step():
     x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
     x.register_hook(lambda grad: grad * 4)

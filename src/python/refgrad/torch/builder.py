@@ -130,9 +130,9 @@ class _Builder:
         if _is_function_node(fn):
             node.kind = "function"
             node.name = _program_name(f"{_short_name(fn)}_{index}")
-            saved, count = self._function_saved(fn)
+            saved, count, nones = self._function_saved(fn)
             node.function_saved = saved
-            self.function_nodes[node.name] = _FunctionNode(fn, count, [tensor.dtype for tensor in saved])
+            self.function_nodes[node.name] = _FunctionNode(fn, count, [tensor.dtype for tensor in saved], nones)
             if _is_module_hook_node(fn):  # nn.Module full backward (pre-)hooks: post hooks of this node
                 for i, hook in enumerate(_node_post_hooks(fn)):
                     node.post_hooks.append(f"{node.name}_post_hook{i}")
@@ -148,9 +148,11 @@ class _Builder:
         self.graph.add_node(node)
 
     @staticmethod
-    def _function_saved(fn) -> tuple[list[torch.Tensor], int]:
-        """Copies of the node's saved tensors, and how many are ctx.saved_tensors: a compiled
-        forward's node keeps more in ctx._tensors_no_vc_check, which follow them."""
+    def _function_saved(fn) -> tuple[list[torch.Tensor], int, tuple[int, ...]]:
+        """Copies of the node's saved tensors, how many of them are ctx.saved_tensors (a compiled
+        forward's node keeps more in ctx._tensors_no_vc_check, which follow them), and the positions
+        among those where save_for_backward was given None: the program holds tensors only, so the
+        Nones are left out of it and put back when the backward is called (host._function_backward)."""
         try:
             saved = list(fn.saved_tensors)
         except RuntimeError as error:
@@ -158,10 +160,9 @@ class _Builder:
         count = len(saved)
         if _is_compiled_function(fn):
             saved += list(getattr(fn, "_tensors_no_vc_check", None) or [])
-        if any(tensor is None for tensor in saved):
-            raise refgrad.Error(f"refgrad.torch.capture: {_short_name(fn)} saved None with save_for_backward; "
-                                "refgrad's function calls take tensors only")
-        return [_snapshot(tensor) for tensor in saved], count
+        nones = tuple(i for i, tensor in enumerate(saved) if tensor is None)
+        tensors = [_snapshot(tensor) for tensor in saved if tensor is not None]
+        return tensors, count, nones
 
     def _add_leaf(self, fn) -> None:
         variable = fn.variable

@@ -36,7 +36,10 @@ Machine calls, by program name.
   program keeps them after ``saved_tensors``), and its check for donated
   buffers off (each call gets fresh copies). Its compiled backward runs at the
   dtypes it was compiled for: a float64 run casts its saved tensors and grads
-  back to those and its float32 results up to float64.
+  back to those and its float32 results up to float64. So does, in a float64
+  run, any Function's backward that raises when given float64 tensors (one
+  written for its own dtypes, as torch's chunked linear_cross_entropy is);
+  the Nones a Function saved are given back in their places.
 """
 from __future__ import annotations
 
@@ -146,11 +149,13 @@ def _zeros(metadata, promote: bool) -> torch.Tensor:
 class _FunctionNode:
     """An autograd.Function node as capture read it: the node, how many of the program's saved
     tensors (its function_saved, in order) are ctx.saved_tensors (a compiled forward's node keeps
-    the rest in ctx._tensors_no_vc_check), and each saved tensor's dtype as captured."""
+    the rest in ctx._tensors_no_vc_check), each saved tensor's dtype as captured, and the positions
+    in ctx's saved list where the forward saved None (left out of the program's tensors)."""
 
     node: Any
     saved_tensors: int
     saved_dtypes: list[torch.dtype]
+    saved_nones: tuple[int, ...] = ()
 
 
 class _Context:
@@ -197,22 +202,42 @@ def _function_backward(function: _FunctionNode, promote: bool) -> Callable:
     valid_edges = [node is not None for node, _ in fn.next_functions]
     metadata = list(fn._input_metadata)
 
-    def call(saved, need, grads):
-        saved = [_to_torch(t) for t in saved]
-        grads = [_zeros(metadata[i], promote) if g is None else _to_torch(g) for i, g in enumerate(grads)]
-        if compiled:
+    def run_backward(saved, grads, at_captured_dtypes: bool):
+        if at_captured_dtypes:
             saved = [t.to(dtype) for t, dtype in zip(saved, function.saved_dtypes)]
             grads = [g.to(metadata[i].dtype) for i, g in enumerate(grads)]
+        saved = list(saved)
+        for position in function.saved_nones:  # ascending: each None goes back where it was saved
+            saved.insert(position, None)
         count = function.saved_tensors
         ctx = _Context(fn, tuple(saved[:count]), saved[count:] if compiled else None)
         with torch.no_grad(), _donated_buffers_off() if compiled else contextlib.nullcontext():
             result = backward(ctx, grads) if boxed else backward(ctx, *grads)
         result = result if isinstance(result, tuple) else (result,)
+        if at_captured_dtypes and promote:
+            result = tuple(_promoted(grad) for grad in result)
+        return result
+
+    def call(saved, need, grads):
+        saved = [_to_torch(t) for t in saved]
+        grads = [_zeros(metadata[i], promote) if g is None else _to_torch(g) for i, g in enumerate(grads)]
+        if compiled:
+            result = run_backward(saved, grads, at_captured_dtypes=True)
+        else:
+            try:
+                result = run_backward(saved, grads, at_captured_dtypes=False)
+            except Exception:
+                # A float64 run gives a Function's backward float64 tensors; one written for its own dtypes
+                # (torch's chunked linear_cross_entropy checks them) refuses them, and then runs as it
+                # ran in the forward's dtypes, its results promoted, as a compiled backward does.
+                promoted = promote and (any(t.dtype != dtype for t, dtype in zip(saved, function.saved_dtypes))
+                                        or any(g.dtype != m.dtype for g, m in zip(grads, metadata)))
+                if not promoted:
+                    raise
+                result = run_backward(saved, grads, at_captured_dtypes=True)
         if len(result) != len(needs_input_grad):
             raise RuntimeError(f"function {_short_name(fn)} returned an incorrect number of gradients "
                                f"(expected {len(needs_input_grad)}, got {len(result)})")
-        if compiled and promote:
-            result = tuple(_promoted(grad) for grad in result)
         # One grad per forward argument; the ones that need a grad go, in order, to the valid edges.
         wanted = iter(grad for grad, needed in zip(result, needs_input_grad) if needed)
         return [next(wanted, None) if valid else None for valid in valid_edges]
