@@ -994,3 +994,14 @@ def test_compiled_autograd_order_gives_the_same_grads():
     loss.backward()
     for name, parameter in model.named_parameters():
         assert_grads_close(ours[name], parameter.grad, torch.float64, name)
+
+
+def test_sparse_tensors_are_refused_by_name():
+    dense = torch.tensor([[0.0, 2.0], [3.0, 0.0]], dtype=torch.float64)
+    sparse = dense.to_sparse_csr().requires_grad_()
+    out = torch.sparse.mm(sparse, torch.ones(2, 2, dtype=torch.float64, requires_grad=True))
+    with pytest.raises(refgrad.Error, match=r"input 0 is a torch.sparse_csr tensor; .*sparse layouts are not supported"):
+        rt.capture(out.sum(), inputs=[sparse])
+    coo = dense.to_sparse().requires_grad_()
+    with pytest.raises(refgrad.Error, match=r"output 0 is a torch.sparse_coo tensor"):
+        rt.capture(coo * 2, grad_outputs=[(coo * 2).detach()])

@@ -141,12 +141,23 @@ class _Captured:
     captures: list[str]
 
 
+def _refuse_sparse_layouts(outputs, inputs, grads) -> None:
+    """refgrad's tensors are dense (torch.strided): a sparse output, input or grad is refused by name
+    here, before torch raises on it deep inside the walk."""
+    for what, tensors in (("output", outputs), ("input", inputs), ("grad_outputs", grads)):
+        for i, tensor in enumerate(tensors):
+            if tensor.layout != torch.strided:
+                raise refgrad.Error(f"refgrad.torch.capture: {what} {i} is a {tensor.layout} tensor; refgrad's "
+                                    "tensors are dense (torch.strided): sparse layouts are not supported yet")
+
+
 def _capture_graph(outputs, inputs, grad_outputs, names) -> _Captured:
     outputs = _outputs_list(outputs)
     inputs = [] if inputs is None else _outputs_list(inputs)
     tensor_names = _Names(names)
     root_edges = _root_edges(outputs)
     root_grads = _grad_outputs(outputs, grad_outputs)
+    _refuse_sparse_layouts(outputs, inputs, root_grads)
     capture_edges = []
     for tensor in inputs:
         if not tensor.requires_grad:
