@@ -1,5 +1,6 @@
-// Reduction nodes: sum, nansum, mean, prod, max/min (all, dim), amax/amin, median,
-// nanmedian, kthvalue, cumsum, cumprod, linalg_vector_norm, norm, var, std, logsumexp.
+// Reduction nodes: sum, nansum, mean, prod, max/min (all, dim), amax/amin, aminmax, median,
+// nanmedian, kthvalue, cumsum, cumprod, cummax/cummin, logcumsumexp, linalg_vector_norm, norm, renorm,
+// var, std, var_mean, std_mean, logsumexp.
 #include <cmath>
 #include <limits>
 
@@ -277,6 +278,60 @@ Tensor logsumexp_backward(Tensor grad, const Tensor& self, Tensor result, const 
   return mul(grad, conj(exp(sub(self, result))));
 }
 
+// var_mean's grad: var's and mean's, each where its incoming grad is defined, summed.
+// mean_backward reads a dim of None as [] (every dim, divided by numel).
+std::optional<Tensor> var_mean_backward(const OptionalTensor& gvar, const OptionalTensor& gmean, const Tensor& self,
+                                        const std::optional<IntList>& dim_opt,
+                                        const std::optional<Scalar>& correction_opt, bool keepdim) {
+  std::optional<Tensor> gself;
+  if (gvar) gself = var_backward(*gvar, self, dim_opt, correction_opt, keepdim);
+  if (gmean) {
+    const Tensor aux = mean_backward(*gmean, self.sizes(), dim_opt.value_or(IntList{}), self.numel(), keepdim);
+    gself = gself ? add(*gself, aux) : aux;
+  }
+  return gself;
+}
+
+// std_mean's grad: std's (from the saved std, result0) and mean's, summed.
+std::optional<Tensor> std_mean_backward(const OptionalTensor& gstd, const OptionalTensor& gmean, const Tensor& self,
+                                        const Tensor& std, const std::optional<IntList>& dim_opt,
+                                        const std::optional<Scalar>& correction_opt, bool keepdim) {
+  std::optional<Tensor> gself;
+  if (gstd) gself = std_backward(std, *gstd, self, dim_opt, correction_opt, keepdim);
+  if (gmean) {
+    const Tensor aux = mean_backward(*gmean, self.sizes(), dim_opt.value_or(IntList{}), self.numel(), keepdim);
+    gself = gself ? add(*gself, aux) : aux;
+  }
+  return gself;
+}
+
+// aminmax's grad: amin's and amax's (each split evenly among the ties, scale_grad_by_count), summed.
+// dim None reduces every dim: the dim list is then [], which mask.sum([]) reads as every dim.
+std::optional<Tensor> aminmax_backward(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim,
+                                       const OptionalTensor& grad_min, const OptionalTensor& grad_max,
+                                       const Tensor& min, const Tensor& max) {
+  const IntList dims = dim ? IntList{*dim} : IntList{};
+  std::optional<Tensor> result;
+  if (grad_min) {
+    const Tensor min_reduced = restore_reduced_dims(min, dims, keepdim);
+    result = scale_grad_by_count(restore_reduced_dims(*grad_min, dims, keepdim), eq(min_reduced, self), dims);
+  }
+  if (grad_max) {
+    const Tensor max_reduced = restore_reduced_dims(max, dims, keepdim);
+    const Tensor max_grad =
+        scale_grad_by_count(restore_reduced_dims(*grad_max, dims, keepdim), eq(max_reduced, self), dims);
+    result = result ? add(*result, max_grad) : max_grad;
+  }
+  return result;
+}
+
+// cummax/cummin: each grad element goes to the element its running extreme came from (`indices`);
+// an element that stayed the extreme for several steps collects all of their grads (scatter_add).
+Tensor cummaxmin_backward(const Tensor& grad, const Tensor& input, const Tensor& indices, std::int64_t dim) {
+  if (input.numel() == 0) return input;
+  return scatter_add(zeros(input.sizes(), input.dtype()), dim, indices, grad);
+}
+
 // ------------------------------------------------------------------ nodes ---
 
 // SumBackward0 — sum(Tensor self, *, ScalarType? dtype=None)
@@ -542,6 +597,71 @@ Grads LogsumexpBackward0(const Grads& grads, const LogsumexpBackward0Saved& save
   return Grads{logsumexp_backward(*grads[0], saved.self, saved.result, saved.dim, saved.keepdim)};
 }
 
+// VarMeanBackward0 — var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None,
+//                                         bool keepdim=False) -> (Tensor, Tensor)
+//   self: var_mean_backward(grads[0], grads[1], self, dim, correction, keepdim)
+struct VarMeanBackward0Saved {
+  std::optional<Scalar> correction;
+  std::optional<IntList> dim;
+  bool keepdim;
+  Tensor self;
+};
+
+Grads VarMeanBackward0(const Grads& grads, const VarMeanBackward0Saved& saved, const Need& need) {
+  if (!need[0]) return Grads(1);
+  return Grads{var_mean_backward(grads[0], grads[1], saved.self, saved.dim, saved.correction, saved.keepdim)};
+}
+
+// StdMeanBackward0 — std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None,
+//                                         bool keepdim=False) -> (Tensor, Tensor)
+//   self: std_mean_backward(grads[0], grads[1], self, result0, dim, correction, keepdim)
+struct StdMeanBackward0Saved {
+  std::optional<Scalar> correction;
+  std::optional<IntList> dim;
+  bool keepdim;
+  Tensor self;
+  Tensor result0;
+};
+
+Grads StdMeanBackward0(const Grads& grads, const StdMeanBackward0Saved& saved, const Need& need) {
+  if (!need[0]) return Grads(1);
+  return Grads{std_mean_backward(grads[0], grads[1], saved.self, saved.result0, saved.dim, saved.correction,
+                                 saved.keepdim)};
+}
+
+// AminmaxBackward0 — aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)
+//   self: aminmax_backward(self, dim, keepdim, grad_min, grad_max, min, max)
+struct AminmaxBackward0Saved {
+  std::optional<std::int64_t> dim;
+  bool keepdim;
+  Tensor self;
+  Tensor max;
+  Tensor min;
+};
+
+Grads AminmaxBackward0(const Grads& grads, const AminmaxBackward0Saved& saved, const Need& need) {
+  if (!need[0]) return Grads(1);
+  return Grads{
+      aminmax_backward(saved.self, saved.dim, saved.keepdim, grads[0], grads[1], saved.min, saved.max)};
+}
+
+// CummaxBackward0 — cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
+//   self: cummaxmin_backward(grad, self, indices, dim)
+// Also CumminBackward0 (cummin). One incoming grad, the values' (indices are not differentiable).
+struct CummaxminSaved {
+  std::int64_t dim;
+  Tensor self;
+  Tensor indices;
+};
+
+Grads CummaxminBackward(const Grads& grads, const CummaxminSaved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  check(grads[0]->sizes() == saved.self.sizes() && saved.indices.sizes() == saved.self.sizes(), "grad ",
+        shape_text(grads[0]->sizes()), " and indices ", shape_text(saved.indices.sizes()),
+        " must have self's shape ", shape_text(saved.self.sizes()));
+  return Grads{cummaxmin_backward(*grads[0], saved.self, saved.indices, saved.dim)};
+}
+
 // The registrations of the nodes that share a struct and a function.
 NodeDef value_selecting_node(const char* name, const char* aten_op) {
   using S = ValueSelectingSaved;
@@ -567,6 +687,14 @@ NodeDef evenly_distribute_node(const char* name, const char* aten_op) {
   return define_node<S, EvenlyDistributeBackward>(
       {name, aten_op, {"self"}, 1, {}, "self: evenly_distribute_backward(grad, self, result)"},
       {saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)});
+}
+
+NodeDef cummaxmin_node(const char* name, const char* aten_op) {
+  using S = CummaxminSaved;
+  return define_node<S, CummaxminBackward>(
+      {name, aten_op, {"self"}, 1, {}, "self: cummaxmin_backward(grad, self, indices, dim)"},
+      {saved<&S::dim>("dim", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+       saved<&S::indices>("indices", FieldKind::Tensor)});
 }
 
 NodeDef amax_node(const char* name, const char* aten_op) {
@@ -697,6 +825,34 @@ void add_reduction_nodes(std::vector<NodeDef>& registry) {
          saved<&S::keepdim>("keepdim", FieldKind::Bool), saved<&S::self>("self", FieldKind::Tensor),
          saved<&S::result>("result", FieldKind::Tensor)}));
   }
+  {
+    using S = VarMeanBackward0Saved;
+    registry.push_back(define_node<S, VarMeanBackward0>(
+        {"VarMeanBackward0", "var_mean.correction", {"self"}, 2, {},
+         "self: var_mean_backward(grads[0], grads[1], self, dim, correction, keepdim)"},
+        {saved<&S::correction>("correction", FieldKind::Scalar, true), saved<&S::dim>("dim", FieldKind::IntList, true),
+         saved<&S::keepdim>("keepdim", FieldKind::Bool), saved<&S::self>("self", FieldKind::Tensor)}));
+  }
+  {
+    using S = StdMeanBackward0Saved;
+    registry.push_back(define_node<S, StdMeanBackward0>(
+        {"StdMeanBackward0", "std_mean.correction", {"self"}, 2, {},
+         "self: std_mean_backward(grads[0], grads[1], self, result0, dim, correction, keepdim)"},
+        {saved<&S::correction>("correction", FieldKind::Scalar, true), saved<&S::dim>("dim", FieldKind::IntList, true),
+         saved<&S::keepdim>("keepdim", FieldKind::Bool), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::result0>("result0", FieldKind::Tensor)}));
+  }
+  {
+    using S = AminmaxBackward0Saved;
+    registry.push_back(define_node<S, AminmaxBackward0>(
+        {"AminmaxBackward0", "aminmax", {"self"}, 2, {},
+         "self: aminmax_backward(self, dim, keepdim, grad_min, grad_max, min, max)"},
+        {saved<&S::dim>("dim", FieldKind::Int, true), saved<&S::keepdim>("keepdim", FieldKind::Bool),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::max>("max", FieldKind::Tensor),
+         saved<&S::min>("min", FieldKind::Tensor)}));
+  }
+  registry.push_back(cummaxmin_node("CummaxBackward0", "cummax"));
+  registry.push_back(cummaxmin_node("CumminBackward0", "cummin"));
   {
     using S = LogsumexpBackward0Saved;
     registry.push_back(define_node<S, LogsumexpBackward0>(

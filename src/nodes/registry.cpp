@@ -275,7 +275,7 @@ bool supports_complex(const NodeSchema& schema) {
       // sums
       "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
       "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1", "CumprodBackward0",
-      "NormBackward1",
+      "NormBackward1", "VarMeanBackward0", "StdMeanBackward0",
       // views, copies and shapes
       "AliasBackward0", "AliasBackward0_copy", "CloneBackward0", "ToCopyBackward0", "CopyBackwards", "ViewBackward0",
       "ViewBackward0_copy", "ReshapeAliasBackward0", "ReshapeAliasBackward0_copy", "UnsafeViewBackward0",

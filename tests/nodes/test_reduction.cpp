@@ -40,6 +40,47 @@ result = (*saved, g, torch.tensor(gx is None), torch.zeros(()) if gx is None els
   return torch_exec(code, {x});
 }
 
+// torch_backward for a node of two differentiable outputs (var_mean, std_mean, aminmax): `forward`
+// returns a pair (out0, out1), and only the outputs use0 and use1 select get an incoming
+// grad. Returns the tensors of `saved`, then random g0 and g1 (drawn for both outputs), then x's grad.
+std::vector<Tensor> torch_backward2(const std::string& node, const std::string& forward, const std::string& saved,
+                                    const Tensor& x, bool use0 = true, bool use1 = true) {
+  const std::string use = std::string("(") + (use0 ? "True" : "False") + ", " + (use1 ? "True" : "False") + ")";
+  const std::string code = R"(
+def signed(d): return d - 2**64 if d >= 2**63 else d
+def ints(v): return torch.tensor([signed(d) for d in v], dtype=torch.int64)
+def opt_ints(v): return (torch.tensor(v is None), ints(() if v is None else v))
+def opt_int(v): return (torch.tensor(v is None), torch.tensor(0 if v is None else signed(v)))
+def opt_float(v): return (torch.tensor(v is None), torch.tensor(0.0 if v is None else float(v), dtype=torch.float64))
+torch.manual_seed(0)
+x = a.requires_grad_()
+outs = )" + forward + R"(
+fn = outs[0].grad_fn
+assert fn.name() == ")" + node + R"(", fn.name()
+saved = )" + saved + R"(
+gs = [torch.randn(o.shape, dtype=o.dtype) for o in outs]
+use = )" + use + R"(
+(gx,) = torch.autograd.grad([o for o, u in zip(outs, use) if u], x, [g for g, u in zip(gs, use) if u])
+result = (*saved, *gs, gx)
+)";
+  return torch_exec(code, {x});
+}
+
+// The incoming grads of a two-output node: g0 and g1 where use0 and use1 say so, undefined elsewhere.
+Grads two_grads(const Tensor& g0, const Tensor& g1, bool use0, bool use1) {
+  return Grads{use0 ? OptionalTensor(g0) : std::nullopt, use1 ? OptionalTensor(g1) : std::nullopt};
+}
+
+// The float tolerance a dtype's comparison with torch needs (both round at each op).
+double rtol_for(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return 5e-3;
+    case DType::BFloat16: return 3e-2;
+    case DType::Float32: case DType::ComplexFloat: return 1e-5;
+    default: return 1e-10;
+  }
+}
+
 // An optional int list from opt_ints()'s two tensors.
 FieldValue opt_dims(const Tensor& is_none, const Tensor& values) {
   if (is_none.item<bool>()) return None{};
@@ -908,5 +949,202 @@ TEST_CASE("NormBackward1") {
     }
   }
 }
+
+
+// -------------------------------------------------------- var_mean, std_mean ---
+
+// var_mean and std_mean: var's (std's) grad plus mean's, each where its incoming grad is defined.
+void check_var_std_mean(const std::string& node, const std::string& op, bool is_std) {
+  const Tensor x = random64({3, 4}, 170), gv = random64({4}, 171), gm = random64({4}, 172);
+  const Tensor spread = is_std ? sqrt(var(x, {0}, 0.5)) : var(x, {0}, 0.5);
+  Saved saved = {{"correction", Scalar(0.5)}, {"dim", IntList{0}}, {"keepdim", false}, {"self", x}};
+  if (is_std) saved["result0"] = spread;
+  const std::string saved_fields = std::string("(*opt_float(fn._saved_correction), *opt_ints(fn._saved_dim), ") +
+                                   "fn._saved_keepdim, fn._saved_self" + (is_std ? ", fn._saved_result0)" : ",)");
+  const std::size_t n_saved = is_std ? 7 : 6;
+  SUBCASE("finite differences: both grads, then each alone") {
+    auto spread_of = [is_std](const Tensor& t) { return is_std ? sqrt(var(t, {0}, 0.5)) : var(t, {0}, 0.5); };
+    for (const auto& [use_var, use_mean] : std::vector<std::pair<bool, bool>>{{true, true}, {true, false}, {false, true}}) {
+      CAPTURE(use_var);
+      CAPTURE(use_mean);
+      const Grads out = call_node(node, two_grads(gv, gm, use_var, use_mean), {true}, saved);
+      // One scalar output whose VJP with grad 1 is the sum of the two outputs' VJPs.
+      auto forward = [&, use_var = use_var, use_mean = use_mean](const std::vector<Tensor>& in) {
+        Tensor total = zeros({}, DType::Float64);
+        if (use_var) total = add(total, sum(mul(spread_of(in[0]), gv)));
+        if (use_mean) total = add(total, sum(mul(mean(in[0], {0}), gm)));
+        return total;
+      };
+      check_against_finite_differences(out, 0, forward, {x}, ones({}, DType::Float64));
+    }
+  }
+  SUBCASE("need mask and no grads") {
+    CHECK_FALSE(call_node(node, {gv, gm}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node(node, {std::nullopt, std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: dims, keepdim, None, corrections, 0-d, equal values, one grad undefined") {
+    const Tensor equal_row = tensor({{2.0, 2.0, 2.0}, {1.0, -1.0, 0.5}}, DType::Float64);
+    for (const auto& [input, forward, use0, use1] : std::vector<std::tuple<Tensor, std::string, bool, bool>>{
+             {x, "(x, 1)", true, true},
+             {x, "(x, (0, -1), correction=0, keepdim=True)", true, true},
+             {x, "(x,)", true, true},
+             {x, "(x, None, correction=2)", false, true},
+             {x, "(x, 0, keepdim=True)", true, false},
+             {equal_row, "(x, 1)", true, true},
+             {random64({}, 173), "(x, 0, correction=0)", true, true},
+             {random64({}, 174), "(x,)", true, true}}) {
+      CAPTURE(forward);
+      CAPTURE(use0);
+      CAPTURE(use1);
+      const auto r = torch_backward2(node, "torch." + op + forward, saved_fields, input, use0, use1);
+      Saved from_torch = {{"correction", opt_scalar(r[0], r[1])},
+                          {"dim", opt_dims(r[2], r[3])},
+                          {"keepdim", r[4].item<bool>()},
+                          {"self", r[5]}};
+      if (is_std) from_torch["result0"] = r[6];
+      const Grads grads = two_grads(r[n_saved], r[n_saved + 1], use0, use1);
+      CHECK_TENSOR(only_grad(call_node(node, grads, {true}, from_torch)), r[n_saved + 2], 1e-10, 1e-12, false);
+    }
+  }
+  SUBCASE("float32, float16, bfloat16 and complex against torch") {
+    for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16, DType::ComplexDouble, DType::ComplexFloat}) {
+      CAPTURE(dtype_name(dtype));
+      const Tensor input = is_complex(dtype) ? complex(x, random64({3, 4}, 175)).to(dtype) : x.to(dtype);
+      const auto r = torch_backward2(node, "torch." + op + "(x, 1, correction=0)", saved_fields, input);
+      Saved from_torch = {{"correction", opt_scalar(r[0], r[1])}, {"dim", opt_dims(r[2], r[3])},
+                          {"keepdim", r[4].item<bool>()}, {"self", r[5]}};
+      if (is_std) from_torch["result0"] = r[6];
+      const Tensor out = only_grad(call_node(node, {r[n_saved], r[n_saved + 1]}, {true}, from_torch));
+      CHECK(out.dtype() == dtype);
+      CHECK_TENSOR(out, r[n_saved + 2], rtol_for(dtype), rtol_for(dtype));
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad = saved;
+    bad["dim"] = IntList{0, 0};
+    CHECK_THROWS_WITH_AS(call_node(node, {gv, gm}, {true}, bad),
+                         doctest::Contains("dim 0 appears multiple times in the list of dims"), Error);
+    CHECK_THROWS_WITH_AS(call_node(node, {gv}, {true}, saved), doctest::Contains("expected 2 incoming grads"), Error);
+  }
+}
+
+TEST_CASE("VarMeanBackward0") { check_var_std_mean("VarMeanBackward0", "var_mean", false); }
+TEST_CASE("StdMeanBackward0") { check_var_std_mean("StdMeanBackward0", "std_mean", true); }
+
+// ---------------------------------------------------------------- aminmax ---
+
+TEST_CASE("AminmaxBackward0") {
+  const Tensor x = random64({3, 4}, 180), gmin = random64({3}, 181), gmax = random64({3}, 182);
+  const Saved saved = {{"dim", std::int64_t{1}}, {"keepdim", false}, {"self", x}, {"max", amax(x, {1})},
+                       {"min", amin(x, {1})}};
+  const std::string saved_fields =
+      "(*opt_int(fn._saved_dim), fn._saved_keepdim, fn._saved_self, fn._saved_max, fn._saved_min)";
+  auto from_torch = [](const std::vector<Tensor>& r) {
+    return Saved{{"dim", r[0].item<bool>() ? FieldValue(None{}) : FieldValue(r[1].item<std::int64_t>())},
+                 {"keepdim", r[2].item<bool>()}, {"self", r[3]}, {"max", r[4]}, {"min", r[5]}};
+  };
+  SUBCASE("finite differences: both grads, then each alone") {
+    for (const auto& [use_min, use_max] : std::vector<std::pair<bool, bool>>{{true, true}, {true, false}, {false, true}}) {
+      CAPTURE(use_min);
+      CAPTURE(use_max);
+      const Grads out = call_node("AminmaxBackward0", two_grads(gmin, gmax, use_min, use_max), {true}, saved);
+      auto forward = [&, use_min = use_min, use_max = use_max](const std::vector<Tensor>& in) {
+        Tensor total = zeros({}, DType::Float64);
+        if (use_min) total = add(total, sum(mul(amin(in[0], {1}), gmin)));
+        if (use_max) total = add(total, sum(mul(amax(in[0], {1}), gmax)));
+        return total;
+      };
+      check_against_finite_differences(out, 0, forward, {x}, ones({}, DType::Float64));
+    }
+  }
+  SUBCASE("need mask and no grads") {
+    CHECK_FALSE(call_node("AminmaxBackward0", {gmin, gmax}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("AminmaxBackward0", {std::nullopt, std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: ties split evenly, dim None, keepdim, 0-d, a constant row, one grad undefined") {
+    const Tensor constant = tensor({{2.0, 2.0, 2.0}, {1.0, -1.0, 1.0}}, DType::Float64);
+    for (const auto& [input, forward, use0, use1] : std::vector<std::tuple<Tensor, std::string, bool, bool>>{
+             {x, "torch.aminmax(x, dim=1)", true, true},
+             {x, "torch.aminmax(x, dim=-2, keepdim=True)", true, true},
+             {x, "torch.aminmax(x)", true, true},
+             {x, "torch.aminmax(x, keepdim=True)", true, false},
+             {with_ties(), "torch.aminmax(x, dim=1)", true, true},
+             {with_ties(), "torch.aminmax(x, dim=0)", false, true},
+             {with_ties(), "torch.aminmax(x)", true, true},
+             {constant, "torch.aminmax(x, dim=1)", true, true},
+             {random64({}, 183), "torch.aminmax(x)", true, true},
+             {random64({}, 184), "torch.aminmax(x, dim=0, keepdim=True)", true, true}}) {
+      CAPTURE(forward);
+      CAPTURE(input.repr());
+      const auto r = torch_backward2("AminmaxBackward0", forward, saved_fields, input, use0, use1);
+      const Grads grads = two_grads(r[6], r[7], use0, use1);
+      CHECK_TENSOR(only_grad(call_node("AminmaxBackward0", grads, {true}, from_torch(r))), r[8]);
+    }
+  }
+  SUBCASE("float32, float16 and bfloat16 against torch, with ties") {
+    for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16}) {
+      CAPTURE(dtype_name(dtype));
+      const auto r = torch_backward2("AminmaxBackward0", "torch.aminmax(x, dim=1)", saved_fields, with_ties().to(dtype));
+      const Tensor out = only_grad(call_node("AminmaxBackward0", {r[6], r[7]}, {true}, from_torch(r)));
+      CHECK(out.dtype() == dtype);
+      CHECK_TENSOR(out, r[8], rtol_for(dtype), rtol_for(dtype));
+    }
+  }
+  SUBCASE("errors") {
+    Saved bad = saved;
+    bad["dim"] = std::int64_t{2};
+    CHECK_THROWS_WITH_AS(call_node("AminmaxBackward0", {gmin, gmax}, {true}, bad), doctest::Contains("out of range"),
+                         Error);
+  }
+}
+
+// ---------------------------------------------------------- cummax, cummin ---
+
+void check_cummaxmin_node(const std::string& node, const std::string& op) {
+  const Tensor x = random64({3, 5}, 190), g = random64({3, 5}, 191);
+  const auto indices_of = [&](const Tensor& t, std::int64_t dim) {
+    return torch_eval("torch." + op + "(a, " + std::to_string(dim) + ").indices", {t})[0];
+  };
+  const Saved saved = {{"dim", std::int64_t{1}}, {"self", x}, {"indices", indices_of(x, 1)}};
+  SUBCASE("finite differences") {
+    const Grads out = call_node(node, {g}, {true}, saved);
+    // The running extreme as a gather of the saved indices: its derivative is the scatter_add.
+    const Tensor indices = indices_of(x, 1);
+    auto forward = [&](const std::vector<Tensor>& in) { return gather(in[0], 1, indices); };
+    check_against_finite_differences(out, 0, forward, {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined(node, {g}, saved); }
+  SUBCASE("against torch: dims, ties (the later index wins), NaN, 0-d and empty inputs") {
+    const Tensor ties = tensor({{1.0, 1.0, 3.0, 3.0, 0.0}, {2.0, -1.0, 2.0, kNaN, 5.0}}, DType::Float64);
+    for (const auto& [input, dim] : std::vector<std::pair<Tensor, std::int64_t>>{
+             {x, 1}, {x, 0}, {x, -1}, {ties, 1}, {ties, 0}, {random64({}, 192), 0}, {random64({2, 0}, 193), 1}}) {
+      CAPTURE(input.repr());
+      CAPTURE(dim);
+      const auto r = torch_backward(node, "torch." + op + "(x, " + std::to_string(dim) + ").values",
+                                    "(torch.tensor(signed(fn._saved_dim)), fn._saved_self, fn._saved_indices)", input);
+      const Saved from_torch = {{"dim", r[0].item<std::int64_t>()}, {"self", r[1]}, {"indices", r[2]}};
+      CHECK_TENSOR(only_grad(call_node(node, {r[3]}, {true}, from_torch)), r[5]);
+    }
+  }
+  SUBCASE("float32, float16 and bfloat16 against torch") {
+    for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16}) {
+      CAPTURE(dtype_name(dtype));
+      const auto r = torch_backward(node, "torch." + op + "(x, 1).values",
+                                    "(torch.tensor(signed(fn._saved_dim)), fn._saved_self, fn._saved_indices)",
+                                    x.to(dtype));
+      const Tensor out = only_grad(
+          call_node(node, {r[3]}, {true}, Saved{{"dim", r[0].item<std::int64_t>()}, {"self", r[1]}, {"indices", r[2]}}));
+      CHECK(out.dtype() == dtype);
+      CHECK_TENSOR(out, r[5], rtol_for(dtype), rtol_for(dtype));
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node(node, {random64({3, 4}, 1)}, {true}, saved),
+                         (node + ": grad [3,4] and indices [3,5] must have self's shape [3,5]").c_str(), Error);
+  }
+}
+
+TEST_CASE("CummaxBackward0") { check_cummaxmin_node("CummaxBackward0", "cummax"); }
+TEST_CASE("CumminBackward0") { check_cummaxmin_node("CumminBackward0", "cummin"); }
 
 }  // TEST_SUITE
