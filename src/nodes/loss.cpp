@@ -1,5 +1,6 @@
 // Loss nodes: nll_loss, nll_loss2d, mse_loss, binary_cross_entropy (with and
-// without logits), smooth_l1_loss, huber_loss.
+// without logits), smooth_l1_loss, huber_loss, soft_margin_loss, multi_margin_loss,
+// multilabel_margin_loss.
 //
 // `reduction` is saved as an int, at::Reduction's value: 0 none, 1 mean, 2 sum.
 // l1_loss has no node (it is abs(sub) and mean in autograd), and
@@ -289,6 +290,164 @@ Grads HuberLossBackward0(const Grads& grads, const HuberLossBackward0Saved& save
   return out;
 }
 
+
+// SoftMarginLossBackward0 — soft_margin_loss(Tensor self, Tensor target, int reduction=Mean)
+//   self: soft_margin_loss_backward(grad, self, target, reduction)
+// The loss is log(1 + exp(-target * self)); at::native::soft_margin_loss_backward writes its
+// derivative as -(target * z) / (1 + z) * norm * grad with z = exp(-target * self), norm = 1 / numel
+// for mean (1 otherwise). refgrad keeps that order of operations, so it rounds as torch does.
+struct SoftMarginLossBackward0Saved {
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+};
+
+Grads SoftMarginLossBackward0(const Grads& grads, const SoftMarginLossBackward0Saved& saved, const Need& need) {
+  const char* node = "SoftMarginLossBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_reduction(node, saved.reduction);
+  const Tensor &self = saved.self, &target = saved.target, &grad = *grads[0];
+  check(is_expandable_to(target.sizes(), self.sizes()), node, ": target ", shape_text(target.sizes()),
+        " does not broadcast to self ", shape_text(self.sizes()));
+  if (saved.reduction == Reduction::None)
+    check(grad.sizes() == self.sizes(), node, ": with reduction none the grad ", shape_text(grad.sizes()),
+          " must have self's shape ", shape_text(self.sizes()));
+  else
+    check(grad.numel() == 1, node, ": expected a single element grad, got ", shape_text(grad.sizes()));
+  const Tensor z = exp(mul(neg(target), self));
+  const Tensor grad_input = div(neg(mul(target, z)), add(z, Scalar(1)));
+  return Grads{mul(mul(grad_input, reduction_norm(saved.reduction, self)), grad)};
+}
+
+// The [frames, classes] view that the margin losses compute on: ATen's shape checks accept self
+// [C], [N, C] or a 0-d self (one frame of one class).
+Tensor frames_of(const char* node, const Tensor& self) {
+  check((self.dim() == 2 && self.size(1) != 0) || (self.dim() == 1 && self.size(0) != 0) || self.dim() == 0, node,
+        ": expected self to be a non-empty vector or matrix with optional 0-dim batch size, got ",
+        shape_text(self.sizes()));
+  return self.dim() == 2 ? self : reshape(self, {1, self.numel()});
+}
+
+// Multiplies a margin loss's per-element grad_input [frames, classes] by the incoming grad: one value
+// for mean and sum (and for reduction none of a single frame given as a vector), else one per frame.
+Tensor times_incoming(const char* node, const Tensor& grad_input, const Tensor& grad, std::int64_t reduction,
+                      bool per_frame) {
+  if (reduction == Reduction::None && per_frame) {
+    check(grad.dim() == 1 && grad.size(0) == grad_input.size(0), node, ": with reduction none the grad ",
+          shape_text(grad.sizes()), " must have one value per frame (", grad_input.size(0), ")");
+    return mul(grad_input, unsqueeze(grad, 1));
+  }
+  check(grad.numel() == 1, node, ": expected a single element grad, got ", shape_text(grad.sizes()));
+  return mul(grad_input, reshape(grad, {}));
+}
+
+// MultiMarginLossBackward0 — multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1,
+//                                              Tensor? weight=None, int reduction=Mean)
+//   self:   multi_margin_loss_backward(grad, self, target, p, margin, weight, reduction)
+//   target: non_differentiable
+// Per frame with target class y, the loss is sum over d != y of w[y] * max(0, z_d)^p / C with
+// z_d = margin - x[y] + x[d]. As ATen's CPU kernel: each class d != y with z_d > 0 gets
+// h_d = w[y] * (p == 1 ? g : 2 g z_d), g = 1 / C (1 / (N C) for mean), and class y gets -sum_d h_d.
+struct MultiMarginLossBackward0Saved {
+  Scalar margin;
+  Scalar p;
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+  std::optional<Tensor> weight;
+};
+
+Grads MultiMarginLossBackward0(const Grads& grads, const MultiMarginLossBackward0Saved& saved, const Need& need) {
+  const char* node = "MultiMarginLossBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_reduction(node, saved.reduction);
+  const double p = saved.p.to_double();
+  check(p == 1 || p == 2, node, ": only p == 1 and p == 2 are supported, got p=", p);
+  const Tensor x = frames_of(node, saved.self);
+  const std::int64_t frames = x.size(0), classes = x.size(1);
+  const Tensor& target = saved.target;
+  check(target.dtype() == DType::Int64 && target.dim() <= 1 && target.numel() == frames, node,
+        ": expected an int64 target of ", frames, " elements (one per frame of self ", shape_text(saved.self.sizes()),
+        "), got ", dtype_name(target.dtype()), " ", shape_text(target.sizes()));
+  if (x.numel() == 0) return Grads{zeros_like(saved.self)};
+  const Tensor outside = logical_or(lt(target, 0), ge(target, classes));
+  if (sum(outside).item<std::int64_t>() > 0)
+    fail(concat(node, ": target ", masked_select(target, outside).to_vector<std::int64_t>().front(),
+                " is out of range for ", classes, " classes"));
+  check(!saved.weight || (saved.weight->dim() == 1 && saved.weight->numel() == classes), node,
+        ": weight must have one value per class (", classes, "), got shape ",
+        shape_text(saved.weight ? saved.weight->sizes() : Shape{}));
+  const Tensor y = reshape(target, {frames, 1});
+  const Tensor x_y = gather(x, 1, y);
+  const Tensor z = add(add(neg(x_y), saved.margin), x);  // (margin - x[y]) + x[d], ATen's order
+  const Tensor is_target_class = eq(unsqueeze(arange(Scalar(classes), DType::Int64), 0), y);
+  const Tensor active = logical_and(gt(z, 0), logical_not(is_target_class));
+  const double g = 1.0 / static_cast<double>(saved.reduction == Reduction::Mean ? frames * classes : classes);
+  Tensor h = p == 1 ? full_like(x, g) : mul(z, 2 * g);
+  if (saved.weight) h = mul(h, index(*saved.weight, {y}));
+  h = where(active, h, Scalar(0));
+  const Tensor grad_input = scatter(h, 1, y, neg(sum(h, IntList{1}, true)));
+  const bool per_frame = saved.target.dim() > 0;
+  return Grads{reshape(times_incoming(node, grad_input, *grads[0], saved.reduction, per_frame),
+                       saved.self.sizes())};
+}
+
+// MultilabelMarginLossBackward0 — multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction)
+//                                     -> (Tensor output, Tensor is_target)
+//   self:   multilabel_margin_loss_backward(grad, self, target, reduction, is_target)
+//   target: non_differentiable
+// Each frame's target row lists its classes up to the first -1; is_target marks them (1) among all
+// classes. The loss sums max(0, 1 - x[j] + x[d]) / C over listed targets j and classes d that are not
+// targets. As ATen's kernel, each such pair with a positive hinge adds g to class d and -g to class
+// j, g = 1 / C (1 / (N C) for mean); a target listed twice counts twice. Only `output` is
+// differentiable: the node takes one grad.
+struct MultilabelMarginLossBackward0Saved {
+  std::int64_t reduction;
+  Tensor self;
+  Tensor target;
+  Tensor is_target;
+};
+
+Grads MultilabelMarginLossBackward0(const Grads& grads, const MultilabelMarginLossBackward0Saved& saved,
+                                    const Need& need) {
+  const char* node = "MultilabelMarginLossBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  check_reduction(node, saved.reduction);
+  const Tensor x = frames_of(node, saved.self);
+  const std::int64_t frames = x.size(0), classes = x.size(1);
+  const bool vector_target = saved.self.dim() <= 1;
+  check(saved.target.dtype() == DType::Int64 && saved.target.numel() == frames * classes &&
+            (vector_target ? saved.target.dim() <= 1 : saved.target.sizes() == x.sizes()),
+        node, ": expected an int64 target with self's shape ", shape_text(saved.self.sizes()), ", got ",
+        dtype_name(saved.target.dtype()), " ", shape_text(saved.target.sizes()));
+  check(saved.is_target.sizes() == saved.target.sizes(), node, ": is_target ", shape_text(saved.is_target.sizes()),
+        " does not have target's shape ", shape_text(saved.target.sizes()));
+  if (x.numel() == 0) return Grads{zeros_like(saved.self)};
+  const Tensor target = reshape(saved.target, {frames, classes});
+  const Tensor is_target = reshape(saved.is_target, {frames, classes});
+  const Tensor outside = logical_or(lt(target, -1), ge(target, classes));
+  if (sum(outside).item<std::int64_t>() > 0)
+    fail(concat(node, ": target ", masked_select(target, outside).to_vector<std::int64_t>().front(),
+                " is out of range for ", classes, " classes (-1 ends the list)"));
+  const Tensor bad_mark = logical_and(ne(is_target, 0), ne(is_target, 1));
+  check(sum(bad_mark).item<std::int64_t>() == 0, node, ": is_target must hold only 0 and 1");
+  // listed[n, j]: slot j comes before the first -1 of row n.
+  const Tensor listed = to(cumprod(to(ge(target, 0), DType::Int64), 1), DType::Bool);
+  const Tensor j = where(listed, target, Scalar(0));
+  const Tensor x_j = gather(x, 1, j);  // [frames, slots]
+  // hinge[n, slot, d] = 1 - x[n, j] + x[n, d], for listed slots and non-target classes d.
+  const Tensor hinge = add(add(neg(unsqueeze(x_j, 2)), Scalar(1)), unsqueeze(x, 1));
+  const Tensor counted = logical_and(logical_and(gt(hinge, 0), unsqueeze(listed, 2)),
+                                     unsqueeze(eq(is_target, 0), 1));
+  const double g = 1.0 / static_cast<double>(saved.reduction == Reduction::Mean ? frames * classes : classes);
+  const Tensor pairs = to(counted, x.dtype());
+  const Tensor to_classes = mul(sum(pairs, IntList{1}), g);                // + g per pair, at d
+  const Tensor from_targets = mul(sum(pairs, IntList{2}), -g);             // - g per pair, at j
+  const Tensor grad_input = scatter_add(to_classes, 1, j, where(listed, from_targets, Scalar(0)));
+  return Grads{reshape(times_incoming(node, grad_input, *grads[0], saved.reduction, !vector_target),
+                       saved.self.sizes())};
+}
+
 }  // namespace
 
 void add_loss_nodes(std::vector<NodeDef>& registry) {
@@ -361,6 +520,33 @@ void add_loss_nodes(std::vector<NodeDef>& registry) {
          "target: huber_loss_backward(grad, target, self, reduction, delta)"},
         {saved<&S::delta>("delta", FieldKind::Float), saved<&S::reduction>("reduction", FieldKind::Int),
          saved<&S::self>("self", FieldKind::Tensor), saved<&S::target>("target", FieldKind::Tensor)}));
+  }
+  {
+    using S = SoftMarginLossBackward0Saved;
+    registry.push_back(define_node<S, SoftMarginLossBackward0>(
+        {"SoftMarginLossBackward0", "soft_margin_loss", {"self"}, 1, {},
+         "self: soft_margin_loss_backward(grad, self, target, reduction)"},
+        {saved<&S::reduction>("reduction", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::target>("target", FieldKind::Tensor)}));
+  }
+  {
+    using S = MultiMarginLossBackward0Saved;
+    registry.push_back(define_node<S, MultiMarginLossBackward0>(
+        {"MultiMarginLossBackward0", "multi_margin_loss", {"self"}, 1, {},
+         "self: multi_margin_loss_backward(grad, self, target, p, margin, weight, reduction)\n"
+         "target: non_differentiable"},
+        {saved<&S::margin>("margin", FieldKind::Scalar), saved<&S::p>("p", FieldKind::Scalar),
+         saved<&S::reduction>("reduction", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::target>("target", FieldKind::Tensor), saved<&S::weight>("weight", FieldKind::Tensor, true)}));
+  }
+  {
+    using S = MultilabelMarginLossBackward0Saved;
+    registry.push_back(define_node<S, MultilabelMarginLossBackward0>(
+        {"MultilabelMarginLossBackward0", "multilabel_margin_loss_forward", {"self"}, 1, {},
+         "self: multilabel_margin_loss_backward(grad, self, target, reduction, is_target)\n"
+         "target: non_differentiable"},
+        {saved<&S::reduction>("reduction", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::target>("target", FieldKind::Tensor), saved<&S::is_target>("is_target", FieldKind::Tensor)}));
   }
 }
 

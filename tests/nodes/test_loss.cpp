@@ -477,4 +477,247 @@ TEST_CASE("HuberLossBackward0") {
   }
 }
 
+// The tolerance of a comparison with torch in `dtype`: refgrad and torch round the same formula,
+// but may sum in a different order.
+double rtol_of(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return 2e-3;
+    case DType::BFloat16: return 1.6e-2;
+    case DType::Float32: return 1e-5;
+    default: return 1e-10;
+  }
+}
+
+TEST_CASE("SoftMarginLossBackward0") {
+  const Tensor x = random64({3, 4}, 130);
+  const Tensor y = sign(random64({3, 4}, 131));  // the usual labels +-1
+
+  SUBCASE("finite differences, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      CAPTURE(reduction);
+      const Tensor g = random64(reduction == kNone ? Shape{3, 4} : Shape{}, 132);
+      const Grads out = call_node("SoftMarginLossBackward0", {g}, {true},
+                                  Saved{{"reduction", reduction}, {"self", x}, {"target", y}});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        const Tensor loss = log1p(exp(mul(neg(y), in[0])));
+        return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+      };
+      check_against_finite_differences(out, 0, forward, {x}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"reduction", kMean}, {"self", x}, {"target", y}};
+    CHECK_FALSE(call_node("SoftMarginLossBackward0", {random64({}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("SoftMarginLossBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: each reduction, float64 to bfloat16, a zero self and a real-valued target") {
+    const Tensor self = cat({x, zeros({1, 4}, DType::Float64)}, 0);
+    const Tensor target = cat({y, tensor({{0.5, -2.0, 0.0, 3.0}}, DType::Float64)}, 0);
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}) {
+      for (const std::string call : {"F.soft_margin_loss(x, t)", "F.soft_margin_loss(x, t, reduction='sum')",
+                                     "F.soft_margin_loss(x, t, reduction='none')"}) {
+        CAPTURE(call);
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_loss("SoftMarginLossBackward0", call, {"reduction", "self", "target"},
+                                  {to(self, dtype), to(target, dtype)});
+        const Grads out = call_node("SoftMarginLossBackward0", {r[0]}, {true},
+                                    Saved{{"reduction", r[1].item<std::int64_t>()}, {"self", r[3]}, {"target", r[5]}});
+        CHECK_TENSOR(*out[0], r[7], rtol_of(dtype), rtol_of(dtype) * 1e-2);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("SoftMarginLossBackward0", {random64({3}, 1)}, {true},
+                                   Saved{{"reduction", kNone}, {"self", x}, {"target", y}}),
+                         "SoftMarginLossBackward0: with reduction none the grad [3] must have self's shape [3,4]",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("SoftMarginLossBackward0", {random64({}, 1)}, {true},
+                                   Saved{{"reduction", kSum}, {"self", x}, {"target", random64({2, 4}, 1)}}),
+                         "SoftMarginLossBackward0: target [2,4] does not broadcast to self [3,4]", Error);
+  }
+}
+
+// multi_margin_loss with L0 primitives, as the finite differences' forward: per frame with target y,
+// sum over d != y of w[y] * max(0, margin - x[y] + x[d])^p / C.
+Tensor multi_margin_loss(const Tensor& x, const Tensor& target, double p, double margin,
+                         const std::optional<Tensor>& weight, std::int64_t reduction) {
+  const Tensor y = unsqueeze(target, 1);
+  const Tensor z = clamp(add(sub(x, gather(x, 1, y)), Scalar(margin)), Scalar(0), std::nullopt);
+  const Tensor others = ne(unsqueeze(arange(Scalar(x.size(1)), DType::Int64), 0), y);
+  Tensor h = where(others, p == 1 ? z : square(z), Scalar(0));
+  if (weight) h = mul(h, index(*weight, {y}));
+  const Tensor loss = div(sum(h, IntList{1}), Scalar(x.size(1)));
+  return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+}
+
+TEST_CASE("MultiMarginLossBackward0") {
+  const Tensor x = random64({4, 5}, 140), target = tensor({0, 3, 4, 3}, DType::Int64);
+  const Tensor weight = tensor({0.5, 2.0, 1.5, 1.0, 0.25}, DType::Float64);
+
+  SUBCASE("finite differences: p 1 and 2, margins, a weight, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      for (const double p : {1.0, 2.0}) {
+        const std::optional<Tensor> w = p == 2 ? std::optional<Tensor>(weight) : std::nullopt;
+        CAPTURE(reduction);
+        CAPTURE(p);
+        const Tensor g = random64(reduction == kNone ? Shape{4} : Shape{}, 141);
+        const Saved saved = {{"margin", Scalar(0.7)}, {"p", Scalar(static_cast<std::int64_t>(p))},
+                             {"reduction", reduction}, {"self", x}, {"target", target},
+                             {"weight", w ? FieldValue{*w} : FieldValue{None{}}}};
+        const Grads out = call_node("MultiMarginLossBackward0", {g}, {true}, saved);
+        auto forward = [&](const std::vector<Tensor>& in) {
+          return multi_margin_loss(in[0], target, p, 0.7, w, reduction);
+        };
+        check_against_finite_differences(out, 0, forward, {x}, g);
+      }
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"margin", Scalar(1.0)}, {"p", Scalar(1)}, {"reduction", kMean}, {"self", x},
+                         {"target", target}, {"weight", None{}}};
+    CHECK_FALSE(call_node("MultiMarginLossBackward0", {random64({}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MultiMarginLossBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: hinges at 0, p, margin, weight, reductions, [C] and 0-d self, float32") {
+    // Integers with margin 1 put several hinges exactly at 0, where torch's grad is 0.
+    const Tensor tied = tensor({{1.0, 0.0, 2.0, 1.0, 0.0}, {0.0, 1.0, 1.0, 2.0, -1.0}}, DType::Float64);
+    const std::vector<std::string> calls = {
+        "F.multi_margin_loss(x, t)",
+        "F.multi_margin_loss(x, t, p=2, margin=0.5, reduction='sum')",
+        "F.multi_margin_loss(x, t, weight=c, reduction='none')",
+        "F.multi_margin_loss(x, t, p=2, weight=c)",
+    };
+    const std::vector<std::pair<Tensor, Tensor>> inputs = {
+        {x, target}, {tied, tensor({0, 2}, DType::Int64)}, {random64({5}, 142), tensor({3}, DType::Int64)},
+        {random64({}, 143), tensor(0, DType::Int64)}};
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      for (const std::string& call : calls) {
+        for (const auto& [self, t] : inputs) {
+          CAPTURE(call);
+          CAPTURE(str(self.sizes()));
+          CAPTURE(dtype_name(dtype));
+          const Tensor w = self.dim() == 0 ? tensor({1.5}, DType::Float64) : weight;
+          const auto r = torch_loss("MultiMarginLossBackward0", call,
+                                    {"margin", "p", "reduction", "self", "target", "weight"},
+                                    {to(self, dtype), t, to(w, dtype)});
+          const Saved from_torch = {{"margin", Scalar(r[1].item<double>())}, {"p", Scalar(r[3].item<std::int64_t>())},
+                                    {"reduction", r[5].item<std::int64_t>()}, {"self", r[7]},
+                                    {"target", r[9]}, {"weight", optional_tensor(r, 11)}};
+          CHECK_TENSOR(*call_node("MultiMarginLossBackward0", {r[0]}, {true}, from_torch)[0], r[13],
+                       rtol_of(dtype), rtol_of(dtype) * 1e-2);
+        }
+      }
+    }
+  }
+  SUBCASE("errors") {
+    const Tensor g = random64({}, 1);
+    Saved bad = {{"margin", Scalar(1.0)}, {"p", Scalar(3)}, {"reduction", kMean}, {"self", x},
+                 {"target", target}, {"weight", None{}}};
+    CHECK_THROWS_WITH_AS(call_node("MultiMarginLossBackward0", {g}, {true}, bad),
+                         "MultiMarginLossBackward0: only p == 1 and p == 2 are supported, got p=3", Error);
+    bad["p"] = Scalar(1);
+    bad["target"] = tensor({0, 5, 1, 1}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("MultiMarginLossBackward0", {g}, {true}, bad),
+                         "MultiMarginLossBackward0: target 5 is out of range for 5 classes", Error);
+    bad["target"] = tensor({0, 1}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("MultiMarginLossBackward0", {g}, {true}, bad),
+                         "MultiMarginLossBackward0: expected an int64 target of 4 elements (one per frame of self "
+                         "[4,5]), got int64 [2]",
+                         Error);
+    bad["target"] = target;
+    bad["weight"] = tensor({1.0, 2.0}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("MultiMarginLossBackward0", {g}, {true}, bad),
+                         "MultiMarginLossBackward0: weight must have one value per class (5), got shape [2]", Error);
+    bad["weight"] = None{};
+    bad["reduction"] = kNone;
+    CHECK_THROWS_WITH_AS(call_node("MultiMarginLossBackward0", {g}, {true}, bad),
+                         "MultiMarginLossBackward0: with reduction none the grad [] must have one value per frame (4)",
+                         Error);
+    bad["self"] = zeros({2, 0}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("MultiMarginLossBackward0", {g}, {true}, bad),
+                         "MultiMarginLossBackward0: expected self to be a non-empty vector or matrix with optional "
+                         "0-dim batch size, got [2,0]",
+                         Error);
+  }
+}
+
+TEST_CASE("MultilabelMarginLossBackward0") {
+  const Tensor x = random64({3, 4}, 150);
+  // Row 0 lists classes 3 and 1; row 1 lists 0, then -1 ends it (the 2 after it is not a target);
+  // row 2 lists 2 twice, which counts twice.
+  const Tensor target = tensor({{3, 1, -1, 0}, {0, -1, 2, 1}, {2, 2, -1, -1}}, DType::Int64);
+  const Tensor is_target = tensor({{0.0, 1.0, 0.0, 1.0}, {1.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 1.0, 0.0}}, DType::Float64);
+  // The (target, non-target) pairs each row's loss sums over.
+  const Tensor pair_target = tensor({{3, 3, 1, 1, 0, 0, 0, 2, 2, 2, 2, 2, 2}}, DType::Int64);
+  const Tensor pair_other = tensor({{0, 2, 0, 2, 1, 2, 3, 0, 1, 3, 0, 1, 3}}, DType::Int64);
+  const Tensor pair_row = tensor({0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2}, DType::Int64);
+
+  SUBCASE("finite differences, each reduction") {
+    for (const std::int64_t reduction : {kNone, kMean, kSum}) {
+      CAPTURE(reduction);
+      const Tensor g = random64(reduction == kNone ? Shape{3} : Shape{}, 151);
+      const Grads out = call_node("MultilabelMarginLossBackward0", {g}, {true},
+                                  Saved{{"reduction", reduction}, {"self", x}, {"target", target},
+                                        {"is_target", is_target}});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        const Tensor flat = reshape(in[0], {-1});
+        const Tensor x_j = index(flat, {add(mul(pair_row, Scalar(4)), reshape(pair_target, {-1}))});
+        const Tensor x_d = index(flat, {add(mul(pair_row, Scalar(4)), reshape(pair_other, {-1}))});
+        const Tensor hinge = clamp(add(sub(x_d, x_j), Scalar(1)), Scalar(0), std::nullopt);
+        const Tensor loss = div(index_add(zeros({3}, DType::Float64), 0, pair_row, hinge), Scalar(4));
+        return reduction == kNone ? loss : reduction == kMean ? mean(loss) : sum(loss);
+      };
+      check_against_finite_differences(out, 0, forward, {x}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"reduction", kMean}, {"self", x}, {"target", target}, {"is_target", is_target}};
+    CHECK_FALSE(call_node("MultilabelMarginLossBackward0", {random64({}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("MultilabelMarginLossBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: hinges at 0, reductions, [C] and 0-d self, float32") {
+    const Tensor tied = tensor({{1.0, 0.0, 2.0, 1.0}, {0.0, 1.0, 1.0, 2.0}, {1.0, 1.0, 0.0, 0.0}}, DType::Float64);
+    const std::vector<std::pair<Tensor, Tensor>> inputs = {
+        {x, target}, {tied, target}, {random64({4}, 152), tensor({2, 0, -1, 3}, DType::Int64)},
+        {random64({}, 153), tensor(0, DType::Int64)}};
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      for (const std::string call : {"F.multilabel_margin_loss(x, t)",
+                                     "F.multilabel_margin_loss(x, t, reduction='sum')",
+                                     "F.multilabel_margin_loss(x, t, reduction='none')"}) {
+        for (const auto& [self, t] : inputs) {
+          CAPTURE(call);
+          CAPTURE(str(self.sizes()));
+          CAPTURE(dtype_name(dtype));
+          const auto r = torch_loss("MultilabelMarginLossBackward0", call,
+                                    {"reduction", "self", "target", "is_target"}, {to(self, dtype), t});
+          const Saved from_torch = {{"reduction", r[1].item<std::int64_t>()}, {"self", r[3]}, {"target", r[5]},
+                                    {"is_target", r[7]}};
+          CHECK_TENSOR(*call_node("MultilabelMarginLossBackward0", {r[0]}, {true}, from_torch)[0], r[9],
+                       rtol_of(dtype), rtol_of(dtype) * 1e-2);
+        }
+      }
+    }
+  }
+  SUBCASE("errors") {
+    const Tensor g = random64({}, 1);
+    Saved bad = {{"reduction", kMean}, {"self", x}, {"target", tensor({{3, 1, -1, 0}, {0, -1, 2, 1}, {4, 2, -1, -1}},
+                                                                      DType::Int64)},
+                 {"is_target", is_target}};
+    CHECK_THROWS_WITH_AS(call_node("MultilabelMarginLossBackward0", {g}, {true}, bad),
+                         "MultilabelMarginLossBackward0: target 4 is out of range for 4 classes (-1 ends the list)",
+                         Error);
+    bad["target"] = target;
+    bad["is_target"] = zeros({3, 3}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("MultilabelMarginLossBackward0", {g}, {true}, bad),
+                         "MultilabelMarginLossBackward0: is_target [3,3] does not have target's shape [3,4]", Error);
+    bad["is_target"] = full({3, 4}, 2.0, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("MultilabelMarginLossBackward0", {g}, {true}, bad),
+                         "MultilabelMarginLossBackward0: is_target must hold only 0 and 1", Error);
+    bad["target"] = tensor({0, 1}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("MultilabelMarginLossBackward0", {g}, {true}, bad),
+                         "MultilabelMarginLossBackward0: expected an int64 target with self's shape [3,4], got int64 [2]",
+                         Error);
+  }
+}
+
 }  // TEST_SUITE
