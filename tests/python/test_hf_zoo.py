@@ -2,7 +2,7 @@
 download), through refgrad.check against eager; and grouped-query attention.
 
 Unfinished: so far the decoders (GPT-2, Llama and Qwen2 and Mistral with fewer key/value heads than query
-heads, so that enable_gqa=True reaches ScaledDotProductFlashAttentionForCpuBackward0).
+heads, so that enable_gqa=True reaches ScaledDotProductFlashAttentionForCpuBackward0), BERT, T5 and ViT.
 """
 import pytest
 import torch
@@ -38,6 +38,32 @@ MODELS = {
     "qwen2": lambda: decoder(transformers.Qwen2ForCausalLM, transformers.Qwen2Config(**SMALL_LLAMA_LIKE)),
     "mistral": lambda: decoder(transformers.MistralForCausalLM, transformers.MistralConfig(**SMALL_LLAMA_LIKE)),
 }
+
+
+SMALL_ENCODER = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+CLASS_LABELS = torch.tensor([0, 1])
+
+
+def built(model):
+    torch.manual_seed(0)
+    return model().train()
+
+
+MODELS["bert"] = lambda: (
+    built(lambda: transformers.BertForSequenceClassification(
+        transformers.BertConfig(vocab_size=VOCAB, max_position_embeddings=16, **SMALL_ENCODER))),
+    lambda m, ids=token_ids(): m(input_ids=ids, labels=CLASS_LABELS).loss)
+MODELS["vit"] = lambda: (
+    built(lambda: transformers.ViTForImageClassification(
+        transformers.ViTConfig(image_size=16, patch_size=8, num_labels=2, **SMALL_ENCODER))),
+    lambda m, pixels=torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(0)):
+        m(pixel_values=pixels, labels=CLASS_LABELS).loss)
+MODELS["t5"] = lambda: (
+    built(lambda: transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=VOCAB, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, dropout_rate=0.0,
+        decoder_start_token_id=0))),
+    lambda m, ids=token_ids(): m(input_ids=ids, labels=ids).loss)
 
 
 def assert_passes(report):
