@@ -928,8 +928,12 @@ Grads UpsampleBilinear2DBackward0(const Grads& grads, const UpsampleBilinear2DBa
 // recomputed (mask: the saved additive attn_mask, and -inf above the diagonal when is_causal, top-left
 // aligned); a row masked everywhere has P = 0. With dO = grad:
 //   value: P^T dO;  dS = P * (dO v^T - rowsum(P * dO v^T));  query: dS k * scale;  key: dS^T q * scale.
-// dropout_p > 0 (random masks) is not supported yet. logsumexp is not a differentiable output: torch's
-// node takes one grad.
+// Grouped-query attention (enable_gqa=True): key and value have Hkv heads, query Hq = G * Hkv, and torch saves
+// the unrepeated key and value (enable_gqa itself is not saved: the kernel reads it off the head counts). Key/value
+// head j serves the G consecutive query heads j*G .. j*G+G-1 (repeat_interleave(G, dim=1)), so the formulas run on
+// the repeated key and value, and key's and value's grads are summed over each head's group of G.
+// dropout_p > 0 never reaches this node on CPU (torch takes the math path, whose nodes refgrad runs) and is refused.
+// logsumexp is not a differentiable output: torch's node takes one grad.
 struct ScaledDotProductFlashAttentionForCpuBackward0Saved {
   std::optional<Tensor> attn_mask;
   double dropout_p;
@@ -945,12 +949,13 @@ struct ScaledDotProductFlashAttentionForCpuBackward0Saved {
 void check_attention_shapes(const Tensor& grad, const ScaledDotProductFlashAttentionForCpuBackward0Saved& saved) {
   const char* node = "ScaledDotProductFlashAttentionForCpuBackward0";
   const Tensor &q = saved.query, &k = saved.key, &v = saved.value;
+  // Hkv (key's and value's heads) divides Hq (query's): each key/value head serves Hq / Hkv query heads.
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2) &&
-            std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
-            std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin()) &&
-            grad.sizes() == Shape{q.size(0), q.size(1), q.size(2), v.size(3)},
+            q.size(0) == k.size(0) && q.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(1) > 0 &&
+            q.size(1) % k.size(1) == 0 && grad.sizes() == Shape{q.size(0), q.size(1), q.size(2), v.size(3)},
         node, ": query ", shape_text(q.sizes()), ", key ", shape_text(k.sizes()), ", value ", shape_text(v.sizes()),
-        " and grad ", shape_text(grad.sizes()), " do not fit [B, H, L, E], [B, H, S, E], [B, H, S, Ev], [B, H, L, Ev]");
+        " and grad ", shape_text(grad.sizes()),
+        " do not fit [B, Hq, L, E], [B, Hkv, S, E], [B, Hkv, S, Ev], [B, Hq, L, Ev] with Hkv dividing Hq");
   // The softmax runs over the S key positions (torch's kernel divides by zero without any).
   check(k.size(2) > 0, node, ": key ", shape_text(k.sizes()), " has no positions");
   if (!saved.attn_mask) return;
@@ -960,6 +965,24 @@ void check_attention_shapes(const Tensor& grad, const ScaledDotProductFlashAtten
             mask.dtype() != DType::Int64,
         node, ": attn_mask ", dtype_name(mask.dtype()), shape_text(mask.sizes()),
         " must be a bool or floating mask of 2 or 4 dims that broadcasts to the scores ", shape_text(scores));
+}
+
+// [B, Hkv, S, E] -> [B, Hkv * group, S, E], each head repeated group times in a row:
+// key.repeat_interleave(group, dim=1), as the GQA forward pairs key/value heads with query heads.
+Tensor repeat_heads(const Tensor& key_or_value, std::int64_t group) {
+  if (group == 1) return key_or_value;
+  const Shape& sizes = key_or_value.sizes();
+  const Tensor repeated = expand(unsqueeze(key_or_value, 2), {sizes[0], sizes[1], group, sizes[2], sizes[3]});
+  return reshape(repeated, {sizes[0], sizes[1] * group, sizes[2], sizes[3]});
+}
+
+// The reverse of repeat_heads for a gradient: [B, Hkv * group, S, E] -> [B, Hkv, S, E], each key/value head's
+// grad the sum of the grads of the group of query heads it served.
+Tensor sum_over_head_groups(const Tensor& grad_per_query_head, std::int64_t group) {
+  if (group == 1) return grad_per_query_head;
+  const Shape& sizes = grad_per_query_head.sizes();
+  const Tensor grouped = reshape(grad_per_query_head, {sizes[0], sizes[1] / group, group, sizes[2], sizes[3]});
+  return sum(grouped, {2});
 }
 
 // The forward's attention weights, recomputed: softmax(q k^T * scale + mask),
@@ -987,13 +1010,15 @@ Grads ScaledDotProductFlashAttentionForCpuBackward0(const Grads& grads,
   const Tensor &grad = *grads[0], &q = saved.query, &k = saved.key, &v = saved.value;
   check_attention_shapes(grad, saved);
   const double scale = saved.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  const Tensor p = attention_probabilities(q, k, scale, saved.attn_mask, saved.is_causal);
-  const Tensor dp = matmul(grad, transpose(v, -2, -1));
+  const std::int64_t group = q.size(1) / k.size(1);  // query heads per key/value head (1 without GQA)
+  const Tensor k_per_query_head = repeat_heads(k, group), v_per_query_head = repeat_heads(v, group);
+  const Tensor p = attention_probabilities(q, k_per_query_head, scale, saved.attn_mask, saved.is_causal);
+  const Tensor dp = matmul(grad, transpose(v_per_query_head, -2, -1));
   const Tensor ds = mul(p, sub(dp, sum(mul(p, dp), {-1}, true)));  // softmax backward
   Grads out(3);
-  if (need[0]) out[0] = mul(matmul(ds, k), Scalar(scale));
-  if (need[1]) out[1] = mul(matmul(transpose(ds, -2, -1), q), Scalar(scale));
-  if (need[2]) out[2] = matmul(transpose(p, -2, -1), grad);
+  if (need[0]) out[0] = mul(matmul(ds, k_per_query_head), Scalar(scale));
+  if (need[1]) out[1] = sum_over_head_groups(mul(matmul(transpose(ds, -2, -1), q), Scalar(scale)), group);
+  if (need[2]) out[2] = sum_over_head_groups(matmul(transpose(p, -2, -1), grad), group);
   return out;
 }
 

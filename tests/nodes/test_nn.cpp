@@ -1248,7 +1248,81 @@ result = (m is None, torch.zeros(0) if m is None else m, s is None, s or 0.0, fn
       for (std::size_t i = 0; i < 3; ++i) CHECK_TENSOR(*out[i], r[12 + i]);
     }
   }
+  // enable_gqa=True: query has 4 heads, key and value 2; key/value head j serves query heads 2j and 2j + 1.
+  const Tensor gqa_q = random64({2, 4, 3, 4}, 120), gqa_k = random64({2, 2, 5, 4}, 121),
+               gqa_v = random64({2, 2, 5, 4}, 122), gqa_g = random64({2, 4, 3, 4}, 123),
+               gqa_mask = random64({3, 5}, 124);
+  SUBCASE("grouped-query attention: finite differences") {
+    Saved gqa = saved;
+    gqa["query"] = gqa_q, gqa["key"] = gqa_k, gqa["value"] = gqa_v, gqa["attn_mask"] = gqa_mask;
+    gqa["scale"] = 0.3;
+    const Grads out = call_node(kNode, {gqa_g}, {true, true, true}, gqa);
+    auto repeat_interleave_heads = [](const Tensor& kv) {  // [2, 2, 5, 4] -> [2, 4, 5, 4]
+      return reshape(expand(unsqueeze(kv, 2), {2, 2, 2, 5, 4}), {2, 4, 5, 4});
+    };
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor scores = add(mul(matmul(in[0], transpose(repeat_interleave_heads(in[1]), -2, -1)), 0.3), gqa_mask);
+      return matmul(softmax(scores, -1), repeat_interleave_heads(in[2]));
+    };
+    for (std::size_t i = 0; i < 3; ++i) check_against_finite_differences(out, i, forward, {gqa_q, gqa_k, gqa_v}, gqa_g);
+  }
+  SUBCASE("grouped-query attention against torch: masks, causal, scale, dropout's math path; float64/32, bfloat16") {
+    const std::vector<std::string> forwards = {
+        "F.scaled_dot_product_attention(q, k, v, enable_gqa=True)",
+        "F.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True, scale=0.3)",
+        "F.scaled_dot_product_attention(q, k, v, enable_gqa=True, attn_mask=torch.randn(3, 5).to(q.dtype))",
+        "F.scaled_dot_product_attention(q, k, v, enable_gqa=True, attn_mask=torch.randn(2, 4, 3, 5).to(q.dtype))",
+        "F.scaled_dot_product_attention(q, k, v, enable_gqa=True, attn_mask=torch.tensor("
+        "[[True] * 5, [False] * 5, [True, False, True, False, True]]))",
+        "F.scaled_dot_product_attention(q, k, v, enable_gqa=True, attn_mask=torch.rand(2, 4, 3, 5) > 0.4)",
+        "F.scaled_dot_product_attention(q, k, v, enable_gqa=True, attn_mask=torch.randn(2, 1, 3, 5).to(q.dtype))",
+    };
+    for (DType dtype : {DType::Float64, DType::Float32, DType::BFloat16}) {
+      for (const std::string& forward : forwards) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(forward);
+        const auto r = torch_exec(R"(
+torch.manual_seed(0)
+q = a.requires_grad_(); k = b.requires_grad_(); v = c.requires_grad_()
+out = )" + forward + R"(
+fn = out.grad_fn
+assert fn.name() == "ScaledDotProductFlashAttentionForCpuBackward0"
+assert fn._saved_key.shape[1] == 2 and fn._saved_value.shape[1] == 2 and fn._saved_query.shape[1] == 4
+)" + std::string(kSeededGrad) + R"(
+m, s = fn._saved_attn_mask, fn._saved_scale
+result = (m is None, torch.zeros(0) if m is None else m, s is None, s or 0.0, fn._saved_is_causal, fn._saved_dropout_p,
+          fn._saved_query, fn._saved_key, fn._saved_value, fn._saved_logsumexp, fn._saved_output,
+          g, *torch.autograd.grad(out, (q, k, v), g))
+)", {gqa_q.to(dtype), gqa_k.to(dtype), gqa_v.to(dtype)});
+        const std::optional<double> scale = optional_double(r[2], r[3]);
+        const Saved from_torch = {{"attn_mask", r[0].item<bool>() ? FieldValue(None{}) : FieldValue(r[1])},
+                                  {"dropout_p", r[5].item<double>()}, {"is_causal", r[4].item<bool>()},
+                                  {"key", r[7]}, {"query", r[6]},
+                                  {"scale", scale ? FieldValue(*scale) : FieldValue(None{})},
+                                  {"value", r[8]}, {"logsumexp", r[9]}, {"output", r[10]}};
+        const Grads out = call_node(kNode, {r[11]}, {true, true, true}, from_torch);
+        const double rtol = dtype == DType::Float64 ? 1e-6 : dtype == DType::Float32 ? 1e-5 : 5e-2;
+        const double atol = dtype == DType::Float64 ? 1e-9 : dtype == DType::Float32 ? 1e-6 : 5e-2;
+        for (std::size_t i = 0; i < 3; ++i) CHECK_TENSOR(*out[i], r[12 + i], rtol, atol);
+      }
+    }
+    // dropout_p > 0: the CPU build takes the math path (no such node); refgrad runs the nodes it records, seeded.
+    const std::string nodes = torch_exec_text(R"(
+torch.manual_seed(0)
+out = F.scaled_dot_product_attention(a.requires_grad_(), b.requires_grad_(), c.requires_grad_(), dropout_p=0.5,
+                                     enable_gqa=True)
+result = out.grad_fn.name()
+)", {gqa_q, gqa_k, gqa_v});
+    CHECK(nodes != "ScaledDotProductFlashAttentionForCpuBackward0");
+  }
   SUBCASE("errors") {
+    Saved heads = saved;  // 3 query heads cannot share 2 key/value heads
+    heads["query"] = random64({2, 3, 3, 4}, 1);
+    CHECK_THROWS_WITH_AS(call_node(kNode, {random64({2, 3, 3, 4}, 2)}, {true, true, true}, heads),
+                         "ScaledDotProductFlashAttentionForCpuBackward0: query [2,3,3,4], key [2,2,5,4], value "
+                         "[2,2,5,4] and grad [2,3,3,4] do not fit [B, Hq, L, E], [B, Hkv, S, E], [B, Hkv, S, Ev], "
+                         "[B, Hq, L, Ev] with Hkv dividing Hq",
+                         Error);
     Saved dropout = saved;
     dropout["dropout_p"] = 0.1;
     CHECK_THROWS_WITH_AS(call_node(kNode, {g}, {true, true, true}, dropout),
