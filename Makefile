@@ -9,7 +9,7 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 # once; after that ninja keeps it up to date (and so does `import refgrad`).
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
-.PHONY: all bootstrap build test test-cpp test-python test-planted test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
+.PHONY: all bootstrap build test test-cpp test-python test-slow test-planted test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
         fuzz-seeds fuzz-campaign demo bench docs notebooks conformance clean
 
 all: build
@@ -49,6 +49,11 @@ test-cpp:
 
 test-python:
 	set -o pipefail; $(PYTHON) -m pytest -q -rs tests/python | tee $(BUILD)/pytest.log
+
+# The tests marked `slow`, which the default run deselects (tests/python/conftest.py): compiled autograd on
+# every model of the transformers zoo (tests/python/test_hf_zoo.py), minutes each.
+test-slow: build
+	$(PYTHON) -m pytest -q -rs -m slow tests/python
 
 # Planted bugs at every position of tests/python/test_planted_matrix.py for every engine kind, and the
 # accuracy table (make test runs the MLP's positions); and the slow cases of compiled autograd's graph

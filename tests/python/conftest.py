@@ -19,3 +19,18 @@ if _built is not None and "refgrad._refgrad" not in sys.modules:
     _module = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_module)
     sys.modules["refgrad._refgrad"] = _module
+
+
+# Tests marked `slow` (compiled autograd on every transformers zoo model: minutes each) are deselected from the
+# default run; `make test-slow` runs them with `-m slow`. Any -m expression given decides by itself.
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: minutes-long; deselected unless -m selects it (make test-slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.option.markexpr:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
