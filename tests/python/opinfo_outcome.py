@@ -32,9 +32,10 @@ Comparison (DESIGN.md "Numbers and precision", refgrad.check.rule):
   Where only torch's gradient fails, torch's gradient with the sample promoted to float64 decides
   between a wrong formula and torch's rounding: R ten times closer to it than torch's own gradient is
   means torch inaccurate; otherwise wrong gradient.
-  Where refgrad's dtype run gives torch's very bits and they hold an infinity or NaN where R is finite (an
-  intermediate overflowed the dtype in both: tan's 1 + tan(x)^2 in float16), neither can be near R there;
-  R is then checked against torch's float64 gradient within the dtype's rtol instead, where both are finite.
+  Where refgrad's dtype run and torch's hold the same infinities or NaNs at the same elements, where R is
+  finite (an intermediate overflowed the dtype in both: tan's 1 + tan(x)^2, soft_margin_loss's exp(-y x) in
+  float16), neither can be near R there; R is then checked against torch's float64 gradient within the
+  dtype's rtol instead, where both are finite, and the elements both ran finitely are compared as above.
   A NaN where the other side has none, a missing gradient, or a shape or dtype that differs fails.
 
 Randomness is fixed: the samples come from a seed per op and dtype (opinfo_samples.samples) and the
@@ -258,24 +259,27 @@ def _compare_all(dtype, reference, expected, as_captured, torch_float64) -> Outc
         if e is None:
             failures.append((math.inf, f"input {k}: refgrad's {dtype_name(dtype)} run gives no gradient"))
             continue
-        if e.dtype == t.dtype and torch.equal(e.nan_to_num(), t.nan_to_num()) and \
-                bool((torch.isnan(e) == torch.isnan(t)).all()) and bool((~torch.isfinite(e) & torch.isfinite(r)).any()):
-            # refgrad's run in the dtype gives torch's very bits, infinities (or the NaN of inf - inf) included:
-            # an intermediate overflowed the dtype in both (tan's 1 + tan(x)^2 in float16). Neither is near R there, by
-            # the dtype's range, not by an error. R's formula is checked against torch's float64 gradient
-            # instead, within the dtype's rtol: R differentiates the forward as it ran, in the dtype.
-            # Where R or that gradient is not finite (a saved forward value overflowed too: pow's result),
-            # there is nothing to check.
+        if _overflowed_alike(e, t, r):
+            # refgrad's run in the dtype and torch's hold the same infinities (or the NaN of inf - inf) at the same
+            # elements, where R is finite: an intermediate overflowed the dtype in both (tan's 1 + tan(x)^2,
+            # soft_margin_loss's exp(-y x) in float16). Neither is near R there, by the dtype's range, not by an
+            # error. R's formula is checked against torch's float64 gradient instead, within the dtype's rtol:
+            # R differentiates the forward as it ran, in the dtype. Where R or that gradient is not finite (a
+            # saved forward value overflowed too: pow's result), there is nothing to check. The elements both
+            # computed finitely are compared as everywhere else.
             exact = torch_exact()
-            if exact is not None:
-                dtype_rule = _Rule(rtol=rule.tolerances(real_dtype)[0], atol=0.0)
-                exact_k = _real(exact[k]).to(torch.float64)
-                finite = torch.isfinite(exact_k) & torch.isfinite(r.to(torch.float64))
-                result = _compare(exact_k[finite], r.to(torch.float64)[finite], torch.float64, dtype_rule, 0.0,
-                                  is_eager=True)
-                if not result.passed:
-                    failures.append(_failure(k, "max|R - torch float64|", result))
+            if exact is None:
                 continue
+            dtype_rule = _Rule(rtol=rule.tolerances(real_dtype)[0], atol=0.0)
+            exact_k = _real(exact[k]).to(torch.float64)
+            finite = torch.isfinite(exact_k) & torch.isfinite(r.to(torch.float64))
+            result = _compare(exact_k[finite], r.to(torch.float64)[finite], torch.float64, dtype_rule, 0.0,
+                              is_eager=True)
+            if not result.passed:
+                failures.append(_failure(k, "max|R - torch float64|", result))
+                continue
+            both_finite = torch.isfinite(e)
+            e, t, r = e[both_finite], t[both_finite], r[both_finite]
         e_error, t_error = _max_abs(e, r), _max_abs(t, r)
         checks = (("torch", t, e_error), (f"refgrad {dtype_name(dtype)}", e, t_error))
         for who, value, noise in checks:
@@ -300,6 +304,19 @@ def _compare_all(dtype, reference, expected, as_captured, torch_float64) -> Outc
         return Outcome(PASS)
     worst = max(failures, key=lambda failure: _severity(failure[0]))
     return Outcome(WRONG_GRADIENT, worst[1].strip())
+
+
+def _overflowed_alike(refgrad_dtype: torch.Tensor, torch_dtype: torch.Tensor, reference: torch.Tensor) -> bool:
+    """Whether refgrad's run in the dtype and torch's are not finite at exactly the same elements, with the
+    same values there (the same infinities, NaN for NaN), and some of those elements are finite in R."""
+    if refgrad_dtype.dtype != torch_dtype.dtype or refgrad_dtype.shape != torch_dtype.shape:
+        return False
+    not_finite = ~torch.isfinite(refgrad_dtype)
+    if not torch.equal(not_finite, ~torch.isfinite(torch_dtype)):
+        return False
+    same_values = torch.equal(refgrad_dtype[not_finite].nan_to_num(), torch_dtype[not_finite].nan_to_num()) and \
+        torch.equal(torch.isnan(refgrad_dtype), torch.isnan(torch_dtype))
+    return same_values and bool((not_finite & torch.isfinite(reference)).any())
 
 
 def _call_or_none(function):

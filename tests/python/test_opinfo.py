@@ -115,6 +115,22 @@ def test_torch_rounding_worse_than_the_rule_is_torch_inaccurate():
     assert outcome.kind == TORCH_INACCURATE and "input 1: max|torch - R|" in outcome.detail, outcome
 
 
+def test_an_overflow_in_both_dtype_runs_is_checked_against_torch_float64():
+    """soft_margin_loss in float16 (samples 4 and 5): torch's kernel and refgrad's float16 run both compute
+    exp(-y x), which overflows float16 and leaves NaN at the same elements of the gradient, where R is finite.
+    R is checked against torch's float64 gradient there: it passes, and fails when the formula is off."""
+    op = first_variant("nn.functional.soft_margin_loss")
+    samples_4_5 = [item for item in run_op(op, torch.float16, limit=6) if item[0] in (4, 5)]
+    assert [outcome for _, outcome in samples_4_5] == [Outcome(PASS), Outcome(PASS)]
+
+
+def test_a_planted_error_under_an_overflow_is_a_wrong_gradient(monkeypatch):
+    op = first_variant("nn.functional.soft_margin_loss")
+    _planted(monkeypatch, 1.01, ("float64", "float32"))  # R and refgrad's float16 run both 1% off
+    outcome = dict(run_op(op, torch.float16, limit=5))[4]
+    assert outcome.kind == WRONG_GRADIENT and "max|R - torch float64|" in outcome.detail, outcome
+
+
 def test_regressions_changes_and_unexpected_passes_are_differences():
     expectations = Expectations([("mul", "float64", "all", "missing nodes: MulBackward0"),
                                  ("div", "float64", (1,), "refgrad error: boom")])
