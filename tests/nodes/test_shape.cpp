@@ -1511,4 +1511,151 @@ result = (i64(fn._saved_start), *torch.autograd.grad(x.narrow(1, -3, 2), (x,), b
   }
 }
 
+TEST_CASE("Rot90Backward0") {
+  const Tensor x = random64({2, 3}, 331), g = random64({3, 2}, 332);
+  const Saved saved = {{"dims", IntList{0, 1}}, {"k", std::int64_t{1}}};
+  SUBCASE("finite differences: a quarter turn and a half turn") {
+    // ATen's rot90: a quarter turn flips dims[1], then transposes.
+    check_fd("Rot90Backward0", saved,
+             [](const std::vector<Tensor>& in) { return transpose(flip(in[0], {1}), 0, 1); }, x, g);
+    check_fd("Rot90Backward0", {{"dims", IntList{0, 1}}, {"k", std::int64_t{2}}},
+             [](const std::vector<Tensor>& in) { return flip(in[0], {0, 1}); }, x, random64({2, 3}, 333));
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("Rot90Backward0", saved, g); }
+  SUBCASE("against torch: every k mod 4, negative k, negative and reversed dims, every dtype") {
+    struct Case {
+      std::int64_t k;
+      std::string dims;
+    };
+    for (const Case& c : {Case{1, "[0, 1]"}, Case{2, "[2, 0]"}, Case{3, "[-1, 1]"}, Case{0, "[0, 2]"},
+                          Case{-1, "[1, 0]"}, Case{5, "[0, -1]"}, Case{-7, "[2, 1]"}}) {
+      for (const DType dtype : kEveryDtype) {
+        CAPTURE(c.k);
+        CAPTURE(c.dims);
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec(py("x = a.requires_grad_()\nout = torch.rot90(x, " + std::to_string(c.k) + ", " +
+                                     c.dims + R"()
+fn = out.grad_fn
+assert fn.name() == "Rot90Backward0", fn.name()
+g = torch.randn(out.shape, dtype=x.dtype)
+result = (ints(fn._saved_dims), i64(fn._saved_k), g, *torch.autograd.grad(out, (x,), g))
+)"), {random_of({2, 3, 4}, 334, dtype)});
+        check_same(one_grad("Rot90Backward0", {{"dims", int_list(r[0])}, {"k", int_of(r[1])}}, r[2]), r[3]);
+      }
+    }
+  }
+  SUBCASE("errors name the node") {
+    CHECK_THROWS_WITH_AS(call_node("Rot90Backward0", {g}, {true}, Saved{{"dims", IntList{0, 1, 2}}, {"k", std::int64_t{1}}}),
+                         "Rot90Backward0: rot90 takes 2 dims, got dims [0,1,2]", Error);
+    CHECK_THROWS_WITH_AS(call_node("Rot90Backward0", {g}, {true}, Saved{{"dims", IntList{1, -1}}, {"k", std::int64_t{1}}}),
+                         "Rot90Backward0: rot90's dims [1,-1] name one dim twice", Error);
+    CHECK_THROWS_WITH_AS(call_node("Rot90Backward0", {random64({3}, 1)}, {true}, saved),
+                         "Rot90Backward0: rot90 needs a tensor of at least 2 dims, got shape [3]", Error);
+    CHECK_THROWS_AS(call_node("Rot90Backward0", {g}, {true}, Saved{{"dims", IntList{0, 2}}, {"k", std::int64_t{1}}}),
+                    Error);
+  }
+}
+
+TEST_CASE("BlockDiagBackward0") {
+  // A matrix [r, c] is an r x c block, a vector [n] a 1 x n block, a 0-d tensor a 1 x 1 block.
+  const Tensor m = random64({2, 3}, 341), v = random64({3}, 342), s = random64({}, 343), e = random64({2, 0}, 344);
+  const std::vector<IntList> shapes = {{2, 3}, {3}, {}, {2, 0}};
+  const Saved saved = {{"tensors_args_scalartypes", float64s(4)}, {"tensors_args_sizes", shapes}};
+  const Tensor g = random64({6, 7}, 345);
+  SUBCASE("finite differences, each tensor") {
+    const Grads out = call_node("BlockDiagBackward0", {g}, {true}, saved);
+    REQUIRE(out.size() == 4);
+    // block_diag written by hand: each block padded into its rows and columns
+    auto forward = [](const std::vector<Tensor>& in) {
+      const Tensor vector_block = reshape(in[1], {1, 3}), scalar_block = reshape(in[2], {1, 1});
+      return cat({constant_pad_nd(in[0], {0, 4}), constant_pad_nd(vector_block, {3, 1}),
+                  constant_pad_nd(scalar_block, {6, 0}), constant_pad_nd(in[3], {7, 0})},
+                 0);
+    };
+    for (std::size_t k = 0; k < 4; ++k) {
+      CAPTURE(k);
+      check_against_finite_differences(out, k, forward, {m, v, s, e}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad: one undefined grad per tensor") {
+    const Grads unneeded = call_node("BlockDiagBackward0", {g}, {false}, saved);
+    CHECK(unneeded.size() == 4);
+    for (const auto& grad : unneeded) CHECK_FALSE(grad.has_value());
+    const Grads undefined = call_node("BlockDiagBackward0", {std::nullopt}, {true}, saved);
+    CHECK(undefined.size() == 4);
+    for (const auto& grad : undefined) CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: matrices, a vector, a 0-d tensor, empty blocks, every dtype") {
+    for (const DType dtype : kEveryDtype) {
+      CAPTURE(dtype_name(dtype));
+      const auto r = torch_exec(R"(
+xs = [t.requires_grad_() for t in (a, b, c, d, e)]
+out = torch.block_diag(*xs)
+assert out.grad_fn.name() == "BlockDiagBackward0", out.grad_fn.name()
+g = torch.randn(out.shape, dtype=out.dtype)
+result = (g, *torch.autograd.grad(out, xs, g))
+)", {random_of({2, 3}, 346, dtype), random_of({3}, 347, dtype), random_of({}, 348, dtype),
+     random_of({0, 2}, 349, dtype), random_of({0}, 350, dtype)});
+      const Grads out = call_node(
+          "BlockDiagBackward0", {r[0]}, {true},
+          {{"tensors_args_scalartypes", std::vector<DType>(5, dtype)},
+           {"tensors_args_sizes", std::vector<IntList>{{2, 3}, {3}, {}, {0, 2}, {0}}}});
+      REQUIRE(out.size() == 5);
+      for (std::size_t k = 0; k < 5; ++k) {
+        CAPTURE(k);
+        check_same(*out[k], r[k + 1]);
+      }
+    }
+  }
+  SUBCASE("against torch: real tensors in a complex block_diag get the real part") {
+    const Tensor z = random_of({2, 2}, 351, DType::ComplexDouble);
+    const auto r = torch_exec(R"(
+xs = [a.requires_grad_(), b.requires_grad_()]
+out = torch.block_diag(*xs)
+assert out.dtype == torch.complex128
+g = torch.randn(out.shape, dtype=out.dtype)
+result = (g, *torch.autograd.grad(out, xs, g))
+)", {m, z});
+    const Grads out = call_node("BlockDiagBackward0", {r[0]}, {true},
+                                {{"tensors_args_scalartypes", std::vector<DType>{DType::Float64, DType::ComplexDouble}},
+                                 {"tensors_args_sizes", std::vector<IntList>{{2, 3}, {2, 2}}}});
+    check_same(*out[0], r[1]);
+    check_same(*out[1], r[2]);
+  }
+  SUBCASE("an empty vector before other tensors takes a row: torch 2.13's backward forgets it") {
+    // block_diag(zeros(0), m) has shape [3, 3]: the empty vector is a 1 x 0 block. torch's
+    // block_diag_backward returns m's grad from rows 0-1 instead of 1-2 (its gradcheck fails);
+    // refgrad follows the forward, checked by finite differences.
+    const Tensor empty = random64({0}, 352), h = random64({3, 3}, 353);
+    CHECK(torch_eval1("torch.tensor(torch.block_diag(a, b).shape)", {empty, m}).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{3, 3});
+    const Grads out = call_node("BlockDiagBackward0", {h}, {true},
+                                {{"tensors_args_scalartypes", float64s(2)},
+                                 {"tensors_args_sizes", std::vector<IntList>{{0}, {2, 3}}}});
+    check_against_finite_differences(
+        out, 1, [](const std::vector<Tensor>& in) { return constant_pad_nd(in[1], {0, 0, 1, 0}); }, {empty, m}, h);
+    CHECK(out[0]->sizes() == Shape{0});
+  }
+  SUBCASE("errors name the node and the field") {
+    CHECK_THROWS_WITH_AS(call_node("BlockDiagBackward0", {random64({6, 6}, 1)}, {true}, saved),
+                         "BlockDiagBackward0: grad of shape [6,6] has no room for block 2 of shape [] at (3, 6)",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("BlockDiagBackward0", {random64({7, 8}, 1)}, {true}, saved),
+                         "BlockDiagBackward0: grad of shape [7,8] is larger than the blocks of tensors_args_sizes (6 x 7)",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("BlockDiagBackward0", {random64({6}, 1)}, {true}, saved),
+                         "BlockDiagBackward0: grad of shape [6] is not a matrix", Error);
+    CHECK_THROWS_WITH_AS(call_node("BlockDiagBackward0", {g}, {true},
+                                   {{"tensors_args_scalartypes", float64s(3)}, {"tensors_args_sizes", shapes}}),
+                         "BlockDiagBackward0: tensors_args_sizes has 4 entries but tensors_args_scalartypes has 3",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("BlockDiagBackward0", {g}, {true},
+                                   {{"tensors_args_scalartypes", float64s(1)},
+                                    {"tensors_args_sizes", std::vector<IntList>{{1, 2, 3}}}}),
+                         "BlockDiagBackward0: tensor 0 of tensors_args_sizes has shape [1,2,3], and block_diag takes "
+                         "tensors of at most 2 dims",
+                         Error);
+  }
+}
+
 }  // TEST_SUITE
