@@ -291,7 +291,7 @@ bool supports_complex(const NodeSchema& schema) {
       "DiagEmbedBackward0", "TraceBackward0", "UnfoldBackward0", "UnfoldBackward0_copy", "AsStridedBackward0",
       "AsStridedBackward0_copy", "PixelShuffleBackward0", "PixelUnshuffleBackward0", "ChannelShuffleBackward0",
       "UnsafeSplitBackward0", "UnsafeSplitWithSizesBackward0", "NarrowCopyBackward0", "Rot90Backward0",
-      "BlockDiagBackward0", "SelectScatterBackward0", "SliceScatterBackward0", "DiagonalScatterBackward0",
+      "BlockDiagBackward0", "DiagonalScatterBackward0",  // torch has no complex select/slice_scatter backward
       "AsStridedScatterBackward0", "UnfoldBackwardBackward0", "Im2ColBackward0",
       // indexing
       "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "IndexPutBackward0", "IndexAddBackward0",

@@ -1080,6 +1080,15 @@ Grads BlockDiagBackward0(const Grads& grads, const BlockDiagBackward0Saved& save
 
 // ------------------------------------------------------- the *_scatter ops ---
 
+// src_info is what torch's zeros_like(src) reads: src's sizes and options. refgrad zeroes the view's
+// elements of grad in place of scattering those zeros, so it does not need them for self; it checks
+// them against src's grad, the view of grad, when src needs one (only then does capture see src's
+// edge, and so its shape, for this hidden field).
+void check_src_info(const char* node, const TypeAndSize& src_info, const Tensor& src_grad) {
+  check(src_info.sizes == src_grad.sizes(), node, ": src_info has sizes ", shape_text(src_info.sizes),
+        " but the view of grad src was scattered into has shape ", shape_text(src_grad.sizes()));
+}
+
 // grad with the elements a view of it picks set to 0: PyTorch's
 // select_scatter(grad, zeros_like(src), ...) and its siblings. `view_of` makes the same view of an
 // arange of grad's element positions, which says where they are.
@@ -1098,6 +1107,7 @@ Tensor zero_view_elements(const Tensor& grad, const View& view_of) {
 struct SelectScatterBackward0Saved {
   int64_t dim;
   int64_t index;
+  TypeAndSize src_info;
 };
 
 Grads SelectScatterBackward0(const Grads& grads, const SelectScatterBackward0Saved& saved, const Need& need) {
@@ -1107,7 +1117,10 @@ Grads SelectScatterBackward0(const Grads& grads, const SelectScatterBackward0Sav
   const auto view_of = [&](const Tensor& t) { return select(t, saved.dim, saved.index); };
   Grads out(2);
   if (need[0]) out[0] = zero_view_elements(grad, view_of);
-  if (need[1]) out[1] = view_of(grad);
+  if (need[1]) {
+    out[1] = view_of(grad);
+    check_src_info("SelectScatterBackward0", saved.src_info, *out[1]);
+  }
   return out;
 }
 
@@ -1120,6 +1133,7 @@ struct SliceScatterBackward0Saved {
   std::optional<int64_t> end;
   std::optional<int64_t> start;
   int64_t step;
+  TypeAndSize src_info;
 };
 
 Grads SliceScatterBackward0(const Grads& grads, const SliceScatterBackward0Saved& saved, const Need& need) {
@@ -1130,7 +1144,10 @@ Grads SliceScatterBackward0(const Grads& grads, const SliceScatterBackward0Saved
   const auto view_of = [&](const Tensor& t) { return slice(t, saved.dim, saved.start, saved.end, saved.step); };
   Grads out(2);
   if (need[0]) out[0] = zero_view_elements(grad, view_of);
-  if (need[1]) out[1] = view_of(grad);
+  if (need[1]) {
+    out[1] = view_of(grad);
+    check_src_info("SliceScatterBackward0", saved.src_info, *out[1]);
+  }
   return out;
 }
 
@@ -1141,6 +1158,7 @@ struct DiagonalScatterBackward0Saved {
   int64_t dim1;
   int64_t dim2;
   int64_t offset;
+  TypeAndSize src_info;
 };
 
 Grads DiagonalScatterBackward0(const Grads& grads, const DiagonalScatterBackward0Saved& saved, const Need& need) {
@@ -1149,7 +1167,10 @@ Grads DiagonalScatterBackward0(const Grads& grads, const DiagonalScatterBackward
   const auto view_of = [&](const Tensor& t) { return diagonal("DiagonalScatterBackward0", t, saved.offset, saved.dim1, saved.dim2); };
   Grads out(2);
   if (need[0]) out[0] = zero_view_elements(grad, view_of);
-  if (need[1]) out[1] = view_of(grad);
+  if (need[1]) {
+    out[1] = view_of(grad);
+    check_src_info("DiagonalScatterBackward0", saved.src_info, *out[1]);
+  }
   return out;
 }
 
@@ -1495,7 +1516,8 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
        "self: select_scatter_symint(grad, zeros_like(src), dim, index)\n"
        "src: grad.select_symint(dim, index)"},
       {saved<&SelectScatterBackward0Saved::dim>("dim", FieldKind::Int),
-       saved<&SelectScatterBackward0Saved::index>("index", FieldKind::Int)}));
+       saved<&SelectScatterBackward0Saved::index>("index", FieldKind::Int),
+       hidden<&SelectScatterBackward0Saved::src_info>("src_info", FieldKind::TypeAndSize)}));
   registry.push_back(define_node<SliceScatterBackward0Saved, SliceScatterBackward0>(
       {"SliceScatterBackward0", "slice_scatter", {"self", "src"}, 1, {},
        "self: slice_scatter_symint(grad, zeros_like(src), dim, start, end, step)\n"
@@ -1503,14 +1525,16 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
       {saved<&SliceScatterBackward0Saved::dim>("dim", FieldKind::Int),
        saved<&SliceScatterBackward0Saved::end>("end", FieldKind::Int, true),
        saved<&SliceScatterBackward0Saved::start>("start", FieldKind::Int, true),
-       saved<&SliceScatterBackward0Saved::step>("step", FieldKind::Int)}));
+       saved<&SliceScatterBackward0Saved::step>("step", FieldKind::Int),
+       hidden<&SliceScatterBackward0Saved::src_info>("src_info", FieldKind::TypeAndSize)}));
   registry.push_back(define_node<DiagonalScatterBackward0Saved, DiagonalScatterBackward0>(
       {"DiagonalScatterBackward0", "diagonal_scatter", {"self", "src"}, 1, {},
        "self: diagonal_scatter(grad, zeros_like(src), offset, dim1, dim2)\n"
        "src: grad.diagonal(offset, dim1, dim2)"},
       {saved<&DiagonalScatterBackward0Saved::dim1>("dim1", FieldKind::Int),
        saved<&DiagonalScatterBackward0Saved::dim2>("dim2", FieldKind::Int),
-       saved<&DiagonalScatterBackward0Saved::offset>("offset", FieldKind::Int)}));
+       saved<&DiagonalScatterBackward0Saved::offset>("offset", FieldKind::Int),
+       hidden<&DiagonalScatterBackward0Saved::src_info>("src_info", FieldKind::TypeAndSize)}));
   registry.push_back(define_node<AsStridedScatterBackward0Saved, AsStridedScatterBackward0>(
       {"AsStridedScatterBackward0", "as_strided_scatter", {"self", "src"}, 1, {},
        "self: as_strided_scatter_backward(grad, TensorGeometry(self), TensorGeometry(src), size, stride, "
