@@ -1930,3 +1930,153 @@ result = (ints(fn._saved_size), ints(fn._saved_stride), offset_saved, g, self_gr
 }
 
 }  // TEST_SUITE
+
+namespace {
+
+// The tolerance of a node that adds elements up (col2im adds overlapping windows), against torch's
+// gradient in float32 and float64: the two may add in another order.
+double adding_rtol(DType dtype) { return dtype == DType::Float64 || dtype == DType::ComplexDouble ? 1e-12 : 1e-5; }
+
+// Both parts of a complex tensor, so that CHECK_TENSOR compares complex values part by part.
+Tensor parts_of(const Tensor& t) { return is_complex(t.dtype()) ? view_as_real(contiguous(t)) : t; }
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+TEST_CASE("UnfoldBackwardBackward0") {
+  // unfold_backward(grad_in [2, 3, 3], input_sizes [2, 7], dim 1, size 3, step 2): windows start at
+  // 0, 2, 4 along dim 1, and overlapping elements add up.
+  const Tensor grad_in = random64({2, 3, 3}, 401), g = random64({2, 7}, 402);
+  const Saved saved = {{"dim", std::int64_t{1}}, {"size", std::int64_t{3}}, {"step", std::int64_t{2}}};
+  SUBCASE("finite differences") {
+    auto forward = [](const std::vector<Tensor>& in) {
+      const Tensor positions = from_vector(IntList{0, 1, 2, 2, 3, 4, 4, 5, 6}, {9});
+      return index_add(zeros({2, 7}, DType::Float64), 1, positions, reshape(in[0], {2, 9}));
+    };
+    check_fd("UnfoldBackwardBackward0", saved, forward, grad_in, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("UnfoldBackwardBackward0", saved, g); }
+  SUBCASE("against torch: overlapping, gapped and exact windows, a negative and a middle dim, every dtype") {
+    struct Case {
+      Shape input;
+      std::int64_t dim, size, step;
+    };
+    for (const Case& c : {Case{{2, 7}, -1, 3, 2}, Case{{2, 7}, 1, 2, 3}, Case{{3, 5, 2}, 1, 2, 2}, Case{{4}, 0, 4, 1}}) {
+      for (const DType dtype : kEveryDtype) {
+        CAPTURE(str(c.input));
+        CAPTURE(dtype_name(dtype));
+        const std::string unfold_args =
+            std::to_string(c.dim) + ", " + std::to_string(c.size) + ", " + std::to_string(c.step);
+        const auto r = torch_exec(py("grad_in = a.unfold(" + unfold_args + ").detach().requires_grad_()\n"
+                                     "out = torch.ops.aten.unfold_backward(grad_in, a.shape, " + unfold_args + R"()
+fn = out.grad_fn
+assert fn.name() == "UnfoldBackwardBackward0", fn.name()
+g = torch.randn(out.shape, dtype=out.dtype)
+result = (i64(fn._saved_dim), fn._saved_size, fn._saved_step, g, *torch.autograd.grad(out, (grad_in,), g))
+)"), {random_of(c.input, 403, dtype)});
+        check_same(one_grad("UnfoldBackwardBackward0",
+                            {{"dim", int_of(r[0])}, {"size", int_of(r[1])}, {"step", int_of(r[2])}}, r[3]),
+                   r[4]);
+      }
+    }
+  }
+  SUBCASE("errors name the node") {
+    Saved zero_step = saved;
+    zero_step["step"] = std::int64_t{0};
+    CHECK_THROWS_WITH_AS(call_node("UnfoldBackwardBackward0", {g}, {true}, zero_step),
+                         "UnfoldBackwardBackward0: step is 0 but must be > 0", Error);
+    Saved too_big = saved;
+    too_big["size"] = std::int64_t{8};
+    CHECK_THROWS_WITH_AS(call_node("UnfoldBackwardBackward0", {g}, {true}, too_big),
+                         "UnfoldBackwardBackward0: size 8 does not fit dim 1 of grad of shape [2,7]", Error);
+    Saved far_dim = saved;
+    far_dim["dim"] = std::int64_t{2};
+    CHECK_THROWS_AS(call_node("UnfoldBackwardBackward0", {g}, {true}, far_dim), Error);
+  }
+}
+
+TEST_CASE("Im2ColBackward0") {
+  // im2col of x [1, 2, 4, 5] with kernel (2, 3), dilation (2, 1), padding (1, 0), stride (2, 1):
+  // the padded input is 6 x 5, and the kernel fits at 2 x 3 places, overlapping along the width.
+  const Tensor x = random64({1, 2, 4, 5}, 411), g = random64({1, 12, 6}, 412);
+  const Saved saved = {{"dilation", IntList{2, 1}},
+                       {"kernel_size", IntList{2, 3}},
+                       {"padding", IntList{1, 0}},
+                       {"self_sym_argsize_minus_1", std::int64_t{5}},
+                       {"self_sym_argsize_minus_2", std::int64_t{4}},
+                       {"stride", IntList{2, 1}}};
+  SUBCASE("finite differences") {
+    // im2col written as a view of the padded input: [N, C, ki, kj, oh, ow] -> [N, C kh kw, oh ow]
+    auto forward = [](const std::vector<Tensor>& in) {
+      const Tensor padded = contiguous(constant_pad_nd(in[0], {0, 0, 1, 1}));  // 6 x 5
+      const Tensor columns = as_strided(padded, {1, 2, 2, 3, 2, 3}, {60, 30, 2 * 5, 1, 2 * 5, 1}, 0);
+      return reshape(contiguous(columns), {1, 12, 6});
+    };
+    check_fd("Im2ColBackward0", saved, forward, x, g);
+  }
+  SUBCASE("need mask and undefined grad") { check_need_and_undefined("Im2ColBackward0", saved, g); }
+  SUBCASE("against torch: overlapping and gapped windows, padding, dilation, an unbatched input, every dtype") {
+    struct Case {
+      Shape input;
+      std::string args;
+    };
+    for (const Case& c : {Case{{1, 2, 4, 5}, "(2, 3), dilation=(2, 1), padding=(1, 0), stride=(2, 1)"},
+                          Case{{2, 4, 4}, "2, stride=2"}, Case{{1, 1, 3, 3}, "3, padding=1"},
+                          Case{{2, 1, 5, 4}, "(1, 2), padding=(0, 2), stride=(3, 2)"}}) {
+      for (const DType dtype : kEveryDtype) {
+        CAPTURE(c.args);
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec(py("x = a.requires_grad_()\nout = F.unfold(x, " + c.args + R"()
+fn = out.grad_fn
+assert fn.name() == "Im2ColBackward0", fn.name()
+g = torch.randn(out.shape, dtype=x.dtype)
+x64 = x.detach().to(torch.complex128 if x.is_complex() else torch.float64).requires_grad_()
+exact = torch.autograd.grad(F.unfold(x64, )" + c.args + R"(), (x64,), g.to(x64.dtype))[0]
+result = (ints(fn._saved_dilation), ints(fn._saved_kernel_size), ints(fn._saved_padding),
+          fn._saved_self_sym_argsize_minus_1, fn._saved_self_sym_argsize_minus_2, ints(fn._saved_stride), g,
+          *torch.autograd.grad(out, (x,), g), exact.to(x.dtype))
+)"), {random_of(c.input, 413, dtype)});
+        const Tensor grad = one_grad("Im2ColBackward0",
+                                     {{"dilation", int_list(r[0])}, {"kernel_size", int_list(r[1])},
+                                      {"padding", int_list(r[2])}, {"self_sym_argsize_minus_1", int_of(r[3])},
+                                      {"self_sym_argsize_minus_2", int_of(r[4])}, {"stride", int_list(r[5])}},
+                                     r[6]);
+        CHECK(grad.dtype() == r[7].dtype());
+        if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+          // torch rounds col2im's sum to the dtype after each add, refgrad once (in float32, as
+          // opmath): so refgrad is the exact sum (torch's float64 gradient) rounded, within an ulp.
+          const double ulp = dtype == DType::Float16 ? 0x1p-10 : 0x1p-7;
+          CHECK_TENSOR(grad, r[8], ulp, 1e-5);
+        } else {
+          const double rtol = adding_rtol(dtype);
+          CHECK_TENSOR(parts_of(grad), parts_of(r[7]), rtol, rtol);
+        }
+      }
+    }
+  }
+  SUBCASE("errors name the node and the field") {
+    Saved three = saved;
+    three["kernel_size"] = IntList{2, 3, 1};
+    CHECK_THROWS_WITH_AS(call_node("Im2ColBackward0", {g}, {true}, three),
+                         "Im2ColBackward0: kernel_size, dilation, padding and stride must have 2 entries each, got "
+                         "[2,3,1], [2,1], [1,0], [2,1]",
+                         Error);
+    Saved zero_stride = saved;
+    zero_stride["stride"] = IntList{0, 1};
+    CHECK_THROWS_AS(call_node("Im2ColBackward0", {g}, {true}, zero_stride), Error);
+    Saved big_kernel = saved;
+    big_kernel["kernel_size"] = IntList{4, 3};
+    CHECK_THROWS_WITH_AS(call_node("Im2ColBackward0", {g}, {true}, big_kernel),
+                         "Im2ColBackward0: the kernel [4,3] with dilation [2,1] does not fit the padded input 6 x 5",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("Im2ColBackward0", {random64({1, 12, 5}, 1)}, {true}, saved),
+                         "Im2ColBackward0: grad of shape [1,12,5] does not fit kernel [2,3] over 2 x 3 places of an "
+                         "input 4 x 5",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("Im2ColBackward0", {random64({12}, 1)}, {true}, saved),
+                         "Im2ColBackward0: grad of shape [12] is not [N, C * kernel, L] or [C * kernel, L]", Error);
+  }
+}
+
+}  // TEST_SUITE
