@@ -73,17 +73,23 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
   return index_add(zeros({num_weights, grad.sizes()[1]}, grad.dtype()), 0, flat_indices, grad);
 }
 
-// t.index_fill(dim, index, 0): the slices of t along dim that index names set to 0 (set, not
-// multiplied: an inf or NaN there becomes 0 too). A 0-d t is one slice.
-Tensor index_fill_zero(const Tensor& t, std::int64_t dim, const Tensor& index) {
-  if (index.numel() == 0) return t;
+// Where t's slices along dim that index names are: a bool mask that broadcasts to t's shape (size 1
+// but along dim). A 0-d t is one slice.
+Tensor index_fill_mask(const Tensor& t, std::int64_t dim, const Tensor& index) {
   const std::int64_t size = t.dim() == 0 ? 1 : t.size(wrap_dim(dim, t.dim(), "index_fill"));
   const Tensor flat_index = reshape(index, {-1});
   const Tensor hit = index_put(zeros({size}, DType::Bool), {flat_index}, ones({flat_index.numel()}, DType::Bool));
-  if (t.dim() == 0) return where(reshape(hit, {}), Scalar(0), t);
+  if (t.dim() == 0) return reshape(hit, {});
   Shape along(static_cast<std::size_t>(t.dim()), 1);
   along[static_cast<std::size_t>(wrap_dim(dim, t.dim(), "index_fill"))] = size;
-  return where(reshape(hit, along), Scalar(0), t);
+  return reshape(hit, along);
+}
+
+// t.index_fill(dim, index, 0): the slices of t along dim that index names set to 0 (set, not
+// multiplied: an inf or NaN there becomes 0 too).
+Tensor index_fill_zero(const Tensor& t, std::int64_t dim, const Tensor& index) {
+  if (index.numel() == 0) return t;
+  return where(index_fill_mask(t, dim, index), Scalar(0), t);
 }
 
 // scatter_reduce_backward and index_reduce_backward (FunctionsManual.cpp) are one formula for two
@@ -416,6 +422,170 @@ Grads EmbeddingBackward0(const Grads& grads, const EmbeddingBackward0Saved& save
                                         saved.scale_grad_by_freq)};
 }
 
+
+// IndexCopyBackward0 — index_copy(Tensor self, int dim, Tensor index, Tensor source)
+//   self:   grad.index_fill(dim, index, 0)
+//   source: source.dim() > 0 ? grad.index_select(dim, index).expand_as(source)
+//                            : grad.index_select(dim, index.squeeze(0))
+// PyTorch saves `source` only when source's grad may be needed.
+struct IndexCopyBackward0Saved {
+  std::int64_t dim;
+  Tensor index;
+  std::optional<Tensor> source;
+  std::int64_t source_dim;
+};
+
+Grads IndexCopyBackward0(const Grads& grads, const IndexCopyBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = index_fill_zero(grad, saved.dim, saved.index);
+  if (need[1]) {
+    const Tensor& source = needed(saved.source, "IndexCopyBackward0", "source", "source");
+    out[1] = saved.source_dim > 0 ? expand(index_select(grad, saved.dim, saved.index), source.sizes())
+                                  : index_select(grad, saved.dim, squeeze(saved.index, 0));
+  }
+  return out;
+}
+
+// IndexFillBackward0 — index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value)
+//   self: grad.index_fill(dim, index, 0)
+struct IndexFillBackward0Saved {
+  std::int64_t dim;
+  Tensor index;
+};
+
+Grads IndexFillBackward0(const Grads& grads, const IndexFillBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{index_fill_zero(*grads[0], saved.dim, saved.index)};
+}
+
+// IndexFillBackward1 — index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value)
+//   self:  grad.index_fill(dim, index, 0)
+//   value: grad.index_select(dim, std::get<0>(at::_unique(index, /*sorted=*/false))).sum()
+// The 0-d value was written into every slice index names, each once however often it is named
+// (hence _unique): its grad is the sum of grad over those slices, summed here through the mask of
+// the slices that index_fill_zero clears.
+Grads IndexFillBackward1(const Grads& grads, const IndexFillBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = index_fill_zero(grad, saved.dim, saved.index);
+  if (need[1]) out[1] = sum(where(index_fill_mask(grad, saved.dim, saved.index), grad, Scalar(0)));
+  return out;
+}
+
+// PutBackward0 — put(Tensor self, Tensor index, Tensor source, bool accumulate=False)
+//   self:   accumulate ? grad : grad.put(index, zeros_like(source), false)
+//   source: grad.take(index).reshape_as(source)
+// put and take address self as if flattened; a negative index counts from the end. PyTorch saves
+// `source` only when source's grad may be needed (zeros_like(source) has index's numel elements).
+struct PutBackward0Saved {
+  bool accumulate;
+  Tensor index;
+  std::optional<Tensor> source;
+};
+
+Grads PutBackward0(const Grads& grads, const PutBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  const Tensor flat_index = reshape(saved.index, {-1});
+  Grads out(2);
+  if (need[0] && saved.accumulate) {
+    out[0] = grad;
+  } else if (need[0]) {
+    const Tensor flat = index_put(reshape(contiguous(grad), {-1}), {flat_index}, zeros({flat_index.numel()}, grad.dtype()));
+    out[0] = reshape(flat, grad.sizes());
+  }
+  if (need[1]) {
+    const Tensor& source = needed(saved.source, "PutBackward0", "source", "source");
+    check(source.numel() == flat_index.numel(), "PutBackward0: source of shape ", shape_text(source.sizes()),
+          " and index of shape ", shape_text(saved.index.sizes()), " differ in their number of elements");
+    out[1] = reshape(index(reshape(contiguous(grad), {-1}), {flat_index}), source.sizes());
+  }
+  return out;
+}
+
+// TakeBackward0 — take(Tensor self, Tensor index)
+//   self: take_backward(grad, self, index)
+// take_backward: zeros_like(self).put_(index, grad, /*accumulate=*/true), so that an element taken
+// k times gets k grads.
+struct TakeBackward0Saved {
+  Tensor index;
+  Tensor self;
+};
+
+Grads TakeBackward0(const Grads& grads, const TakeBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor& grad = *grads[0];
+  check(grad.sizes() == saved.index.sizes(), "TakeBackward0: grad has shape ", shape_text(grad.sizes()),
+        " but index has shape ", shape_text(saved.index.sizes()));
+  const Tensor flat = index_put(zeros({saved.self.numel()}, saved.self.dtype()), {reshape(saved.index, {-1})},
+                                reshape(contiguous(grad), {-1}), /*accumulate=*/true);
+  return Grads{reshape(flat, saved.self.sizes())};
+}
+
+// ATen's _unsafe_masked_index and _unsafe_masked_index_put_accumulate first clamp each index into
+// [-size, size - 1] of its dim (an index the mask discards may lie anywhere), then index as
+// index.Tensor and index_put do; the mask keeps an element (true) or makes it 0 (false).
+std::vector<OptionalTensor> clamped_indices(const char* node, const std::vector<OptionalTensor>& indices,
+                                            const IntList& self_sizes) {
+  check(indices.size() <= self_sizes.size(), node, ": ", indices.size(), " indices for a tensor of shape ",
+        shape_text(self_sizes));
+  std::vector<OptionalTensor> clamped;
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    const std::int64_t size = self_sizes[i];
+    if (indices[i] && indices[i]->numel() > 0)
+      clamped.push_back(clamp(*indices[i], Scalar(-size), Scalar(size - 1)));
+    else
+      clamped.push_back(indices[i]);
+  }
+  return clamped;
+}
+
+// UnsafeMaskedIndexBackward0 — _unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill)
+//   self: at::_unsafe_masked_index_put_accumulate(grad.new_zeros_symint(self.sym_sizes(), self.options()), mask,
+//                                                 indices, grad)
+struct UnsafeMaskedIndexBackward0Saved {
+  std::vector<OptionalTensor> indices;
+  Tensor mask;
+  TensorOptions self_options;
+  IntList self_sym_sizes;
+};
+
+Grads UnsafeMaskedIndexBackward0(const Grads& grads, const UnsafeMaskedIndexBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const char* node = "UnsafeMaskedIndexBackward0";
+  const Tensor& grad = *grads[0];
+  check_sizes(node, "self_sym_sizes", saved.self_sym_sizes);
+  const Tensor zeros_like_self = zeros(saved.self_sym_sizes, saved.self_options.dtype.value_or(grad.dtype()));
+  const Tensor kept = masked_fill(grad, logical_not(saved.mask), Scalar(0));
+  return Grads{index_put(zeros_like_self, clamped_indices(node, saved.indices, saved.self_sym_sizes), kept,
+                         /*accumulate=*/true)};
+}
+
+// UnsafeMaskedIndexPutAccumulateBackward0 — _unsafe_masked_index_put_accumulate(Tensor self, Tensor mask,
+//                                                                              Tensor?[] indices, Tensor values)
+//   self:   grad
+//   values: at::_unsafe_masked_index(grad, mask, indices, 0)
+struct UnsafeMaskedIndexPutAccumulateBackward0Saved {
+  std::vector<OptionalTensor> indices;
+  Tensor mask;
+};
+
+Grads UnsafeMaskedIndexPutAccumulateBackward0(const Grads& grads, const UnsafeMaskedIndexPutAccumulateBackward0Saved& saved,
+                                              const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = grad;
+  if (need[1]) {
+    const auto indices = clamped_indices("UnsafeMaskedIndexPutAccumulateBackward0", saved.indices, grad.sizes());
+    out[1] = masked_fill(index(grad, indices), logical_not(saved.mask), Scalar(0));
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_indexing_nodes(std::vector<NodeDef>& registry) {
@@ -521,6 +691,53 @@ void add_indexing_nodes(std::vector<NodeDef>& registry) {
        saved<&EmbeddingBackward0Saved::scale_grad_by_freq>("scale_grad_by_freq", FieldKind::Bool),
        saved<&EmbeddingBackward0Saved::sparse>("sparse", FieldKind::Bool),
        saved<&EmbeddingBackward0Saved::weight_sym_argsize_0>("weight_sym_argsize_0", FieldKind::Int)}));
+
+  registry.push_back(define_node<IndexCopyBackward0Saved, IndexCopyBackward0>(
+      {"IndexCopyBackward0", "index_copy", {"self", "source"}, 1, {},
+       "self: grad.index_fill(dim, index, 0)\n"
+       "source: source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : "
+       "grad.index_select(dim, index.squeeze(0))"},
+      {saved<&IndexCopyBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&IndexCopyBackward0Saved::index>("index", FieldKind::Tensor),
+       saved<&IndexCopyBackward0Saved::source>("source", FieldKind::Tensor, true),
+       saved<&IndexCopyBackward0Saved::source_dim>("source_dim", FieldKind::Int)}));
+  registry.push_back(define_node<IndexFillBackward0Saved, IndexFillBackward0>(
+      {"IndexFillBackward0", "index_fill.int_Scalar", {"self"}, 1, {}, "self: grad.index_fill(dim, index, 0)"},
+      {saved<&IndexFillBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&IndexFillBackward0Saved::index>("index", FieldKind::Tensor)}));
+  registry.push_back(define_node<IndexFillBackward0Saved, IndexFillBackward1>(
+      {"IndexFillBackward1", "index_fill.int_Tensor", {"self", "value"}, 1, {},
+       "self: grad.index_fill(dim, index, 0)\n"
+       "value: grad.index_select(dim, std::get<0>(at::_unique(index, /*sorted=*/false))).sum()"},
+      {saved<&IndexFillBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&IndexFillBackward0Saved::index>("index", FieldKind::Tensor)}));
+  registry.push_back(define_node<PutBackward0Saved, PutBackward0>(
+      {"PutBackward0", "put", {"self", "source"}, 1, {},
+       "self: accumulate ? grad : grad.put(index, zeros_like(source), false)\n"
+       "source: grad.take(index).reshape_as(source)"},
+      {saved<&PutBackward0Saved::accumulate>("accumulate", FieldKind::Bool),
+       saved<&PutBackward0Saved::index>("index", FieldKind::Tensor),
+       saved<&PutBackward0Saved::source>("source", FieldKind::Tensor, true)}));
+  registry.push_back(define_node<TakeBackward0Saved, TakeBackward0>(
+      {"TakeBackward0", "take", {"self"}, 1, {}, "self: take_backward(grad, self, index)"},
+      {saved<&TakeBackward0Saved::index>("index", FieldKind::Tensor),
+       saved<&TakeBackward0Saved::self>("self", FieldKind::Tensor)}));
+  registry.push_back(define_node<UnsafeMaskedIndexBackward0Saved, UnsafeMaskedIndexBackward0>(
+      {"UnsafeMaskedIndexBackward0", "_unsafe_masked_index", {"self"}, 1, {},
+       "self: at::_unsafe_masked_index_put_accumulate(grad.new_zeros_symint(self.sym_sizes(), self.options()), mask, "
+       "indices, grad)"},
+      {saved<&UnsafeMaskedIndexBackward0Saved::indices>("indices", FieldKind::OptionalTensorList),
+       saved<&UnsafeMaskedIndexBackward0Saved::mask>("mask", FieldKind::Tensor),
+       hidden<&UnsafeMaskedIndexBackward0Saved::self_options>("self_options", FieldKind::TensorOptions),
+       saved<&UnsafeMaskedIndexBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
+  {
+    using S = UnsafeMaskedIndexPutAccumulateBackward0Saved;
+    registry.push_back(define_node<S, UnsafeMaskedIndexPutAccumulateBackward0>(
+        {"UnsafeMaskedIndexPutAccumulateBackward0", "_unsafe_masked_index_put_accumulate", {"self", "values"}, 1, {},
+         "self: grad\n"
+         "values: at::_unsafe_masked_index(grad, mask, indices, 0)"},
+        {saved<&S::indices>("indices", FieldKind::OptionalTensorList), saved<&S::mask>("mask", FieldKind::Tensor)}));
+  }
 }
 
 }  // namespace refgrad::nodes

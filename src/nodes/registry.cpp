@@ -290,10 +290,14 @@ bool supports_complex(const NodeSchema& schema) {
       "ConstantPadNdBackward0", "TrilBackward0", "TriuBackward0", "DiagonalBackward0", "DiagonalBackward0_copy",
       "DiagEmbedBackward0", "TraceBackward0", "UnfoldBackward0", "UnfoldBackward0_copy", "AsStridedBackward0",
       "AsStridedBackward0_copy", "PixelShuffleBackward0", "PixelUnshuffleBackward0", "ChannelShuffleBackward0",
+      "UnsafeSplitBackward0", "UnsafeSplitWithSizesBackward0", "NarrowCopyBackward0", "Rot90Backward0",
+      "BlockDiagBackward0", "DiagonalScatterBackward0",  // torch has no complex select/slice_scatter backward
+      "AsStridedScatterBackward0", "UnfoldBackwardBackward0", "Im2ColBackward0",
       // indexing
       "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "IndexPutBackward0", "IndexAddBackward0",
       "ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0", "MaskedScatterBackward0",
-      "MaskedSelectBackward0",
+      "MaskedSelectBackward0", "IndexCopyBackward0", "IndexFillBackward0", "IndexFillBackward1", "PutBackward0",
+      "TakeBackward0", "UnsafeMaskedIndexBackward0", "UnsafeMaskedIndexPutAccumulateBackward0",
   };
   return nodes.count(schema.name) > 0;
 }

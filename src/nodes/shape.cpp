@@ -104,11 +104,12 @@ Tensor select_backward(const Tensor& grad, const IntList& input_sizes, int64_t d
 // slice_backward_wrapper(grad, input_sizes, dim, start, end, step): start and
 // end are clamped to the dim as the forward slice clamped them.
 Tensor slice_backward_wrapper(const Tensor& grad, const IntList& input_sizes, int64_t dim,
-                              std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
-  check(!input_sizes.empty(), "SliceBackward0: self_sym_sizes is [], and slice() cannot be applied to a 0-dim tensor");
-  dim = wrap_saved_dim("SliceBackward0", "dim", dim, "self_sym_sizes", input_sizes);
-  check(step > 0, "SliceBackward0: step must be positive, got ", step);
-  check_sizes("SliceBackward0", "self_sym_sizes", input_sizes);
+                              std::optional<int64_t> start, std::optional<int64_t> end, int64_t step,
+                              const char* node = "SliceBackward0") {
+  check(!input_sizes.empty(), node, ": self_sym_sizes is [], and slice() cannot be applied to a 0-dim tensor");
+  dim = wrap_saved_dim(node, "dim", dim, "self_sym_sizes", input_sizes);
+  check(step > 0, node, ": step must be positive, got ", step);
+  check_sizes(node, "self_sym_sizes", input_sizes);
   const int64_t size = input_sizes[dim];
   int64_t start_val = start.value_or(0);
   int64_t end_val = end.value_or(std::numeric_limits<int64_t>::max());
@@ -117,7 +118,7 @@ Tensor slice_backward_wrapper(const Tensor& grad, const IntList& input_sizes, in
   start_val = std::clamp<int64_t>(start_val, 0, size);
   end_val = std::clamp<int64_t>(end_val, start_val, size);
   const int64_t count = end_val == start_val ? 0 : (end_val - start_val - 1) / step + 1;
-  return scatter_into_zeros(grad, input_sizes, dim, strided_indices(start_val, step, count), "SliceBackward0");
+  return scatter_into_zeros(grad, input_sizes, dim, strided_indices(start_val, step, count), node);
 }
 
 // split_with_sizes_backward(grads, split_sizes, dim, sizes, options): an
@@ -156,8 +157,7 @@ Tensor split_with_sizes_backward(const Grads& grads, const IntList& split_sizes,
 
 // split_backward: the pieces have split_size along dim, the last one the rest.
 Tensor split_backward(const Grads& grads, int64_t split_size, int64_t dim, const IntList& sizes,
-                      const TensorOptions& options) {
-  const char* node = "SplitBackward0";
+                      const TensorOptions& options, const char* node = "SplitBackward0") {
   check(!sizes.empty(), node, ": self_sym_sizes is [], and split expects at least a 1-dimensional tensor");
   dim = wrap_saved_dim(node, "dim", dim, "self_sym_sizes", sizes);
   check_sizes(node, "self_sym_sizes", sizes);
@@ -964,6 +964,364 @@ Grads UnfoldBackward0(const Grads& grads, const UnfoldBackward0Saved& saved, con
   return Grads{unfold_backward(*grads[0], saved.self_sym_sizes, saved.dimension, saved.size, saved.step)};
 }
 
+
+// ------------------------------------------- unsafe splits, narrow_copy, rot90 ---
+
+// UnsafeSplitBackward0 — unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0)
+//   self: split_backward(grads, split_size, dim, self.sym_sizes(), self.options())
+// unsafe_chunk records it too. split's formula: only the outputs' aliasing differs.
+Grads UnsafeSplitBackward0(const Grads& grads, const SplitBackward0Saved& saved, const Need& need) {
+  if (!any_grad_defined(grads) || !need[0]) return Grads(1);
+  return Grads{split_backward(grads, saved.split_size, saved.dim, saved.self_sym_sizes, saved.self_options,
+                              "UnsafeSplitBackward0")};
+}
+
+// UnsafeSplitWithSizesBackward0 — unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0)
+//   self: split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())
+Grads UnsafeSplitWithSizesBackward0(const Grads& grads, const SplitWithSizesBackward0Saved& saved, const Need& need) {
+  if (!any_grad_defined(grads) || !need[0]) return Grads(1);
+  return Grads{split_with_sizes_backward(grads, saved.split_sizes, saved.dim, saved.self_sym_sizes,
+                                         saved.self_options, "UnsafeSplitWithSizesBackward0", "split_sizes")};
+}
+
+// NarrowCopyBackward0 — narrow_copy(Tensor self, int dim, SymInt start, SymInt length)
+//   self: slice_backward_wrapper(grad, self.sym_sizes(), dim, start, start + length, 1)
+// narrow_copy takes a negative start as counted from the end (start + size), as narrow does. The
+// formula passes start + length on unwrapped, which for a negative start ends the slice before it
+// begins (torch 2.13's backward then fails: "The size of tensor a (0) must match the size of tensor
+// b (2)"); refgrad wraps start first, giving the gradient of the forward that ran.
+struct NarrowCopyBackward0Saved {
+  int64_t dim;
+  int64_t length;
+  IntList self_sym_sizes;
+  int64_t start;
+};
+
+Grads NarrowCopyBackward0(const Grads& grads, const NarrowCopyBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const char* node = "NarrowCopyBackward0";
+  const IntList& sizes = saved.self_sym_sizes;
+  check(!sizes.empty(), node, ": self_sym_sizes is [], and narrow() cannot be applied to a 0-dim tensor");
+  const int64_t dim = wrap_saved_dim(node, "dim", saved.dim, "self_sym_sizes", sizes);
+  const int64_t size = sizes[dim];
+  check(saved.start >= -size && saved.start <= size, node, ": start ", saved.start, " is out of range for dim ", dim,
+        " of self_sym_sizes ", shape_text(sizes));
+  const int64_t start = saved.start < 0 ? saved.start + size : saved.start;
+  check(saved.length >= 0 && saved.length <= size - start, node, ": start ", start, " + length ", saved.length,
+        " exceeds dim ", dim, " of self_sym_sizes ", shape_text(sizes));
+  return Grads{slice_backward_wrapper(*grads[0], sizes, dim, start, start + saved.length, 1, node)};
+}
+
+// ATen's rot90(self, k, dims): a quarter turn from dims[0] towards dims[1] is a flip of dims[1]
+// then a transpose; a half turn flips both; k is taken mod 4.
+Tensor rot90(const char* node, const Tensor& self, int64_t k, const IntList& dims) {
+  check(dims.size() == 2, node, ": rot90 takes 2 dims, got dims ", shape_text(dims));
+  check(self.dim() >= 2, node, ": rot90 needs a tensor of at least 2 dims, got shape ", shape_text(self.sizes()));
+  const int64_t d0 = wrap_dim(dims[0], self.dim(), node), d1 = wrap_dim(dims[1], self.dim(), node);
+  check(d0 != d1, node, ": rot90's dims ", shape_text(dims), " name one dim twice");
+  switch (((k % 4) + 4) % 4) {
+    case 1: return transpose(flip(self, {d1}), d0, d1);
+    case 2: return flip(self, {d0, d1});
+    case 3: return transpose(flip(self, {d0}), d0, d1);
+    default: return self;
+  }
+}
+
+// Rot90Backward0 — rot90(Tensor self, int k=1, int[] dims=[0,1])
+//   self: grad.rot90(-k, dims)
+struct Rot90Backward0Saved {
+  IntList dims;
+  int64_t k;
+};
+
+Grads Rot90Backward0(const Grads& grads, const Rot90Backward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{rot90("Rot90Backward0", *grads[0], -(saved.k % 4), saved.dims)};  // k % 4: -k cannot overflow
+}
+
+// BlockDiagBackward0 — block_diag(Tensor[] tensors)
+//   tensors: block_diag_backward(grad, to_args_sizes(tensors), to_args_scalartypes(tensors))
+// Tensor i is the block after those before it, down the diagonal: a matrix [r, c] is an r x c
+// block, a vector [n] a 1 x n block, a 0-d tensor a 1 x 1 block. Its grad is that block of grad,
+// in its own shape; a real tensor's is the real part (handle_r_to_c).
+struct BlockDiagBackward0Saved {
+  std::vector<DType> tensors_args_scalartypes;
+  std::vector<IntList> tensors_args_sizes;
+};
+
+Grads BlockDiagBackward0(const Grads& grads, const BlockDiagBackward0Saved& saved, const Need& need) {
+  const char* node = "BlockDiagBackward0";
+  const std::vector<IntList>& shapes = saved.tensors_args_sizes;
+  check(shapes.size() == saved.tensors_args_scalartypes.size(), node, ": tensors_args_sizes has ", shapes.size(),
+        " entries but tensors_args_scalartypes has ", saved.tensors_args_scalartypes.size());
+  if (!grads[0] || !need[0]) return Grads(shapes.size());
+  const Tensor& grad = *grads[0];
+  check(grad.dim() == 2, node, ": grad of shape ", shape_text(grad.sizes()), " is not a matrix");
+  Grads out;
+  int64_t row = 0, col = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const IntList& shape = shapes[i];
+    check(shape.size() <= 2, node, ": tensor ", i, " of tensors_args_sizes has shape ", shape_text(shape),
+          ", and block_diag takes tensors of at most 2 dims");
+    check_sizes(node, "tensors_args_sizes", shape);
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1;
+    const int64_t cols = shape.empty() ? 1 : shape.back();
+    check(rows <= grad.size(0) - row && cols <= grad.size(1) - col, node, ": grad of shape ", shape_text(grad.sizes()),
+          " has no room for block ", i, " of shape ", shape_text(shape), " at (", row, ", ", col, ")");
+    const Tensor block = narrow(narrow(grad, 0, row, rows), 1, col, cols);
+    out.push_back(handle_r_to_c(saved.tensors_args_scalartypes[i], reshape(block, shape)));
+    row += rows;
+    col += cols;
+  }
+  check(row == grad.size(0) && col == grad.size(1), node, ": grad of shape ", shape_text(grad.sizes()),
+        " is larger than the blocks of tensors_args_sizes (", row, " x ", col, ")");
+  return out;
+}
+
+// ------------------------------------------------------- the *_scatter ops ---
+
+// src_info is what torch's zeros_like(src) reads: src's sizes and options. refgrad zeroes the view's
+// elements of grad in place of scattering those zeros, so it does not need them for self; it checks
+// them against src's grad, the view of grad, when src needs one (only then does capture see src's
+// edge, and so its shape, for this hidden field).
+void check_src_info(const char* node, const TypeAndSize& src_info, const Tensor& src_grad) {
+  check(src_info.sizes == src_grad.sizes(), node, ": src_info has sizes ", shape_text(src_info.sizes),
+        " but the view of grad src was scattered into has shape ", shape_text(src_grad.sizes()));
+}
+
+// grad with the elements a view of it picks set to 0: PyTorch's
+// select_scatter(grad, zeros_like(src), ...) and its siblings. `view_of` makes the same view of an
+// arange of grad's element positions, which says where they are.
+template <class View>
+Tensor zero_view_elements(const Tensor& grad, const View& view_of) {
+  const Tensor positions = view_of(reshape(arange(Scalar(grad.numel()), DType::Int64), grad.sizes()));
+  const Tensor flat_positions = reshape(contiguous(positions), {-1});
+  const Tensor flat = index_put(reshape(contiguous(grad), {-1}), {flat_positions},
+                                zeros({flat_positions.numel()}, grad.dtype()));
+  return reshape(flat, grad.sizes());
+}
+
+// SelectScatterBackward0 — select_scatter(Tensor self, Tensor src, int dim, SymInt index)
+//   self: select_scatter_symint(grad, zeros_like(src), dim, index)
+//   src:  grad.select_symint(dim, index)
+struct SelectScatterBackward0Saved {
+  int64_t dim;
+  int64_t index;
+  TypeAndSize src_info;
+};
+
+Grads SelectScatterBackward0(const Grads& grads, const SelectScatterBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  check(grad.dim() > 0, "SelectScatterBackward0: grad is 0-d, and select() cannot be applied to a 0-dim tensor");
+  const auto view_of = [&](const Tensor& t) { return select(t, saved.dim, saved.index); };
+  Grads out(2);
+  if (need[0]) out[0] = zero_view_elements(grad, view_of);
+  if (need[1]) {
+    out[1] = view_of(grad);
+    check_src_info("SelectScatterBackward0", saved.src_info, *out[1]);
+  }
+  return out;
+}
+
+// SliceScatterBackward0 — slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None,
+//                                       SymInt step=1)
+//   self: slice_scatter_symint(grad, zeros_like(src), dim, start, end, step)
+//   src:  grad.slice_symint(dim, start, end, step)
+struct SliceScatterBackward0Saved {
+  int64_t dim;
+  std::optional<int64_t> end;
+  std::optional<int64_t> start;
+  int64_t step;
+  TypeAndSize src_info;
+};
+
+Grads SliceScatterBackward0(const Grads& grads, const SliceScatterBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  check(grad.dim() > 0, "SliceScatterBackward0: grad is 0-d, and slice() cannot be applied to a 0-dim tensor");
+  check(saved.step > 0, "SliceScatterBackward0: step must be positive, got ", saved.step);
+  const auto view_of = [&](const Tensor& t) { return slice(t, saved.dim, saved.start, saved.end, saved.step); };
+  Grads out(2);
+  if (need[0]) out[0] = zero_view_elements(grad, view_of);
+  if (need[1]) {
+    out[1] = view_of(grad);
+    check_src_info("SliceScatterBackward0", saved.src_info, *out[1]);
+  }
+  return out;
+}
+
+// DiagonalScatterBackward0 — diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1)
+//   self: diagonal_scatter(grad, zeros_like(src), offset, dim1, dim2)
+//   src:  grad.diagonal(offset, dim1, dim2)
+struct DiagonalScatterBackward0Saved {
+  int64_t dim1;
+  int64_t dim2;
+  int64_t offset;
+  TypeAndSize src_info;
+};
+
+Grads DiagonalScatterBackward0(const Grads& grads, const DiagonalScatterBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  const auto view_of = [&](const Tensor& t) { return diagonal("DiagonalScatterBackward0", t, saved.offset, saved.dim1, saved.dim2); };
+  Grads out(2);
+  if (need[0]) out[0] = zero_view_elements(grad, view_of);
+  if (need[1]) {
+    out[1] = view_of(grad);
+    check_src_info("DiagonalScatterBackward0", saved.src_info, *out[1]);
+  }
+  return out;
+}
+
+// AsStridedScatterBackward0 — as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
+//                                                SymInt? storage_offset=None)
+//   self: as_strided_scatter_backward(grad, TensorGeometry(self), TensorGeometry(src), size, stride, storage_offset)
+//   src:  grad.contiguous().as_strided_symint(size, stride, storage_offset)
+// PyTorch allows autograd through as_strided_scatter only for a contiguous self (its Note
+// [as_strided_scatter backward support]), so the view's positions are those of the contiguous grad.
+// The forward overwrote self's elements at those positions with src's, so self's gradient is grad
+// with them set to 0. torch 2.13's as_strided_scatter_backward returns the complement (grad at
+// those positions, 0 elsewhere), which torch.autograd.gradcheck refuses and OpInfo marks as an
+// expected failure of test_fn_grad; refgrad computes the gradient.
+struct AsStridedScatterBackward0Saved {
+  TensorGeometry self_geometry;
+  IntList size;
+  TensorGeometry src_geometry;
+  std::optional<int64_t> storage_offset;
+  IntList stride;
+};
+
+Grads AsStridedScatterBackward0(const Grads& grads, const AsStridedScatterBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const char* node = "AsStridedScatterBackward0";
+  const Tensor& grad = *grads[0];
+  const TensorGeometry& self = saved.self_geometry;
+  check(grad.sizes() == self.sizes, node, ": grad has shape ", shape_text(grad.sizes()), " but self_geometry has sizes ",
+        shape_text(self.sizes));
+  check(saved.size.size() == saved.stride.size(), node, ": size ", shape_text(saved.size), " and stride ",
+        shape_text(saved.stride), " differ in length");
+  const auto negative = [](int64_t v) { return v < 0; };
+  check(std::none_of(saved.size.begin(), saved.size.end(), negative) &&
+            std::none_of(saved.stride.begin(), saved.stride.end(), negative) && saved.storage_offset.value_or(0) >= 0,
+        node, ": size ", shape_text(saved.size), ", stride ", shape_text(saved.stride), " and storage_offset ",
+        saved.storage_offset.value_or(0), " are not a geometry of non-negative sizes, strides and offset");
+  const int64_t offset = saved.storage_offset.value_or(0);
+  const int64_t needed = min_storage_size(saved.size, saved.stride, offset, "the view (size, stride, storage_offset)");
+  check(needed <= grad.numel(), node, ": the view (size ", shape_text(saved.size), ", stride ", shape_text(saved.stride),
+        ", storage offset ", offset, ") reaches past the ", grad.numel(), " elements of self");
+  const auto view_of = [&](const Tensor& t) { return as_strided(contiguous(t), saved.size, saved.stride, offset); };
+  Grads out(2);
+  if (need[0]) {
+    check(self.strides == contiguous_strides(self.sizes) && self.storage_offset == 0, node,
+          ": self_geometry (sizes ", shape_text(self.sizes), ", strides ", shape_text(self.strides), ", storage offset ",
+          self.storage_offset, ") is not contiguous; as_strided_scatter's backward supports only a contiguous self");
+    out[0] = zero_view_elements(grad, view_of);
+  }
+  if (need[1]) {
+    check(saved.src_geometry.sizes == saved.size, node, ": src_geometry has sizes ", shape_text(saved.src_geometry.sizes),
+          " but the view has size ", shape_text(saved.size));
+    out[1] = contiguous(view_of(grad));
+  }
+  return out;
+}
+
+// ------------------------------------------------- unfold's backward, im2col ---
+
+// ATen's t.unfold(dim, size, step): dim holds the windows, a new last dim the position in each,
+// as a view of contiguous t (a 0-d t unfolds as one element).
+Tensor unfold(const char* node, const Tensor& t, int64_t dim, int64_t size, int64_t step) {
+  check(step > 0, node, ": step is ", step, " but must be > 0");
+  if (t.dim() == 0) {
+    check(size >= 0 && size <= 1, node, ": size ", size, " does not fit a 0-d grad");
+    return reshape(narrow(reshape(t, {1}), 0, 0, size), {size});
+  }
+  dim = wrap_dim(dim, t.dim(), node);
+  check(size >= 0 && size <= t.size(dim), node, ": size ", size, " does not fit dim ", dim, " of grad of shape ",
+        shape_text(t.sizes()));
+  Shape sizes = t.sizes(), strides = contiguous_strides(t.sizes());
+  const int64_t element_stride = strides[dim];
+  sizes[dim] = (t.size(dim) - size) / step + 1;
+  strides[dim] *= step;
+  sizes.push_back(size);
+  strides.push_back(element_stride);
+  return as_strided(contiguous(t), sizes, strides, 0);
+}
+
+// UnfoldBackwardBackward0 — unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step)
+//   grad_in: grad.unfold(dim, size, step)
+// unfold_backward is linear in grad_in and adds each window back at its place; its adjoint reads
+// the windows again.
+struct UnfoldBackwardBackward0Saved {
+  int64_t dim;
+  int64_t size;
+  int64_t step;
+};
+
+Grads UnfoldBackwardBackward0(const Grads& grads, const UnfoldBackwardBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{contiguous(unfold("UnfoldBackwardBackward0", *grads[0], saved.dim, saved.size, saved.step))};
+}
+
+// ATen's col2im(grad, {height, width}, kernel_size, dilation, padding, stride), the adjoint of
+// im2col: column (c, ki, kj) at output place (oh, ow) of grad [N, C kh kw, L] read input position
+// (oh sh + ki dh - ph, ow sw + kj dw - pw), so it is added there. The additions run on the padded
+// input, one index_add per channel plane, and the padding is cut away. An unbatched grad [C kh kw, L]
+// gives [C, height, width].
+Tensor col2im(const char* node, const Tensor& grad, int64_t height, int64_t width, const IntList& kernel_size,
+              const IntList& dilation, const IntList& padding, const IntList& stride) {
+  check(kernel_size.size() == 2 && dilation.size() == 2 && padding.size() == 2 && stride.size() == 2, node,
+        ": kernel_size, dilation, padding and stride must have 2 entries each, got ", shape_text(kernel_size), ", ",
+        shape_text(dilation), ", ", shape_text(padding), ", ", shape_text(stride));
+  const int64_t kh = kernel_size[0], kw = kernel_size[1], dh = dilation[0], dw = dilation[1];
+  const int64_t ph = padding[0], pw = padding[1], sh = stride[0], sw = stride[1];
+  check(kh > 0 && kw > 0 && dh > 0 && dw > 0 && sh > 0 && sw > 0 && ph >= 0 && pw >= 0 && height >= 0 && width >= 0,
+        node, ": kernel_size ", shape_text(kernel_size), ", dilation ", shape_text(dilation), " and stride ",
+        shape_text(stride), " must be positive, padding ", shape_text(padding), " and the input size non-negative");
+  const int64_t padded_h = height + 2 * ph, padded_w = width + 2 * pw;
+  const int64_t out_h = (padded_h - dh * (kh - 1) - 1) / sh + 1, out_w = (padded_w - dw * (kw - 1) - 1) / sw + 1;
+  check(padded_h >= dh * (kh - 1) + 1 && padded_w >= dw * (kw - 1) + 1, node, ": the kernel ", shape_text(kernel_size),
+        " with dilation ", shape_text(dilation), " does not fit the padded input ", padded_h, " x ", padded_w);
+  const bool batched = grad.dim() == 3;
+  check(grad.dim() == 2 || batched, node, ": grad of shape ", shape_text(grad.sizes()),
+        " is not [N, C * kernel, L] or [C * kernel, L]");
+  const Tensor columns = batched ? grad : unsqueeze(grad, 0);
+  const int64_t kernel = kh * kw, places = out_h * out_w;
+  check(columns.size(1) % kernel == 0 && columns.size(2) == places, node, ": grad of shape ",
+        shape_text(grad.sizes()), " does not fit kernel ", shape_text(kernel_size), " over ", out_h, " x ", out_w,
+        " places of an input ", height, " x ", width);
+  const int64_t batch = columns.size(0), channels = columns.size(1) / kernel;
+  std::vector<int64_t> positions;  // in the order of grad's (ki, kj, oh, ow)
+  for (int64_t ki = 0; ki < kh; ++ki)
+    for (int64_t kj = 0; kj < kw; ++kj)
+      for (int64_t oh = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow) positions.push_back((oh * sh + ki * dh) * padded_w + ow * sw + kj * dw);
+  const Tensor index = from_vector(positions, {ndim_of(positions)});
+  const Tensor planes = index_add(zeros({batch, channels, padded_h * padded_w}, grad.dtype()), 2, index,
+                                  reshape(columns, {batch, channels, kernel * places}));
+  const Tensor image =
+      contiguous(narrow(narrow(reshape(planes, {batch, channels, padded_h, padded_w}), 2, ph, height), 3, pw, width));
+  return batched ? image : squeeze(image, 0);
+}
+
+// Im2ColBackward0 — im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride)
+//   self: col2im_symint(grad, {self.sym_size(-2), self.sym_size(-1)}, kernel_size, dilation, padding, stride)
+// nn.functional.unfold records it.
+struct Im2ColBackward0Saved {
+  IntList dilation;
+  IntList kernel_size;
+  IntList padding;
+  int64_t self_sym_argsize_minus_1;
+  int64_t self_sym_argsize_minus_2;
+  IntList stride;
+};
+
+Grads Im2ColBackward0(const Grads& grads, const Im2ColBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{col2im("Im2ColBackward0", *grads[0], saved.self_sym_argsize_minus_2, saved.self_sym_argsize_minus_1,
+                      saved.kernel_size, saved.dilation, saved.padding, saved.stride)};
+}
+
 }  // namespace
 
 void add_shape_nodes(std::vector<NodeDef>& registry) {
@@ -1121,6 +1479,86 @@ void add_shape_nodes(std::vector<NodeDef>& registry) {
        saved<&UnfoldBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
        saved<&UnfoldBackward0Saved::size>("size", FieldKind::Int),
        saved<&UnfoldBackward0Saved::step>("step", FieldKind::Int)}));
+
+  registry.push_back(define_node<SplitBackward0Saved, UnsafeSplitBackward0>(
+      {"UnsafeSplitBackward0", "unsafe_split.Tensor", {"self"}, kVariadic, {},
+       "self: split_backward(grads, split_size, dim, self.sym_sizes(), self.options())"},
+      {saved<&SplitBackward0Saved::dim>("dim", FieldKind::Int),
+       hidden<&SplitBackward0Saved::self_options>("self_options", FieldKind::TensorOptions),
+       saved<&SplitBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&SplitBackward0Saved::split_size>("split_size", FieldKind::Int)}));
+  registry.push_back(define_node<SplitWithSizesBackward0Saved, UnsafeSplitWithSizesBackward0>(
+      {"UnsafeSplitWithSizesBackward0", "unsafe_split_with_sizes", {"self"}, kVariadic, {},
+       "self: split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())"},
+      {saved<&SplitWithSizesBackward0Saved::dim>("dim", FieldKind::Int),
+       hidden<&SplitWithSizesBackward0Saved::self_options>("self_options", FieldKind::TensorOptions),
+       saved<&SplitWithSizesBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&SplitWithSizesBackward0Saved::split_sizes>("split_sizes", FieldKind::Sizes)}));
+  registry.push_back(define_node<NarrowCopyBackward0Saved, NarrowCopyBackward0>(
+      {"NarrowCopyBackward0", "narrow_copy", {"self"}, 1, {},
+       "self: slice_backward_wrapper(grad, self.sym_sizes(), dim, start, start + length, 1)"},
+      {saved<&NarrowCopyBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&NarrowCopyBackward0Saved::length>("length", FieldKind::Int),
+       saved<&NarrowCopyBackward0Saved::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes),
+       saved<&NarrowCopyBackward0Saved::start>("start", FieldKind::Int)}));
+  registry.push_back(define_node<Rot90Backward0Saved, Rot90Backward0>(
+      {"Rot90Backward0", "rot90", {"self"}, 1, {}, "self: grad.rot90(-k, dims)"},
+      {saved<&Rot90Backward0Saved::dims>("dims", FieldKind::IntList),
+       saved<&Rot90Backward0Saved::k>("k", FieldKind::Int)}));
+  registry.push_back(define_node<BlockDiagBackward0Saved, BlockDiagBackward0>(
+      {"BlockDiagBackward0", "block_diag", {"tensors"}, 1, {},
+       "tensors: block_diag_backward(grad, to_args_sizes(tensors), to_args_scalartypes(tensors))",
+       "tensors_args_scalartypes"},
+      {hidden<&BlockDiagBackward0Saved::tensors_args_scalartypes>("tensors_args_scalartypes", FieldKind::DTypeList),
+       hidden<&BlockDiagBackward0Saved::tensors_args_sizes>("tensors_args_sizes", FieldKind::SizesList)}));
+  registry.push_back(define_node<SelectScatterBackward0Saved, SelectScatterBackward0>(
+      {"SelectScatterBackward0", "select_scatter", {"self", "src"}, 1, {},
+       "self: select_scatter_symint(grad, zeros_like(src), dim, index)\n"
+       "src: grad.select_symint(dim, index)"},
+      {saved<&SelectScatterBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&SelectScatterBackward0Saved::index>("index", FieldKind::Int),
+       hidden<&SelectScatterBackward0Saved::src_info>("src_info", FieldKind::TypeAndSize)}));
+  registry.push_back(define_node<SliceScatterBackward0Saved, SliceScatterBackward0>(
+      {"SliceScatterBackward0", "slice_scatter", {"self", "src"}, 1, {},
+       "self: slice_scatter_symint(grad, zeros_like(src), dim, start, end, step)\n"
+       "src: grad.slice_symint(dim, start, end, step)"},
+      {saved<&SliceScatterBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&SliceScatterBackward0Saved::end>("end", FieldKind::Int, true),
+       saved<&SliceScatterBackward0Saved::start>("start", FieldKind::Int, true),
+       saved<&SliceScatterBackward0Saved::step>("step", FieldKind::Int),
+       hidden<&SliceScatterBackward0Saved::src_info>("src_info", FieldKind::TypeAndSize)}));
+  registry.push_back(define_node<DiagonalScatterBackward0Saved, DiagonalScatterBackward0>(
+      {"DiagonalScatterBackward0", "diagonal_scatter", {"self", "src"}, 1, {},
+       "self: diagonal_scatter(grad, zeros_like(src), offset, dim1, dim2)\n"
+       "src: grad.diagonal(offset, dim1, dim2)"},
+      {saved<&DiagonalScatterBackward0Saved::dim1>("dim1", FieldKind::Int),
+       saved<&DiagonalScatterBackward0Saved::dim2>("dim2", FieldKind::Int),
+       saved<&DiagonalScatterBackward0Saved::offset>("offset", FieldKind::Int),
+       hidden<&DiagonalScatterBackward0Saved::src_info>("src_info", FieldKind::TypeAndSize)}));
+  registry.push_back(define_node<AsStridedScatterBackward0Saved, AsStridedScatterBackward0>(
+      {"AsStridedScatterBackward0", "as_strided_scatter", {"self", "src"}, 1, {},
+       "self: as_strided_scatter_backward(grad, TensorGeometry(self), TensorGeometry(src), size, stride, "
+       "storage_offset)\n"
+       "src: grad.contiguous().as_strided_symint(size, stride, storage_offset)"},
+      {hidden<&AsStridedScatterBackward0Saved::self_geometry>("self_geometry", FieldKind::TensorGeometry),
+       saved<&AsStridedScatterBackward0Saved::size>("size", FieldKind::Sizes),
+       hidden<&AsStridedScatterBackward0Saved::src_geometry>("src_geometry", FieldKind::TensorGeometry),
+       saved<&AsStridedScatterBackward0Saved::storage_offset>("storage_offset", FieldKind::Int, true),
+       saved<&AsStridedScatterBackward0Saved::stride>("stride", FieldKind::Sizes)}));
+  registry.push_back(define_node<UnfoldBackwardBackward0Saved, UnfoldBackwardBackward0>(
+      {"UnfoldBackwardBackward0", "unfold_backward", {"grad_in"}, 1, {}, "grad_in: grad.unfold(dim, size, step)"},
+      {saved<&UnfoldBackwardBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&UnfoldBackwardBackward0Saved::size>("size", FieldKind::Int),
+       saved<&UnfoldBackwardBackward0Saved::step>("step", FieldKind::Int)}));
+  registry.push_back(define_node<Im2ColBackward0Saved, Im2ColBackward0>(
+      {"Im2ColBackward0", "im2col", {"self"}, 1, {},
+       "self: col2im_symint(grad, {self.sym_size(-2), self.sym_size(-1)}, kernel_size, dilation, padding, stride)"},
+      {saved<&Im2ColBackward0Saved::dilation>("dilation", FieldKind::IntList),
+       saved<&Im2ColBackward0Saved::kernel_size>("kernel_size", FieldKind::IntList),
+       saved<&Im2ColBackward0Saved::padding>("padding", FieldKind::IntList),
+       saved<&Im2ColBackward0Saved::self_sym_argsize_minus_1>("self_sym_argsize_minus_1", FieldKind::Int),
+       saved<&Im2ColBackward0Saved::self_sym_argsize_minus_2>("self_sym_argsize_minus_2", FieldKind::Int),
+       saved<&Im2ColBackward0Saved::stride>("stride", FieldKind::IntList)}));
 }
 
 }  // namespace refgrad::nodes
