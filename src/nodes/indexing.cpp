@@ -479,11 +479,13 @@ Grads IndexFillBackward1(const Grads& grads, const IndexFillBackward0Saved& save
 //   self:   accumulate ? grad : grad.put(index, zeros_like(source), false)
 //   source: grad.take(index).reshape_as(source)
 // put and take address self as if flattened; a negative index counts from the end. PyTorch saves
-// `source` only when source's grad may be needed (zeros_like(source) has index's numel elements).
+// `source` only when source's grad may be needed; zeros_like(source) is source_info.zeros() (source's
+// sizes and options; put requires source and self, hence grad, to share a dtype).
 struct PutBackward0Saved {
   bool accumulate;
   Tensor index;
   std::optional<Tensor> source;
+  TypeAndSize source_info;
 };
 
 Grads PutBackward0(const Grads& grads, const PutBackward0Saved& saved, const Need& need) {
@@ -494,7 +496,12 @@ Grads PutBackward0(const Grads& grads, const PutBackward0Saved& saved, const Nee
   if (need[0] && saved.accumulate) {
     out[0] = grad;
   } else if (need[0]) {
-    const Tensor flat = index_put(reshape(contiguous(grad), {-1}), {flat_index}, zeros({flat_index.numel()}, grad.dtype()));
+    check_sizes("PutBackward0", "source_info", saved.source_info.sizes);
+    check(numel_of(saved.source_info.sizes) == flat_index.numel(), "PutBackward0: source_info of shape ",
+          shape_text(saved.source_info.sizes), " and index of shape ", shape_text(saved.index.sizes()),
+          " differ in their number of elements");
+    const DType source_dtype = saved.source_info.options.dtype.value_or(grad.dtype());
+    const Tensor flat = index_put(reshape(contiguous(grad), {-1}), {flat_index}, zeros({flat_index.numel()}, source_dtype));
     out[0] = reshape(flat, grad.sizes());
   }
   if (need[1]) {
@@ -717,7 +724,9 @@ void add_indexing_nodes(std::vector<NodeDef>& registry) {
        "source: grad.take(index).reshape_as(source)"},
       {saved<&PutBackward0Saved::accumulate>("accumulate", FieldKind::Bool),
        saved<&PutBackward0Saved::index>("index", FieldKind::Tensor),
-       saved<&PutBackward0Saved::source>("source", FieldKind::Tensor, true)}));
+       saved<&PutBackward0Saved::source>("source", FieldKind::Tensor, true),
+       // TypeAndSize (sizes, options) in PyTorch; refgrad has no such kind, see IndexPutBackward0.
+       hidden<&PutBackward0Saved::source_info>("source_info", FieldKind::TypeAndSize)}));
   registry.push_back(define_node<TakeBackward0Saved, TakeBackward0>(
       {"TakeBackward0", "take", {"self"}, 1, {}, "self: take_backward(grad, self, index)"},
       {saved<&TakeBackward0Saved::index>("index", FieldKind::Tensor),

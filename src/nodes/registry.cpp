@@ -151,6 +151,8 @@ std::vector<NodeDef> build_registry() {
   nodes::add_shape_nodes(registry);
   nodes::add_indexing_nodes(registry);
   nodes::add_nn_nodes(registry);
+  nodes::add_pooling_nodes(registry);
+  nodes::add_padding_nodes(registry);
   nodes::add_loss_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
@@ -205,6 +207,12 @@ bool computes_in_one_kernel(const NodeSchema& schema) {
       "AdaptiveAvgPool3DBackward0",     // _adaptive_avg_pool3d_backward
       "AdaptiveMaxPool2DBackward0",     // adaptive_max_pool2d_backward
       "AdaptiveMaxPool3DBackward0",     // adaptive_max_pool3d_backward
+      "AvgPool3DBackward0",             // avg_pool3d_backward
+      "MaxPool3DWithIndicesBackward0",  // max_pool3d_with_indices_backward
+      "FractionalMaxPool2DBackward0",   // fractional_max_pool2d_backward
+      "FractionalMaxPool3DBackward0",   // fractional_max_pool3d_backward
+      "ReflectionPad1DBackward0", "ReflectionPad2DBackward0", "ReflectionPad3DBackward0",  // reflection_padNd_backward
+      "ReplicationPad1DBackward0", "ReplicationPad2DBackward0", "ReplicationPad3DBackward0",  // replication_padNd_backward
       "UpsampleNearest2DBackward0",     // upsample_nearest2d_backward
       "UpsampleBilinear2DBackward0",    // upsample_bilinear2d_backward
       "NativeDropoutBackward0",         // native_dropout_backward
@@ -287,7 +295,8 @@ bool supports_complex(const NodeSchema& schema) {
       "SelectBackward0_copy", "SliceBackward0", "SliceBackward0_copy", "SplitBackward0", "SplitBackward0_copy",
       "SplitWithSizesBackward0", "SplitWithSizesBackward0_copy", "UnbindBackward0", "UnbindBackward0_copy",
       "CatBackward0", "StackBackward0", "FlipBackward0", "RollBackward0", "RepeatBackward0",
-      "ConstantPadNdBackward0", "TrilBackward0", "TriuBackward0", "DiagonalBackward0", "DiagonalBackward0_copy",
+      "ConstantPadNdBackward0", "ReflectionPad1DBackward0", "ReflectionPad2DBackward0", "ReflectionPad3DBackward0",
+      "ReplicationPad1DBackward0", "ReplicationPad2DBackward0", "ReplicationPad3DBackward0", "TrilBackward0", "TriuBackward0", "DiagonalBackward0", "DiagonalBackward0_copy",
       "DiagEmbedBackward0", "TraceBackward0", "UnfoldBackward0", "UnfoldBackward0_copy", "AsStridedBackward0",
       "AsStridedBackward0_copy", "PixelShuffleBackward0", "PixelUnshuffleBackward0", "ChannelShuffleBackward0",
       "UnsafeSplitBackward0", "UnsafeSplitWithSizesBackward0", "NarrowCopyBackward0", "Rot90Backward0",

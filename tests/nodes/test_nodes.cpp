@@ -267,8 +267,8 @@ TEST_CASE("registry") {
       CHECK(num_results(schema, 3) == schema.inputs.size());
     }
   }
-  // The differentiable Tensor[] inputs of the ops refgrad has: cat's and stack's `tensors`.
-  CHECK(list_nodes == std::set<std::string>{"CatBackward0", "StackBackward0"});
+  // The differentiable Tensor[] inputs of the ops refgrad has: block_diag's, cat's and stack's `tensors`.
+  CHECK(list_nodes == std::set<std::string>{"BlockDiagBackward0", "CatBackward0", "StackBackward0"});
   CHECK(type_name({FieldKind::Tensor, true}) == "Tensor?");
   CHECK(type_name({FieldKind::IntList, true}) == "int[]?");
   CHECK(type_name({FieldKind::OptionalTensorList}) == "Tensor?[]");
