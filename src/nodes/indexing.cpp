@@ -1,5 +1,6 @@
 // Indexing nodes: index, index_select, gather, scatter, scatter_add, scatter_reduce, index_add,
-// index_reduce, index_put, masked_select, masked_scatter, embedding.
+// index_reduce, index_put, masked_select, masked_scatter, embedding, index_copy, index_fill, put, take,
+// _unsafe_masked_index(_put_accumulate); and fill, fill_, zero_.
 #include <string>
 #include <utility>
 
@@ -550,6 +551,27 @@ std::vector<OptionalTensor> clamped_indices(const char* node, const std::vector<
   return clamped;
 }
 
+// _unsafe_masked_index(t, mask, indices, 0). On an empty t, where no element can be read, ATen gives
+// zeros of index's result shape, found here by indexing a stand-in whose indexed dims have one element.
+Tensor masked_index_or_zeros(const char* node, const Tensor& t, const Tensor& mask,
+                             const std::vector<OptionalTensor>& indices) {
+  if (t.numel() > 0)
+    return masked_fill(index(t, clamped_indices(node, indices, t.sizes())), logical_not(mask), Scalar(0));
+  check(indices.size() <= static_cast<std::size_t>(t.dim()), node, ": ", indices.size(),
+        " indices for a tensor of shape ", shape_text(t.sizes()));
+  Shape stand_in_sizes = t.sizes();
+  std::vector<OptionalTensor> first_elements;
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i]) {
+      stand_in_sizes[i] = 1;
+      first_elements.push_back(zeros_like(*indices[i]));
+    } else {
+      first_elements.push_back(std::nullopt);
+    }
+  }
+  return zeros_like(masked_fill(index(zeros(stand_in_sizes, t.dtype()), first_elements), logical_not(mask), Scalar(0)));
+}
+
 // UnsafeMaskedIndexBackward0 — _unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill)
 //   self: at::_unsafe_masked_index_put_accumulate(grad.new_zeros_symint(self.sym_sizes(), self.options()), mask,
 //                                                 indices, grad)
@@ -566,6 +588,7 @@ Grads UnsafeMaskedIndexBackward0(const Grads& grads, const UnsafeMaskedIndexBack
   const Tensor& grad = *grads[0];
   check_sizes(node, "self_sym_sizes", saved.self_sym_sizes);
   const Tensor zeros_like_self = zeros(saved.self_sym_sizes, saved.self_options.dtype.value_or(grad.dtype()));
+  if (zeros_like_self.numel() == 0) return Grads{zeros_like_self};  // as ATen: nothing to put into
   const Tensor kept = masked_fill(grad, logical_not(saved.mask), Scalar(0));
   return Grads{index_put(zeros_like_self, clamped_indices(node, saved.indices, saved.self_sym_sizes), kept,
                          /*accumulate=*/true)};
@@ -586,11 +609,47 @@ Grads UnsafeMaskedIndexPutAccumulateBackward0(const Grads& grads, const UnsafeMa
   const Tensor& grad = *grads[0];
   Grads out(2);
   if (need[0]) out[0] = grad;
-  if (need[1]) {
-    const auto indices = clamped_indices("UnsafeMaskedIndexPutAccumulateBackward0", saved.indices, grad.sizes());
-    out[1] = masked_fill(index(grad, indices), logical_not(saved.mask), Scalar(0));
-  }
+  if (need[1]) out[1] = masked_index_or_zeros("UnsafeMaskedIndexPutAccumulateBackward0", grad, saved.mask, saved.indices);
   return out;
+}
+
+// ------------------------------------------------------------------- fill ---
+
+// FillBackward0 — fill.Scalar(Tensor self, Scalar value)
+// FillBackward2 — fill_.Scalar(Tensor(a!) self, Scalar value)
+// ZeroBackward0 — zero_(Tensor(a!) self)
+//   self: zeros_like(grad)
+// No element of the result depends on self. They save nothing.
+struct NothingSaved {};
+
+Grads self_grad_is_zeros(const Grads& grads, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{zeros_like(*grads[0])};
+}
+
+Grads FillBackward0(const Grads& grads, const NothingSaved&, const Need& need) { return self_grad_is_zeros(grads, need); }
+Grads FillBackward2(const Grads& grads, const NothingSaved&, const Need& need) { return self_grad_is_zeros(grads, need); }
+Grads ZeroBackward0(const Grads& grads, const NothingSaved&, const Need& need) { return self_grad_is_zeros(grads, need); }
+
+// FillBackward1 — fill.Tensor(Tensor self, Tensor value)
+// FillBackward3 — fill_.Tensor(Tensor(a!) self, Tensor value)
+//   self:  zeros_like(grad)
+//   value: grad.sum()
+// The 0-d value was copied into every element of the result.
+Grads fill_with_tensor_backward(const Grads& grads, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  Grads out(2);
+  if (need[0]) out[0] = zeros_like(grad);
+  if (need[1]) out[1] = sum(grad);
+  return out;
+}
+
+Grads FillBackward1(const Grads& grads, const NothingSaved&, const Need& need) {
+  return fill_with_tensor_backward(grads, need);
+}
+Grads FillBackward3(const Grads& grads, const NothingSaved&, const Need& need) {
+  return fill_with_tensor_backward(grads, need);
 }
 
 }  // namespace
@@ -747,6 +806,23 @@ void add_indexing_nodes(std::vector<NodeDef>& registry) {
          "values: at::_unsafe_masked_index(grad, mask, indices, 0)"},
         {saved<&S::indices>("indices", FieldKind::OptionalTensorList), saved<&S::mask>("mask", FieldKind::Tensor)}));
   }
+
+  registry.push_back(define_node<NothingSaved, FillBackward0>(
+      {"FillBackward0", "fill.Scalar", {"self"}, 1, {}, "self: zeros_like(grad)"}, {}));
+  registry.push_back(define_node<NothingSaved, FillBackward1>(
+      {"FillBackward1", "fill.Tensor", {"self", "value"}, 1, {},
+       "self: zeros_like(grad)\n"
+       "value: grad.sum()"},
+      {}));
+  registry.push_back(define_node<NothingSaved, FillBackward2>(
+      {"FillBackward2", "fill_.Scalar", {"self"}, 1, {}, "self: zeros_like(grad)"}, {}));
+  registry.push_back(define_node<NothingSaved, FillBackward3>(
+      {"FillBackward3", "fill_.Tensor", {"self", "value"}, 1, {},
+       "self: zeros_like(grad)\n"
+       "value: grad.sum()"},
+      {}));
+  registry.push_back(define_node<NothingSaved, ZeroBackward0>(
+      {"ZeroBackward0", "zero_", {"self"}, 1, {}, "self: zeros_like(grad)"}, {}));
 }
 
 }  // namespace refgrad::nodes

@@ -307,6 +307,8 @@ bool supports_complex(const NodeSchema& schema) {
       "ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0", "MaskedScatterBackward0",
       "MaskedSelectBackward0", "IndexCopyBackward0", "IndexFillBackward0", "IndexFillBackward1", "PutBackward0",
       "TakeBackward0", "UnsafeMaskedIndexBackward0", "UnsafeMaskedIndexPutAccumulateBackward0",
+      // fill (the grad's sum, or zeros)
+      "FillBackward0", "FillBackward1", "FillBackward2", "FillBackward3", "ZeroBackward0",
   };
   return nodes.count(schema.name) > 0;
 }

@@ -682,3 +682,537 @@ TEST_CASE("IndexReduceBackward0") {
 }
 
 }  // TEST_SUITE
+
+// ------------------------------------- index_copy, index_fill, put, take, masked index, fill ---
+
+namespace {
+
+const std::vector<DType> kFloatingAndComplex = {DType::Float64,    DType::Float32,       DType::Float16,
+                                                DType::BFloat16,   DType::ComplexDouble, DType::ComplexFloat};
+
+// These backwards copy the grad, zero some of it, or add some of its elements (duplicate indices, a
+// filled value's grad): exact in float64, and one rounding apart in float16/bfloat16, where ATen's
+// kernels round after each add and refgrad once.
+double rtol_in(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return 2e-3;
+    case DType::BFloat16: return 1.6e-2;
+    case DType::Float32:
+    case DType::ComplexFloat: return 1e-6;
+    default: return 1e-12;
+  }
+}
+
+// `real` in `dtype`; complex dtypes get an imaginary part of their own.
+Tensor in_dtype(const Tensor& real, DType dtype, std::uint64_t seed) {
+  return is_complex(dtype) ? complex(real, random64(real.sizes(), seed)).to(dtype) : real.to(dtype);
+}
+
+// The Python that follows a torch forward `out = ...` of the leaves `inputs`: checks the node's name,
+// makes a seeded grad g in out's dtype and returns (saved..., g, torch's grads of the inputs).
+// signed() reads back a negative int field, which torch shows as unsigned 64-bit.
+std::string torch_backward(const std::string& node, const std::string& saved, const std::string& inputs) {
+  return "\nfn = out.grad_fn\nassert fn.name() == \"" + node + "\", fn.name()\n" + R"(
+def signed(v): return v - 2**64 if v >= 2**63 else v
+g = torch.randn(out.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+if out.dtype.is_complex: g = torch.complex(g, torch.randn(out.shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64))
+g = g.to(out.dtype)
+result = ()" + saved + ", g, *torch.autograd.grad(out, (" + inputs + ",), g))\n";
+}
+
+void check_close_to_torch(const Tensor& refgrad_grad, const Tensor& torch_grad, DType dtype) {
+  CHECK_TENSOR(refgrad_grad, torch_grad, rtol_in(dtype), rtol_in(dtype) * 1e-1);
+}
+
+Saved index_copy_saved(std::int64_t dim, const Tensor& index, const FieldValue& source, std::int64_t source_dim) {
+  return {{"dim", dim}, {"index", index}, {"source", source}, {"source_dim", source_dim}};
+}
+
+Saved put_saved(bool accumulate, const Tensor& index, const Tensor& source) {
+  return {{"accumulate", accumulate},
+          {"index", index},
+          {"source", source},
+          {"source_info", TypeAndSize{source.sizes(), TensorOptions{source.dtype(), Device::CPU, Layout::Strided, false}}}};
+}
+
+// A Tensor?[] field read from torch: the Python that returns it (its length, which entries are None,
+// the tensors), and the C++ that rebuilds it from the results starting at `first`; `next` is set to
+// the result after it.
+std::string optional_tensor_list(const std::string& field) {
+  return "len(" + field + "), *[torch.tensor(i is None) for i in " + field + "], *[i for i in " + field +
+         " if i is not None]";
+}
+
+std::vector<OptionalTensor> read_optional_tensor_list(const std::vector<Tensor>& r, std::size_t first, std::size_t& next) {
+  const auto count = static_cast<std::size_t>(r[first].item<std::int64_t>());
+  std::vector<OptionalTensor> list;
+  next = first + 1 + count;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (r[first + 1 + i].item<bool>()) list.push_back(std::nullopt);
+    else list.push_back(r[next++]);
+  }
+  return list;
+}
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+TEST_CASE("IndexCopyBackward0") {
+  const Tensor x = random64({3, 4}, 200), source = random64({3, 2}, 201), g = random64({3, 4}, 202);
+  const Tensor columns = ints({3, 0});
+  const Saved saved = index_copy_saved(1, columns, source, 2);
+
+  SUBCASE("finite differences, the forward written as index_put") {
+    const Grads out = call_node("IndexCopyBackward0", {g}, {true, true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) { return index_put(in[0], {std::nullopt, columns}, in[1], false); };
+    check_against_finite_differences(out, 0, forward, {x, source}, g);
+    check_against_finite_differences(out, 1, forward, {x, source}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads only_self = call_node("IndexCopyBackward0", {g}, {true, false}, saved);
+    CHECK(only_self[0].has_value());
+    CHECK_FALSE(only_self[1].has_value());
+    const Grads only_source = call_node("IndexCopyBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(only_source[0].has_value());
+    CHECK(only_source[1]->sizes() == Shape{3, 2});
+    const Grads undefined = call_node("IndexCopyBackward0", {std::nullopt}, {true, true}, saved);
+    CHECK_FALSE(undefined[0].has_value());
+    CHECK_FALSE(undefined[1].has_value());
+  }
+  SUBCASE("against torch: duplicates, a negative dim, a 0-d index, 0-d self and source, every dtype") {
+    struct Case {
+      const char* forward;
+      Tensor self, index, source;
+    };
+    for (const Case& c : {Case{"x.index_copy(1, i, s)", x, columns, source},
+                          // duplicates: torch writes one of them; its backward gives each the grad
+                          Case{"x.index_copy(0, i, s)", x, ints({2, 0, 2}), random64({3, 4}, 203)},
+                          Case{"x.index_copy(-1, i, s)", x, ints({1, 2, 3}), random64({3, 3}, 204)},
+                          Case{"x.index_copy(0, i, s)", x, tensor(std::int64_t{1}), random64({1, 4}, 205)},
+                          Case{"x.index_copy(0, i, s)", random64({}, 206), ints({0}), random64({}, 207)}}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(std::string(c.forward));
+        CAPTURE(str(c.source.sizes()));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec("x = a.requires_grad_(); i = b; s = c.requires_grad_()\nout = " +
+                                      std::string(c.forward) +
+                                      torch_backward("IndexCopyBackward0",
+                                                     "signed(fn._saved_dim), fn._saved_index, fn._saved_source, "
+                                                     "fn._saved_source_dim",
+                                                     "x, s"),
+                                  {in_dtype(c.self, dtype, 208), c.index, in_dtype(c.source, dtype, 209)});
+        const Grads out = call_node("IndexCopyBackward0", {r[4]}, {true, true},
+                                    index_copy_saved(r[0].item<std::int64_t>(), r[1], r[2], r[3].item<std::int64_t>()));
+        check_close_to_torch(*out[0], r[5], dtype);
+        check_close_to_torch(*out[1], r[6], dtype);
+      }
+    }
+  }
+  SUBCASE("errors: torch saves no source when source needs no grad; a source that does not fit the index") {
+    const auto r = torch_exec("out = a.requires_grad_().index_copy(1, b, c)\nresult = torch.tensor(out.grad_fn._saved_source is None)",
+                              {x, columns, source});
+    CHECK(r[0].item<bool>());
+    const Saved unsaved = index_copy_saved(1, columns, None{}, 2);
+    CHECK_TENSOR(*call_node("IndexCopyBackward0", {g}, {true, false}, unsaved)[0],
+                 *call_node("IndexCopyBackward0", {g}, {true, false}, saved)[0]);
+    CHECK_THROWS_WITH_AS(call_node("IndexCopyBackward0", {g}, {true, true}, unsaved),
+                         "IndexCopyBackward0: source's grad is needed but `source` was not saved", Error);
+    CHECK_THROWS_WITH_AS(call_node("IndexCopyBackward0", {g}, {false, true}, index_copy_saved(1, columns, random64({3, 5}, 1), 2)),
+                         doctest::Contains("IndexCopyBackward0: "), Error);
+    CHECK_THROWS_WITH_AS(call_node("IndexCopyBackward0", {g}, {true, false}, index_copy_saved(1, ints({4}), source, 2)),
+                         doctest::Contains("IndexCopyBackward0: "), Error);
+  }
+}
+
+TEST_CASE("IndexFillBackward0") {
+  const Tensor x = random64({3, 4}, 210), g = random64({3, 4}, 211);
+  const Tensor columns = ints({0, 2, 0});  // column 0 named twice
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", columns}};
+
+  SUBCASE("finite differences, the forward written as index_put") {
+    check_against_finite_differences(
+        call_node("IndexFillBackward0", {g}, {true}, saved), 0,
+        [&](const std::vector<Tensor>& in) { return index_put(in[0], {std::nullopt, columns}, tensor(2.5, DType::Float64), false); },
+        {x}, g);
+  }
+  SUBCASE("need mask, undefined grad, an empty index") {
+    CHECK_FALSE(call_node("IndexFillBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("IndexFillBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+    CHECK_TENSOR(*call_node("IndexFillBackward0", {g}, {true}, Saved{{"dim", std::int64_t{1}}, {"index", zeros({0}, DType::Int64)}})[0], g);
+  }
+  SUBCASE("against torch: duplicates, negative indices and dim, a 0-d self, every dtype") {
+    struct Case {
+      const char* forward;
+      Tensor self, index;
+    };
+    for (const Case& c : {Case{"x.index_fill(1, i, 2.5)", x, columns}, Case{"x.index_fill(-2, i, -1)", x, ints({2, -3})},
+                          Case{"x.index_fill(1, i, 0.5)", x, ints({-1, 3, 1})},
+                          Case{"x.index_fill(0, i, 3.0)", random64({}, 212), ints({0})}}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(std::string(c.forward));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec("x = a.requires_grad_(); i = b\nout = " + std::string(c.forward) +
+                                      torch_backward("IndexFillBackward0", "signed(fn._saved_dim), fn._saved_index", "x"),
+                                  {in_dtype(c.self, dtype, 213), c.index});
+        const Grads out =
+            call_node("IndexFillBackward0", {r[2]}, {true}, Saved{{"dim", r[0].item<std::int64_t>()}, {"index", r[1]}});
+        check_close_to_torch(*out[0], r[3], dtype);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("IndexFillBackward0", {g}, {true}, Saved{{"dim", std::int64_t{1}}, {"index", ints({4})}}),
+                         doctest::Contains("IndexFillBackward0: "), Error);
+    CHECK_THROWS_WITH_AS(call_node("IndexFillBackward0", {g}, {true}, Saved{{"dim", std::int64_t{2}}, {"index", columns}}),
+                         doctest::Contains("IndexFillBackward0: "), Error);
+  }
+}
+
+TEST_CASE("IndexFillBackward1") {
+  const Tensor x = random64({3, 4}, 220), value = random64({}, 221), g = random64({3, 4}, 222);
+  const Tensor columns = ints({0, 2, 0});  // column 0 named twice, filled (and its grad summed) once
+  const Saved saved = {{"dim", std::int64_t{1}}, {"index", columns}};
+
+  SUBCASE("finite differences, the forward written as index_put") {
+    const Grads out = call_node("IndexFillBackward1", {g}, {true, true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) { return index_put(in[0], {std::nullopt, columns}, in[1], false); };
+    check_against_finite_differences(out, 0, forward, {x, value}, g);
+    check_against_finite_differences(out, 1, forward, {x, value}, g);
+  }
+  SUBCASE("need mask, undefined grad, an empty index") {
+    const Grads only_value = call_node("IndexFillBackward1", {g}, {false, true}, saved);
+    CHECK_FALSE(only_value[0].has_value());
+    CHECK(only_value[1]->sizes() == Shape{});
+    const Grads undefined = call_node("IndexFillBackward1", {std::nullopt}, {true, true}, saved);
+    CHECK_FALSE(undefined[0].has_value());
+    CHECK_FALSE(undefined[1].has_value());
+    const Grads empty = call_node("IndexFillBackward1", {g}, {true, true},
+                                  Saved{{"dim", std::int64_t{0}}, {"index", zeros({0}, DType::Int64)}});
+    CHECK_TENSOR(*empty[0], g);
+    CHECK(empty[1]->item<double>() == 0.0);
+  }
+  SUBCASE("against torch: duplicates, a negative dim, a 0-d self, every dtype") {
+    struct Case {
+      const char* forward;
+      Tensor self, index;
+    };
+    for (const Case& c : {Case{"x.index_fill(1, i, v)", x, columns}, Case{"x.index_fill(-2, i, v)", x, ints({2, 1, 2})},
+                          Case{"x.index_fill(0, i, v)", random64({}, 223), ints({0})}}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(std::string(c.forward));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec("x = a.requires_grad_(); i = b; v = c.requires_grad_()\nout = " + std::string(c.forward) +
+                                      torch_backward("IndexFillBackward1", "signed(fn._saved_dim), fn._saved_index", "x, v"),
+                                  {in_dtype(c.self, dtype, 224), c.index, in_dtype(value, dtype, 225)});
+        const Grads out = call_node("IndexFillBackward1", {r[2]}, {true, true},
+                                    Saved{{"dim", r[0].item<std::int64_t>()}, {"index", r[1]}});
+        check_close_to_torch(*out[0], r[3], dtype);
+        check_close_to_torch(*out[1], r[4], dtype);
+      }
+    }
+  }
+  SUBCASE("by hand: negative indices, where torch's value grad (index_select of -1) raises") {
+    // Index [-1, 3] names column 3 twice: the value's grad is column 3's sum, once, as torch gives for
+    // index [3]; self's grad (which torch computes) has column 3 zeroed.
+    CHECK_THROWS(torch_exec(R"(
+v = b.requires_grad_()
+result = torch.autograd.grad(a.index_fill(1, torch.tensor([-1, 3]), v), (v,), c)
+)", {x, value, g}));
+    const auto r = torch_exec(R"(
+x = a.requires_grad_(); v = b.requires_grad_()
+result = (torch.autograd.grad(x.index_fill(1, torch.tensor([-1, 3]), v), (x,), c)[0],
+          torch.autograd.grad(x.index_fill(1, torch.tensor([3]), v), (v,), c)[0])
+)", {x, value, g});
+    const Grads out =
+        call_node("IndexFillBackward1", {g}, {true, true}, Saved{{"dim", std::int64_t{1}}, {"index", ints({-1, 3})}});
+    CHECK_TENSOR(*out[0], r[0]);
+    CHECK_TENSOR(*out[1], r[1]);
+  }
+}
+
+TEST_CASE("PutBackward0") {
+  const Tensor x = random64({3, 4}, 230), g = random64({3, 4}, 231);
+  const Tensor source = random64({2, 2}, 232);  // put takes any source with the index's number of elements
+
+  SUBCASE("finite differences, the forward written as scatter/scatter_add of the flattened self") {
+    for (bool accumulate : {true, false}) {
+      CAPTURE(accumulate);
+      // Duplicates (0 twice) only when accumulating: without, which write wins is unspecified.
+      const Tensor index = accumulate ? ints({0, 11, 5, 0}) : ints({0, 11, 5, 2});
+      auto forward = [&](const std::vector<Tensor>& in) {
+        const Tensor flat = reshape(in[0], {-1}), values = reshape(in[1], {-1});
+        return reshape(accumulate ? scatter_add(flat, 0, index, values) : scatter(flat, 0, index, values), {3, 4});
+      };
+      const Grads out = call_node("PutBackward0", {g}, {true, true}, put_saved(accumulate, index, source));
+      check_against_finite_differences(out, 0, forward, {x, source}, g);
+      check_against_finite_differences(out, 1, forward, {x, source}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = put_saved(true, ints({0, 1, 2, 3}), source);
+    CHECK(call_node("PutBackward0", {g}, {true, false}, saved)[0]->is_same(g));
+    const Grads only_source = call_node("PutBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(only_source[0].has_value());
+    CHECK(only_source[1]->sizes() == Shape{2, 2});
+    CHECK_FALSE(call_node("PutBackward0", {std::nullopt}, {true, true}, saved)[1].has_value());
+  }
+  SUBCASE("against torch: accumulate true and false, duplicates, negative indices, a 2-d index, every dtype") {
+    struct Case {
+      const char* forward;
+      Tensor index, source;
+    };
+    for (const Case& c : {Case{"x.put(i, s, accumulate=True)", ints({0, -1, 5, 0, 2}), random64({5}, 233)},
+                          Case{"x.put(i, s)", ints({0, -1, 5, 0, 2}), random64({5}, 234)},
+                          Case{"x.put(i, s, accumulate=True)", ints({{11, -1}, {-12, 0}}), source},
+                          Case{"x.put(i, s)", ints({{3, 7}, {-2, 4}}), random64({4}, 235)}}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(std::string(c.forward));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec(
+            "x = a.requires_grad_(); i = b; s = c.requires_grad_()\nout = " + std::string(c.forward) +
+                torch_backward("PutBackward0", "fn._saved_accumulate, fn._saved_index, fn._saved_source", "x, s"),
+            {in_dtype(x, dtype, 236), c.index, in_dtype(c.source, dtype, 237)});
+        const Grads out = call_node("PutBackward0", {r[3]}, {true, true}, put_saved(r[0].item<bool>(), r[1], r[2]));
+        CHECK(out[0]->dtype() == dtype);
+        check_close_to_torch(*out[0], r[4], dtype);
+        check_close_to_torch(*out[1], r[5], dtype);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    Saved unsaved = put_saved(false, ints({0, 1, 2, 3}), source);
+    unsaved["source"] = None{};
+    CHECK(call_node("PutBackward0", {g}, {true, false}, unsaved)[0]->sizes() == Shape{3, 4});
+    CHECK_THROWS_WITH_AS(call_node("PutBackward0", {g}, {true, true}, unsaved),
+                         "PutBackward0: source's grad is needed but `source` was not saved", Error);
+    CHECK_THROWS_WITH_AS(call_node("PutBackward0", {g}, {true, true}, put_saved(false, ints({0, 1, 2}), source)),
+                         "PutBackward0: source_info of shape [2,2] and index of shape [3] differ in their number of elements",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("PutBackward0", {g}, {false, true}, put_saved(true, ints({0, 1, 2}), source)),
+                         "PutBackward0: source of shape [2,2] and index of shape [3] differ in their number of elements",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("PutBackward0", {g}, {false, true}, put_saved(true, ints({0, 1, 12, 3}), source)),
+                         doctest::Contains("PutBackward0: "), Error);
+  }
+}
+
+TEST_CASE("TakeBackward0") {
+  const Tensor x = random64({3, 4}, 240);
+  const Tensor index = ints({{0, 11}, {5, 0}});  // element 0 taken twice: its grads add up
+
+  SUBCASE("finite differences, the forward written as gather of the flattened self") {
+    const Tensor g = random64({2, 2}, 241);
+    const Grads out = call_node("TakeBackward0", {g}, {true}, Saved{{"index", index}, {"self", x}});
+    check_against_finite_differences(
+        out, 0,
+        [&](const std::vector<Tensor>& in) { return reshape(gather(reshape(in[0], {-1}), 0, reshape(index, {-1})), {2, 2}); },
+        {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = {{"index", index}, {"self", x}};
+    CHECK_FALSE(call_node("TakeBackward0", {random64({2, 2}, 1)}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("TakeBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: duplicates, negative indices, a 0-d index and self, every dtype") {
+    struct Case {
+      Tensor self, index;
+    };
+    for (const Case& c : {Case{x, ints({{0, -1}, {5, 0}, {-12, 7}})}, Case{x, tensor(std::int64_t{-2})},
+                          Case{random64({}, 242), ints({0, 0, -1})}}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(str(c.index.sizes()));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec("x = a.requires_grad_()\nout = x.take(b)" +
+                                      torch_backward("TakeBackward0", "fn._saved_index, fn._saved_self", "x"),
+                                  {in_dtype(c.self, dtype, 243), c.index});
+        const Grads out = call_node("TakeBackward0", {r[2]}, {true}, Saved{{"index", r[0]}, {"self", r[1]}});
+        check_close_to_torch(*out[0], r[3], dtype);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("TakeBackward0", {random64({4}, 1)}, {true}, Saved{{"index", index}, {"self", x}}),
+                         "TakeBackward0: grad has shape [4] but index has shape [2,2]", Error);
+    CHECK_THROWS_WITH_AS(call_node("TakeBackward0", {random64({2, 2}, 1)}, {true}, Saved{{"index", ints({{0, 12}, {1, 1}})}, {"self", x}}),
+                         doctest::Contains("TakeBackward0: "), Error);
+  }
+}
+
+
+// _unsafe_masked_index's indices may lie out of range where the mask is false: rows 1 (6) and
+// column 1 (5) of self [4, 5]; -1 and -2 count from the end; row 0 is named twice. The finite
+// differences' forward reads those positions at in-range stand-ins instead, and multiplies by the mask.
+struct MaskedIndexCase {
+  Tensor rows = ints({{0}, {6}, {-1}, {0}});
+  Tensor columns = ints({{1, 5, -2}});
+  Tensor mask = tensor({{true, false, true}, {false, false, false}, {true, false, false}, {true, false, true}}, DType::Bool);
+  std::vector<OptionalTensor> indices = {rows, columns};
+  std::vector<OptionalTensor> in_range = {ints({{0}, {0}, {-1}, {0}}), ints({{1, 0, -2}})};
+  Tensor masked(const Tensor& t) const { return mul(t, mask.to(DType::Float64)); }
+};
+
+TEST_CASE("UnsafeMaskedIndexBackward0") {
+  const MaskedIndexCase c;
+  const Tensor x = random64({4, 5}, 250), g = random64({4, 3}, 251);
+  const Saved saved = {{"indices", c.indices}, {"mask", c.mask}, {"self_options", kFloat64Options},
+                       {"self_sym_sizes", IntList{4, 5}}};
+
+  SUBCASE("finite differences") {
+    check_against_finite_differences(call_node("UnsafeMaskedIndexBackward0", {g}, {true}, saved), 0,
+                                     [&](const std::vector<Tensor>& in) { return c.masked(index(in[0], c.in_range)); },
+                                     {x}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("UnsafeMaskedIndexBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("UnsafeMaskedIndexBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: out-of-range indices masked, duplicates, a None index, an empty self, every dtype") {
+    struct Case {
+      const char* forward;
+      Tensor self;
+    };
+    for (const Case& case_ : {Case{"torch.ops.aten._unsafe_masked_index(x, m, [i, j], 1.5)", x},
+                              Case{"torch.ops.aten._unsafe_masked_index(x, m[0], [None, j[0]], -2.0)", x},
+                              Case{"torch.ops.aten._unsafe_masked_index(x, m, [i, j], 0.5)", zeros({0, 5}, DType::Float64)}}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(std::string(case_.forward));
+        CAPTURE(str(case_.self.sizes()));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec("x = a.requires_grad_(); m = b; i = c; j = d\nout = " + std::string(case_.forward) +
+                                      torch_backward("UnsafeMaskedIndexBackward0",
+                                                     optional_tensor_list("fn._saved_indices") +
+                                                         ", fn._saved_mask, torch.tensor(fn._saved_self_sym_sizes)",
+                                                     "x"),
+                                  {in_dtype(case_.self, dtype, 252), c.mask, c.rows, c.columns});
+        std::size_t next = 0;
+        const std::vector<OptionalTensor> indices = read_optional_tensor_list(r, 0, next);
+        const Grads out = call_node("UnsafeMaskedIndexBackward0", {r[next + 2]}, {true},
+                                    Saved{{"indices", indices},
+                                          {"mask", r[next]},
+                                          {"self_options", TensorOptions{dtype, Device::CPU, Layout::Strided, false}},
+                                          {"self_sym_sizes", int_list(r[next + 1])}});
+        CHECK(out[0]->dtype() == dtype);
+        check_close_to_torch(*out[0], r[next + 3], dtype);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    Saved too_many = saved;
+    too_many["indices"] = std::vector<OptionalTensor>{c.rows, c.columns, c.columns};
+    CHECK_THROWS_WITH_AS(call_node("UnsafeMaskedIndexBackward0", {g}, {true}, too_many),
+                         "UnsafeMaskedIndexBackward0: 3 indices for a tensor of shape [4,5]", Error);
+    CHECK_THROWS_WITH_AS(call_node("UnsafeMaskedIndexBackward0", {random64({4, 4}, 1)}, {true}, saved),
+                         doctest::Contains("UnsafeMaskedIndexBackward0: "), Error);
+  }
+}
+
+TEST_CASE("UnsafeMaskedIndexPutAccumulateBackward0") {
+  const MaskedIndexCase c;
+  const Tensor x = random64({4, 5}, 260), values = random64({4, 3}, 261), g = random64({4, 5}, 262);
+  const Saved saved = {{"indices", c.indices}, {"mask", c.mask}};
+
+  SUBCASE("finite differences") {
+    const Grads out = call_node("UnsafeMaskedIndexPutAccumulateBackward0", {g}, {true, true}, saved);
+    auto forward = [&](const std::vector<Tensor>& in) { return index_put(in[0], c.in_range, c.masked(in[1]), true); };
+    check_against_finite_differences(out, 0, forward, {x, values}, g);
+    check_against_finite_differences(out, 1, forward, {x, values}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads only_self = call_node("UnsafeMaskedIndexPutAccumulateBackward0", {g}, {true, false}, saved);
+    CHECK(only_self[0]->is_same(g));
+    CHECK_FALSE(only_self[1].has_value());
+    const Grads undefined = call_node("UnsafeMaskedIndexPutAccumulateBackward0", {std::nullopt}, {true, true}, saved);
+    CHECK_FALSE(undefined[0].has_value());
+    CHECK_FALSE(undefined[1].has_value());
+  }
+  SUBCASE("against torch: out-of-range indices masked, duplicates, a None index, an empty self, every dtype") {
+    struct Case {
+      const char* forward;
+      Tensor self, values;
+    };
+    for (const Case& case_ :
+         {Case{"torch.ops.aten._unsafe_masked_index_put_accumulate(x, m, [i, j], v)", x, values},
+          Case{"torch.ops.aten._unsafe_masked_index_put_accumulate(x, m[0], [None, j[0]], v)", x, random64({4, 3}, 263)},
+          Case{"torch.ops.aten._unsafe_masked_index_put_accumulate(x, m, [i, j], v)", zeros({0, 5}, DType::Float64), values}}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(std::string(case_.forward));
+        CAPTURE(str(case_.self.sizes()));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec("x = a.requires_grad_(); m = b; i = c; j = d; v = e.requires_grad_()\nout = " +
+                                      std::string(case_.forward) +
+                                      torch_backward("UnsafeMaskedIndexPutAccumulateBackward0",
+                                                     optional_tensor_list("fn._saved_indices") + ", fn._saved_mask", "x, v"),
+                                  {in_dtype(case_.self, dtype, 264), c.mask, c.rows, c.columns,
+                                   in_dtype(case_.values, dtype, 265)});
+        std::size_t next = 0;
+        const std::vector<OptionalTensor> indices = read_optional_tensor_list(r, 0, next);
+        const Grads out = call_node("UnsafeMaskedIndexPutAccumulateBackward0", {r[next + 1]}, {true, true},
+                                    Saved{{"indices", indices}, {"mask", r[next]}});
+        check_close_to_torch(*out[0], r[next + 2], dtype);
+        check_close_to_torch(*out[1], r[next + 3], dtype);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(
+        call_node("UnsafeMaskedIndexPutAccumulateBackward0", {g}, {false, true},
+                  Saved{{"indices", std::vector<OptionalTensor>{c.rows, c.columns, c.columns}}, {"mask", c.mask}}),
+        "UnsafeMaskedIndexPutAccumulateBackward0: 3 indices for a tensor of shape [4,5]", Error);
+  }
+}
+
+// The fill nodes save nothing: self's grad is zeros, a tensor value's the grad's sum. Finite
+// differences of a forward that ignores self (self * 0 + value), then torch, in every dtype, on a
+// matrix and on a 0-d self.
+void check_fill_node(const char* node, const char* torch_forward, bool tensor_value) {
+  const Tensor x = random64({3, 4}, 270), value = random64({}, 271), g = random64({3, 4}, 272);
+  const std::size_t inputs = tensor_value ? 2 : 1;
+  const Need need(inputs, true);
+  SUBCASE("finite differences") {
+    auto forward = [&](const std::vector<Tensor>& in) {
+      return add(mul(in[0], 0.0), tensor_value ? expand(in[1], in[0].sizes()) : tensor(2.5, DType::Float64));
+    };
+    const std::vector<Tensor> at = tensor_value ? std::vector<Tensor>{x, value} : std::vector<Tensor>{x};
+    const Grads out = call_node(node, {g}, need, Saved{});
+    for (std::size_t k = 0; k < inputs; ++k) check_against_finite_differences(out, k, forward, at, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads none_needed = call_node(node, {g}, Need(inputs, false), Saved{});
+    for (const OptionalTensor& grad : none_needed) CHECK_FALSE(grad.has_value());
+    for (const OptionalTensor& grad : call_node(node, {std::nullopt}, need, Saved{})) CHECK_FALSE(grad.has_value());
+    if (tensor_value) {
+      const Grads only_value = call_node(node, {g}, {false, true}, Saved{});
+      CHECK_FALSE(only_value[0].has_value());
+      CHECK(only_value[1]->sizes() == Shape{});
+    }
+  }
+  SUBCASE("against torch, every dtype") {
+    for (const Tensor& self : {x, random64({}, 273)}) {
+      for (const DType dtype : kFloatingAndComplex) {
+        CAPTURE(str(self.sizes()));
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_exec("x = a.requires_grad_(); v = b.requires_grad_()\nout = " + std::string(torch_forward) +
+                                      torch_backward(node, "0", tensor_value ? "x, v" : "x"),
+                                  {in_dtype(self, dtype, 274), in_dtype(value, dtype, 275)});
+        const Grads out = call_node(node, {r[1]}, need, Saved{});
+        for (std::size_t k = 0; k < inputs; ++k) {
+          CHECK(out[k]->dtype() == dtype);
+          check_close_to_torch(*out[k], r[2 + k], dtype);
+        }
+      }
+    }
+  }
+  SUBCASE("errors: a saved field it does not have") {
+    CHECK_THROWS_WITH_AS(call_node(node, {g}, need, Saved{{"value", 2.5}}),
+                         (std::string(node) + ": has no saved field 'value'").c_str(), Error);
+  }
+}
+
+TEST_CASE("FillBackward0") { check_fill_node("FillBackward0", "torch.fill(x, 2.5)", false); }
+TEST_CASE("FillBackward1") { check_fill_node("FillBackward1", "torch.fill(x, v)", true); }
+TEST_CASE("FillBackward2") { check_fill_node("FillBackward2", "(x * 1).fill_(2.5)", false); }
+TEST_CASE("FillBackward3") { check_fill_node("FillBackward3", "(x * 1).fill_(v)", true); }
+TEST_CASE("ZeroBackward0") { check_fill_node("ZeroBackward0", "(x * 1).zero_()", false); }
+
+}  // TEST_SUITE
