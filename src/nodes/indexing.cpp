@@ -466,7 +466,9 @@ Grads IndexFillBackward0(const Grads& grads, const IndexFillBackward0Saved& save
 //   value: grad.index_select(dim, std::get<0>(at::_unique(index, /*sorted=*/false))).sum()
 // The 0-d value was written into every slice index names, each once however often it is named
 // (hence _unique): its grad is the sum of grad over those slices, summed here through the mask of
-// the slices that index_fill_zero clears.
+// the slices that index_fill_zero clears. index_fill accepts negative indices, which the mask counts
+// from the end like any other ([-1, 3] of 4 slices names slice 3 once); torch 2.13's index_select in
+// this formula raises on them instead.
 Grads IndexFillBackward1(const Grads& grads, const IndexFillBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
