@@ -1,4 +1,4 @@
-// Backward nodes: the nn group (normalization, convolution, pooling, upsampling, attention).
+// Backward nodes: the nn group (normalization, convolution, pooling, attention; upsampling is in upsample.cpp).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -793,130 +793,6 @@ Grads AdaptiveAvgPool3DBackward0(const Grads& grads, const AdaptiveAvgPool3DBack
   return Grads{to(from_vector(grad_input, self.sizes()), grad.dtype())};
 }
 
-// --------------------------------------------------------------- upsampling ---
-
-// ATen's compute_scales_value (UpSample.h), in T: 1/scale when the forward was given a positive scale,
-// else input/output. A scale whose inverse overflows T would make ATen's index arithmetic undefined
-// (an infinite source index converted to int64); refgrad refuses it.
-template <class T>
-T compute_scales_value(const char* node, const char* field, std::optional<double> scale, std::int64_t input_size,
-                       std::int64_t output_size) {
-  if (!scale || !(*scale > 0)) return static_cast<T>(input_size) / static_cast<T>(output_size);
-  const double inverse = 1.0 / *scale;
-  check(inverse <= static_cast<double>(std::numeric_limits<T>::max()), node, ": ", field, " ", *scale,
-        " is too small: its inverse does not fit a ", sizeof(T) == 4 ? "float" : "double");
-  return static_cast<T>(inverse);
-}
-
-// ATen's nearest_idx: the input index output_index reads, computed in float as ATen does. The clamp to
-// the last input index happens before the conversion, which a product beyond int64 could not survive.
-std::int64_t nearest_idx(const char* field, std::int64_t output_index, std::int64_t input_size,
-                         std::int64_t output_size, std::optional<double> scales) {
-  if (output_size == input_size) return output_index;
-  if (output_size / 2 == input_size && output_size % 2 == 0) return output_index >> 1;  // ATen's 2 * input_size
-  const float scale = compute_scales_value<float>("UpsampleNearest2DBackward0", field, scales, input_size, output_size);
-  const float source = std::floor(static_cast<float>(output_index) * scale);
-  return source < static_cast<float>(input_size - 1) ? static_cast<std::int64_t>(source) : input_size - 1;
-}
-
-struct UpsampleNearest2DBackward0Saved {
-  IntList output_size;
-  std::optional<double> scales_h;
-  std::optional<double> scales_w;
-  IntList self_sym_sizes;
-};
-
-// ATen's upsample_2d_common_check and the grad's shape: self [N, C, H, W] and output_size [OH, OW], with
-// H, W, OH and OW positive (N and C may be 0), and grad [N, C, OH, OW].
-void check_upsample(const char* node, const Tensor& grad, const IntList& output_size, const IntList& self_sizes) {
-  check(self_sizes.size() == 4 && output_size.size() == 2, node, ": self sizes ", shape_text(self_sizes),
-        " and output_size ", shape_text(output_size), " must have 4 and 2 entries");
-  check(self_sizes[0] >= 0 && self_sizes[1] >= 0 && self_sizes[2] > 0 && self_sizes[3] > 0 && output_size[0] > 0 &&
-            output_size[1] > 0,
-        node, ": input and output sizes should be greater than 0, got self sizes ", shape_text(self_sizes),
-        " and output_size ", shape_text(output_size));
-  check(grad.sizes() == Shape{self_sizes[0], self_sizes[1], output_size[0], output_size[1]}, node, ": grad ",
-        shape_text(grad.sizes()), " does not fit output_size ", shape_text(output_size), " and self sizes ",
-        shape_text(self_sizes));
-}
-
-// UpsampleNearest2DBackward0 — upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None,
-//                              float? scales_w=None) -> Tensor
-//   self: upsample_nearest2d_backward_symint(grad, output_size, self.sym_sizes(), scales_h, scales_w)
-// Output (oh, ow) copies input (nearest_idx(oh), nearest_idx(ow)), so the adjoint adds each output's grad
-// into that input: index_add over the columns, then over the rows.
-Grads UpsampleNearest2DBackward0(const Grads& grads, const UpsampleNearest2DBackward0Saved& saved,
-                                 const Need& need) {
-  const char* node = "UpsampleNearest2DBackward0";
-  if (!grads[0] || !need[0]) return Grads(1);
-  const Tensor& grad = *grads[0];
-  const IntList &in = saved.self_sym_sizes, &out = saved.output_size;
-  check_upsample(node, grad, out, in);
-  const Tensor zero = zeros(in, grad.dtype());  // first: the sizes must fit in memory
-  if (grad.numel() == 0) return Grads{zero};
-  check_fits_memory_limit({out[0] + out[1]}, DType::Int64);  // rows and cols below
-  std::vector<std::int64_t> rows, cols;
-  for (std::int64_t oh = 0; oh < out[0]; ++oh) rows.push_back(nearest_idx("scales_h", oh, in[2], out[0], saved.scales_h));
-  for (std::int64_t ow = 0; ow < out[1]; ++ow) cols.push_back(nearest_idx("scales_w", ow, in[3], out[1], saved.scales_w));
-  const Tensor by_cols = index_add(zeros({in[0], in[1], out[0], in[3]}, grad.dtype()), 3, from_vector(cols, {out[1]}),
-                                   grad);
-  return Grads{index_add(zero, 2, from_vector(rows, {out[0]}), by_cols)};
-}
-
-// The [output_size, input_size] matrix of 1-d linear interpolation weights, with ATen's
-// area_pixel_compute_scale, area_pixel_compute_source_index and compute_source_index_and_lambda
-// (UpSample.h): equal sizes copy, whatever the scale.
-Tensor linear_interpolation_matrix(const char* field, std::int64_t input_size, std::int64_t output_size,
-                                   bool align_corners, std::optional<double> scales, DType dtype) {
-  const char* node = "UpsampleBilinear2DBackward0";
-  check_fits_memory_limit({output_size, input_size}, DType::Float64);  // the std::vector below
-  const double scale =
-      output_size == input_size ? 1.0  // not read
-      : align_corners ? (output_size > 1 ? static_cast<double>(input_size - 1) / static_cast<double>(output_size - 1) : 0.0)
-                      : compute_scales_value<double>(node, field, scales, input_size, output_size);
-  std::vector<double> weights(static_cast<std::size_t>(output_size * input_size), 0.0);
-  for (std::int64_t o = 0; o < output_size; ++o) {
-    const double source = output_size == input_size ? static_cast<double>(o)
-                          : align_corners           ? scale * static_cast<double>(o)
-                                                    : std::max(scale * (static_cast<double>(o) + 0.5) - 0.5, 0.0);
-    // Clamped to the last input before the conversion: a large scale puts the source beyond int64.
-    const std::int64_t i0 =
-        source < static_cast<double>(input_size - 1) ? static_cast<std::int64_t>(source) : input_size - 1;
-    const std::int64_t i1 = i0 + (i0 < input_size - 1 ? 1 : 0);
-    const double lambda1 = std::clamp(source - static_cast<double>(i0), 0.0, 1.0);
-    weights[static_cast<std::size_t>(o * input_size + i0)] += 1.0 - lambda1;
-    weights[static_cast<std::size_t>(o * input_size + i1)] += lambda1;
-  }
-  return to(from_vector(weights, {output_size, input_size}), dtype);
-}
-
-// UpsampleBilinear2DBackward0 — upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners,
-//                               float? scales_h=None, float? scales_w=None) -> Tensor
-//   self: upsample_bilinear2d_backward_symint(grad, output_size, self.sym_sizes(), align_corners, scales_h, scales_w)
-// Bilinear interpolation is separable: out = A_h @ self @ A_w^T with the 1-d weight matrices A, so its
-// adjoint is grad_self = A_h^T @ grad @ A_w.
-struct UpsampleBilinear2DBackward0Saved {
-  bool align_corners;
-  IntList output_size;
-  std::optional<double> scales_h;
-  std::optional<double> scales_w;
-  IntList self_sym_sizes;
-};
-
-Grads UpsampleBilinear2DBackward0(const Grads& grads, const UpsampleBilinear2DBackward0Saved& saved,
-                                  const Need& need) {
-  if (!grads[0] || !need[0]) return Grads(1);
-  const Tensor& grad = *grads[0];
-  const IntList& in = saved.self_sym_sizes;
-  check_upsample("UpsampleBilinear2DBackward0", grad, saved.output_size, in);
-  if (grad.numel() == 0) return Grads{zeros(in, grad.dtype())};
-  const Tensor a_h = linear_interpolation_matrix("scales_h", in[2], saved.output_size[0], saved.align_corners,
-                                                 saved.scales_h, grad.dtype());
-  const Tensor a_w = linear_interpolation_matrix("scales_w", in[3], saved.output_size[1], saved.align_corners,
-                                                 saved.scales_w, grad.dtype());
-  return Grads{matmul(t(a_h), matmul(grad, a_w))};
-}
-
 // ---------------------------------------------------------------- attention ---
 
 // ScaledDotProductFlashAttentionForCpuBackward0 — _scaled_dot_product_flash_attention_for_cpu(Tensor query,
@@ -1141,28 +1017,6 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
   registry.push_back(define_node<MaxUnpoolSaved, MaxUnpoolBackward<3>>(
       {"MaxUnpool3DBackward0", "max_unpool3d", {"self"}, 1, {}, "self: max_pool_double_backward(grad, indices, 3)"},
       {saved<&MaxUnpoolSaved::indices>("indices", FieldKind::Tensor)}));
-  {
-    using S = UpsampleNearest2DBackward0Saved;
-    registry.push_back(define_node<S, UpsampleNearest2DBackward0>(
-        {"UpsampleNearest2DBackward0", "upsample_nearest2d", {"self"}, 1, {},
-         "self: upsample_nearest2d_backward_symint(grad, output_size, self.sym_sizes(), scales_h, scales_w)"},
-        {saved<&S::output_size>("output_size", FieldKind::Sizes),
-         saved<&S::scales_h>("scales_h", FieldKind::Float, true),
-         saved<&S::scales_w>("scales_w", FieldKind::Float, true),
-         saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
-  }
-  {
-    using S = UpsampleBilinear2DBackward0Saved;
-    registry.push_back(define_node<S, UpsampleBilinear2DBackward0>(
-        {"UpsampleBilinear2DBackward0", "upsample_bilinear2d", {"self"}, 1, {},
-         "self: upsample_bilinear2d_backward_symint(grad, output_size, self.sym_sizes(), align_corners, scales_h, "
-         "scales_w)"},
-        {saved<&S::align_corners>("align_corners", FieldKind::Bool),
-         saved<&S::output_size>("output_size", FieldKind::Sizes),
-         saved<&S::scales_h>("scales_h", FieldKind::Float, true),
-         saved<&S::scales_w>("scales_w", FieldKind::Float, true),
-         saved<&S::self_sym_sizes>("self_sym_sizes", FieldKind::Sizes)}));
-  }
   {
     using S = ScaledDotProductFlashAttentionForCpuBackward0Saved;
     registry.push_back(define_node<S, ScaledDotProductFlashAttentionForCpuBackward0>(

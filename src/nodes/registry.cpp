@@ -153,6 +153,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_nn_nodes(registry);
   nodes::add_pooling_nodes(registry);
   nodes::add_padding_nodes(registry);
+  nodes::add_upsample_nodes(registry);
   nodes::add_loss_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
@@ -213,8 +214,15 @@ bool computes_in_one_kernel(const NodeSchema& schema) {
       "FractionalMaxPool3DBackward0",   // fractional_max_pool3d_backward
       "ReflectionPad1DBackward0", "ReflectionPad2DBackward0", "ReflectionPad3DBackward0",  // reflection_padNd_backward
       "ReplicationPad1DBackward0", "ReplicationPad2DBackward0", "ReplicationPad3DBackward0",  // replication_padNd_backward
-      "UpsampleNearest2DBackward0",     // upsample_nearest2d_backward
+      "UpsampleNearest1DBackward0", "UpsampleNearest2DBackward0", "UpsampleNearest3DBackward0",  // upsample_nearestNd_backward
+      "UpsampleNearestExact1DBackward0", "UpsampleNearestExact2DBackward0",  // _upsample_nearest_exactNd_backward
+      "UpsampleNearestExact3DBackward0",
+      "UpsampleLinear1DBackward0",      // upsample_linear1d_backward
       "UpsampleBilinear2DBackward0",    // upsample_bilinear2d_backward
+      "UpsampleTrilinear3DBackward0",   // upsample_trilinear3d_backward
+      "UpsampleBicubic2DBackward0",     // upsample_bicubic2d_backward
+      "UpsampleBilinear2DAaBackward0",  // _upsample_bilinear2d_aa_backward
+      "UpsampleBicubic2DAaBackward0",   // _upsample_bicubic2d_aa_backward
       "NativeDropoutBackward0",         // native_dropout_backward
   };
   return nodes.count(schema.name) > 0;
