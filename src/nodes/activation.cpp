@@ -496,6 +496,83 @@ Grads NativeDropoutBackward0(const Grads& grads, const NativeDropoutBackward0Sav
   return Grads{native_dropout_backward(*grads[0], saved.result1, scale)};
 }
 
+// SoftmaxBackwardDataBackward0 — _softmax_backward_data(Tensor grad_output, Tensor output, int dim,
+//                                                        ScalarType input_dtype) -> Tensor
+//   grad_output: _softmax_backward_data(grad.to(output.dtype()), output, dim, input_dtype)
+//   output: softmax_double_backward(grad.to(output.dtype()), grad_output, dim, output).to(output.dtype())
+// softmax_double_backward (FunctionsManual.cpp), with g the incoming grad, go grad_output, y output:
+//   go * g - sum(y * go, dim) * g - go * sum(y * g, dim)
+// Softmax's backward is linear in grad_output, hence its derivative there is the backward itself.
+struct SoftmaxBackwardDataBackward0Saved {
+  std::int64_t dim = 0;
+  Tensor grad_output;
+  DType input_dtype = DType::Float32;
+  Tensor output;
+};
+
+Grads SoftmaxBackwardDataBackward0(const Grads& grads, const SoftmaxBackwardDataBackward0Saved& saved,
+                                   const Need& need) {
+  const char* node = "SoftmaxBackwardDataBackward0";
+  if (!grads[0]) return Grads(2);
+  const Tensor &output = saved.output, &grad_output = saved.grad_output;
+  check_same_shape(node, *grads[0], output, "output");
+  check_same_shape(node, grad_output, output, "output");
+  check_softmax_dim(node, saved.dim, output);
+  const Tensor grad = to(*grads[0], output.dtype());
+  const IntList dim = {saved.dim};
+  Grads out(2);
+  if (need[0]) out[0] = softmax_backward_data(grad, output, saved.dim, saved.input_dtype);
+  if (need[1]) {
+    const Tensor double_backward = sub(sub(mul(grad_output, grad), mul(sum(mul(output, grad_output), dim, true), grad)),
+                                       mul(grad_output, sum(mul(output, grad), dim, true)));
+    out[1] = to(double_backward, output.dtype());
+  }
+  return out;
+}
+
+// NativeDropoutBackwardBackward0 — native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor
+//   grad_output: native_dropout_double_backward(grad, grad_output, mask, scale) = grad * mask * scale
+//   mask: not_implemented("native_dropout_backward: mask")
+// The backward is linear in grad_output. mask is a bool tensor, which never needs a grad.
+struct NativeDropoutBackwardBackward0Saved {
+  Tensor grad_output;
+  Tensor mask;
+  double scale = 1;
+};
+
+Grads NativeDropoutBackwardBackward0(const Grads& grads, const NativeDropoutBackwardBackward0Saved& saved,
+                                     const Need& need) {
+  const char* node = "NativeDropoutBackwardBackward0";
+  check(!need[1], node, ": the derivative for native_dropout_backward's mask is not implemented (as in torch)");
+  if (!grads[0] || !need[0]) return Grads(2);
+  check_same_shape(node, *grads[0], saved.mask, "mask");
+  return Grads{native_dropout_backward(*grads[0], saved.mask, saved.scale), std::nullopt};
+}
+
+// PreluKernelBackward0 — _prelu_kernel(Tensor self, Tensor weight) -> Tensor
+//   self, weight: grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()
+// _prelu_kernel is self > 0 ? self : weight * self (weight broadcast to self), so, as ATen's kernel:
+//   self: self > 0 ? grad : weight * grad        weight: self > 0 ? 0 : self * grad, summed to weight's shape
+// At self == 0 the slope taken is weight's.
+struct PreluKernelBackward0Saved {
+  Tensor self;
+  Tensor weight;
+};
+
+Grads PreluKernelBackward0(const Grads& grads, const PreluKernelBackward0Saved& saved, const Need& need) {
+  const char* node = "PreluKernelBackward0";
+  if (!grads[0]) return Grads(2);
+  const Tensor &grad = *grads[0], &self = saved.self, &weight = saved.weight;
+  check_same_shape(node, grad, self, "self");
+  check(is_expandable_to(weight.sizes(), self.sizes()), node, ": weight ", shape_text(weight.sizes()),
+        " does not broadcast to self ", shape_text(self.sizes()));
+  const Tensor positive = gt(self, Scalar(0));
+  Grads out(2);
+  if (need[0]) out[0] = where(positive, grad, mul(weight, grad));
+  if (need[1]) out[1] = sum_to(where(positive, Scalar(0), mul(self, grad)), weight.sizes());
+  return out;
+}
+
 }  // namespace
 
 void add_activation_nodes(std::vector<NodeDef>& registry) {
@@ -632,6 +709,29 @@ void add_activation_nodes(std::vector<NodeDef>& registry) {
       {saved<&NativeDropoutBackward0Saved::p>("p", FieldKind::Float),
        hidden<&NativeDropoutBackward0Saved::train>("train", FieldKind::Bool, true),
        saved<&NativeDropoutBackward0Saved::result1>("result1", FieldKind::Tensor)}));
+
+  registry.push_back(define_node<SoftmaxBackwardDataBackward0Saved, SoftmaxBackwardDataBackward0>(
+      {"SoftmaxBackwardDataBackward0", "_softmax_backward_data", {"grad_output", "output"}, 1, {},
+       "grad_output: _softmax_backward_data(grad.to(output.dtype()), output, dim, input_dtype)\n"
+       "output: softmax_double_backward(grad.to(output.dtype()), grad_output, dim, output).to(output.dtype())"},
+      {saved<&SoftmaxBackwardDataBackward0Saved::dim>("dim", FieldKind::Int),
+       saved<&SoftmaxBackwardDataBackward0Saved::grad_output>("grad_output", FieldKind::Tensor),
+       hidden<&SoftmaxBackwardDataBackward0Saved::input_dtype>("input_dtype", FieldKind::DType),
+       saved<&SoftmaxBackwardDataBackward0Saved::output>("output", FieldKind::Tensor)}));
+
+  registry.push_back(define_node<NativeDropoutBackwardBackward0Saved, NativeDropoutBackwardBackward0>(
+      {"NativeDropoutBackwardBackward0", "native_dropout_backward", {"grad_output", "mask"}, 1, {},
+       "grad_output: native_dropout_double_backward(grad, grad_output, mask, scale)\n"
+       "mask: not_implemented(\"native_dropout_backward: mask\")"},
+      {saved<&NativeDropoutBackwardBackward0Saved::grad_output>("grad_output", FieldKind::Tensor),
+       saved<&NativeDropoutBackwardBackward0Saved::mask>("mask", FieldKind::Tensor),
+       saved<&NativeDropoutBackwardBackward0Saved::scale>("scale", FieldKind::Float)}));
+
+  registry.push_back(define_node<PreluKernelBackward0Saved, PreluKernelBackward0>(
+      {"PreluKernelBackward0", "_prelu_kernel", {"self", "weight"}, 1, {},
+       "self, weight: grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()"},
+      {saved<&PreluKernelBackward0Saved::self>("self", FieldKind::Tensor),
+       saved<&PreluKernelBackward0Saved::weight>("weight", FieldKind::Tensor)}));
 }
 
 }  // namespace refgrad::nodes

@@ -1,12 +1,16 @@
 // Loss nodes: nll_loss, nll_loss2d, mse_loss, binary_cross_entropy (with and
 // without logits), smooth_l1_loss, huber_loss, soft_margin_loss, multi_margin_loss,
-// multilabel_margin_loss.
+// multilabel_margin_loss, ctc_loss.
 //
 // `reduction` is saved as an int, at::Reduction's value: 0 none, 1 mean, 2 sum.
 // l1_loss has no node (it is abs(sub) and mean in autograd), and
 // cross_entropy is log_softmax + nll_loss (plus plain arithmetic nodes for
 // label smoothing), so these cover torch.nn's common losses.
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "define.hpp"
 #include "functions_manual.hpp"
@@ -448,6 +452,167 @@ Grads MultilabelMarginLossBackward0(const Grads& grads, const MultilabelMarginLo
                        saved.self.sizes())};
 }
 
+// ---------------------------------------------------------------- ctc loss ---
+
+// CtcLossBackward0 — _ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths,
+//                              int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)
+// CtcLossBackward1 — _ctc_loss.Tensor(Tensor log_probs, Tensor targets, Tensor input_lengths,
+//                                     Tensor target_lengths, int blank=0, bool zero_infinity=False)
+//   log_probs: _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, result0, result1,
+//              blank, zero_infinity)
+// Graves et al. (2006), in log space as ATen's ctc_loss_backward_cpu. For sequence b, of T = input_lengths[b]
+// steps and a target l of L = target_lengths[b] labels, the extended target l' is l with blanks around and
+// between its labels (S = 2L + 1). result1 is the forward's log_alpha [batch, max T, max S]; the backward
+// runs the beta recursion from the end:
+//   beta[T-1, S-1] = lp[T-1, blank], beta[T-1, S-2] = lp[T-1, l'(S-2)]
+//   beta[t, s] = lp[t, l'(s)] + logsumexp(beta[t+1, s], beta[t+1, s+1], beta[t+1, s+2] if l'(s+2) != l'(s))
+// and with nll = result0[b] (the loss, -log p(l | x)) and lp = log_probs[t, b, c]:
+//   grad_log_probs[t, b, c] = grad[b] * (exp(lp) - exp(logsumexp_{s: l'(s) = c}(alpha[t, s] + beta[t, s]) + nll - lp))
+// for t < T, 0 after. zero_infinity: a sequence whose nll is +inf (its target cannot be aligned) gets 0.
+// The exact derivative in log_probs is the second term alone; the first, exp(lp) * grad[b], is ATen's:
+// it sums to grad[b] over the classes, so that when log_probs are log_softmax's output (as ctc_loss
+// wants them), log_softmax's backward turns both into the same grad of the logits.
+// targets are [batch, max L] (padded) or the targets one after the other (1-d). log_alpha is not
+// differentiable: the node takes one grad. Computed in double, rounded once.
+struct CtcLossBackward0Saved {
+  std::int64_t blank;
+  IntList input_lengths;
+  Tensor log_probs;
+  IntList target_lengths;
+  Tensor targets;
+  bool zero_infinity;
+  Tensor result0;
+  Tensor result1;
+};
+
+struct CtcLossBackward1Saved {
+  std::int64_t blank;
+  Tensor input_lengths;
+  Tensor log_probs;
+  Tensor target_lengths;
+  Tensor targets;
+  bool zero_infinity;
+  Tensor result0;
+  Tensor result1;
+};
+
+// log(exp(a) + exp(b) + exp(c)) without overflow; -inf when all are -inf.
+double log_sum_exp3(double a, double b, double c) {
+  const double top = std::max({a, b, c});
+  if (top == -std::numeric_limits<double>::infinity()) return top;
+  return top + std::log(std::exp(a - top) + std::exp(b - top) + std::exp(c - top));
+}
+
+Tensor ctc_loss_backward(const char* node, const Tensor& grad, const Tensor& log_probs, const Tensor& targets,
+                         const IntList& input_lengths, const IntList& target_lengths, const Tensor& neg_log_likelihood,
+                         const Tensor& log_alpha, std::int64_t blank, bool zero_infinity) {
+  check(log_probs.dim() == 3, node, ": log_probs ", shape_text(log_probs.sizes()), " is not [T, batch, classes]");
+  check(log_probs.dtype() == DType::Float32 || log_probs.dtype() == DType::Float64, node,
+        ": log_probs must be float32 or float64 (as ATen's CPU ctc_loss), got ", dtype_name(log_probs.dtype()));
+  const std::int64_t max_t = log_probs.size(0), batch = log_probs.size(1), classes = log_probs.size(2);
+  check(grad.sizes() == Shape{batch} && neg_log_likelihood.sizes() == Shape{batch}, node, ": grad ",
+        shape_text(grad.sizes()), " and result0 ", shape_text(neg_log_likelihood.sizes()),
+        " must be [batch] for log_probs ", shape_text(log_probs.sizes()));
+  check(static_cast<std::int64_t>(input_lengths.size()) == batch &&
+            static_cast<std::int64_t>(target_lengths.size()) == batch,
+        node, ": input_lengths ", shape_text(input_lengths), " and target_lengths ", shape_text(target_lengths),
+        " must have one length per sequence of log_probs ", shape_text(log_probs.sizes()));
+  check(blank >= 0 && blank < classes, node, ": blank ", blank, " is not a class of log_probs ",
+        shape_text(log_probs.sizes()));
+  check(targets.dtype() == DType::Int64 || targets.dtype() == DType::Int32, node, ": targets must be integers, got ",
+        dtype_name(targets.dtype()));
+  check(targets.dim() == 1 || (targets.dim() == 2 && targets.size(0) == batch), node, ": targets ",
+        shape_text(targets.sizes()), " are neither 1-d nor [batch, max target length]");
+  std::int64_t max_l = 0, total_l = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t t_len = input_lengths[static_cast<std::size_t>(b)], l_len = target_lengths[static_cast<std::size_t>(b)];
+    check(t_len >= 0 && t_len <= max_t, node, ": input_lengths[", b, "] = ", t_len, " is not in [0, ", max_t, "]");
+    check(l_len >= 0 && (targets.dim() == 1 || l_len <= targets.size(1)), node, ": target_lengths[", b, "] = ", l_len,
+          " does not fit targets ", shape_text(targets.sizes()));
+    max_l = std::max(max_l, l_len);
+    total_l += l_len;
+  }
+  check(targets.dim() == 2 || total_l <= targets.size(0), node, ": target_lengths ", shape_text(target_lengths),
+        " add up to more than the ", targets.size(0), " targets");
+  check(log_alpha.dim() == 3 && log_alpha.size(0) == batch && log_alpha.size(1) == max_t &&
+            log_alpha.size(2) >= 2 * max_l + 1,
+        node, ": result1 (log_alpha) ", shape_text(log_alpha.sizes()), " is not [", batch, ", ", max_t, ", ",
+        2 * max_l + 1, "]");
+  const std::vector<double> lp = log_probs.to_vector<double>(), alpha = log_alpha.to_vector<double>(),
+                            grad_out = grad.to_vector<double>(), nll = neg_log_likelihood.to_vector<double>();
+  const std::vector<std::int64_t> target_values = targets.to_vector<std::int64_t>();
+  const std::int64_t alpha_s = log_alpha.size(2);
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  auto log_prob = [&](std::int64_t t, std::int64_t b, std::int64_t c) {
+    return lp[static_cast<std::size_t>((t * batch + b) * classes + c)];
+  };
+  std::vector<double> result(lp.size(), 0.0);
+  std::int64_t target_offset = 0;  // where sequence b's labels start in 1-d targets
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t t_len = input_lengths[static_cast<std::size_t>(b)], l_len = target_lengths[static_cast<std::size_t>(b)];
+    const std::int64_t first = targets.dim() == 1 ? target_offset : b * targets.size(1);
+    target_offset += l_len;
+    const std::int64_t s_len = 2 * l_len + 1;
+    // l'(s): blank at even s, the target's label (s - 1) / 2 at odd s.
+    auto prime = [&](std::int64_t s) {
+      if (s % 2 == 0) return blank;
+      const std::int64_t label = target_values[static_cast<std::size_t>(first + (s - 1) / 2)];
+      check(label >= 0 && label < classes, node, ": target ", label, " of sequence ", b, " is not a class of log_probs ",
+            shape_text(log_probs.sizes()));
+      return label;
+    };
+    const double loss = nll[static_cast<std::size_t>(b)];
+    if (zero_infinity && loss == std::numeric_limits<double>::infinity()) continue;  // stays 0
+    if (t_len == 0) continue;
+    std::vector<double> beta(static_cast<std::size_t>(t_len * s_len), neg_inf);
+    auto at = [&](std::int64_t t, std::int64_t s) -> double& { return beta[static_cast<std::size_t>(t * s_len + s)]; };
+    at(t_len - 1, s_len - 1) = log_prob(t_len - 1, b, blank);
+    if (l_len > 0) at(t_len - 1, s_len - 2) = log_prob(t_len - 1, b, prime(s_len - 2));
+    for (std::int64_t t = t_len - 2; t >= 0; --t)
+      for (std::int64_t s = 0; s < s_len; ++s) {
+        const double stay = at(t + 1, s), next = s + 1 < s_len ? at(t + 1, s + 1) : neg_inf;
+        const double skip = s + 2 < s_len && prime(s + 2) != prime(s) ? at(t + 1, s + 2) : neg_inf;
+        at(t, s) = log_sum_exp3(stay, next, skip) + log_prob(t, b, prime(s));
+      }
+    for (std::int64_t t = 0; t < t_len; ++t) {
+      std::vector<double> alpha_beta(static_cast<std::size_t>(classes), neg_inf);  // logsumexp over l'(s) = c
+      for (std::int64_t s = 0; s < s_len; ++s) {
+        double& sum_c = alpha_beta[static_cast<std::size_t>(prime(s))];
+        sum_c = log_sum_exp3(sum_c, alpha[static_cast<std::size_t>((b * max_t + t) * alpha_s + s)] + at(t, s), neg_inf);
+      }
+      for (std::int64_t c = 0; c < classes; ++c) {
+        const double l = log_prob(t, b, c);
+        result[static_cast<std::size_t>((t * batch + b) * classes + c)] =
+            (std::exp(l) - std::exp(alpha_beta[static_cast<std::size_t>(c)] + loss - l)) * grad_out[static_cast<std::size_t>(b)];
+      }
+    }
+  }
+  return to(from_vector(result, log_probs.sizes()), log_probs.dtype());
+}
+
+Grads CtcLossBackward0(const Grads& grads, const CtcLossBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{ctc_loss_backward("CtcLossBackward0", *grads[0], saved.log_probs, saved.targets, saved.input_lengths,
+                                 saved.target_lengths, saved.result0, saved.result1, saved.blank,
+                                 saved.zero_infinity)};
+}
+
+// The lengths as int lists: int64 (or int32) vectors.
+IntList lengths_of(const char* node, const char* field, const Tensor& lengths) {
+  check(lengths.dim() == 1 && (lengths.dtype() == DType::Int64 || lengths.dtype() == DType::Int32), node, ": ",
+        field, " must be a 1-d integer tensor, got ", dtype_name(lengths.dtype()), " ", shape_text(lengths.sizes()));
+  return lengths.to_vector<std::int64_t>();
+}
+
+Grads CtcLossBackward1(const Grads& grads, const CtcLossBackward1Saved& saved, const Need& need) {
+  const char* node = "CtcLossBackward1";
+  if (!grads[0] || !need[0]) return Grads(1);
+  return Grads{ctc_loss_backward(node, *grads[0], saved.log_probs, saved.targets,
+                                 lengths_of(node, "input_lengths", saved.input_lengths),
+                                 lengths_of(node, "target_lengths", saved.target_lengths), saved.result0,
+                                 saved.result1, saved.blank, saved.zero_infinity)};
+}
+
 }  // namespace
 
 void add_loss_nodes(std::vector<NodeDef>& registry) {
@@ -547,6 +712,30 @@ void add_loss_nodes(std::vector<NodeDef>& registry) {
          "target: non_differentiable"},
         {saved<&S::reduction>("reduction", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
          saved<&S::target>("target", FieldKind::Tensor), saved<&S::is_target>("is_target", FieldKind::Tensor)}));
+  }
+  {
+    using S = CtcLossBackward0Saved;
+    registry.push_back(define_node<S, CtcLossBackward0>(
+        {"CtcLossBackward0", "_ctc_loss", {"log_probs"}, 1, {},
+         "log_probs: _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, result0, result1, "
+         "blank, zero_infinity)"},
+        {saved<&S::blank>("blank", FieldKind::Int), saved<&S::input_lengths>("input_lengths", FieldKind::IntList),
+         saved<&S::log_probs>("log_probs", FieldKind::Tensor),
+         saved<&S::target_lengths>("target_lengths", FieldKind::IntList),
+         saved<&S::targets>("targets", FieldKind::Tensor), saved<&S::zero_infinity>("zero_infinity", FieldKind::Bool),
+         saved<&S::result0>("result0", FieldKind::Tensor), saved<&S::result1>("result1", FieldKind::Tensor)}));
+  }
+  {
+    using S = CtcLossBackward1Saved;
+    registry.push_back(define_node<S, CtcLossBackward1>(
+        {"CtcLossBackward1", "_ctc_loss.Tensor", {"log_probs"}, 1, {},
+         "log_probs: _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, result0, result1, "
+         "blank, zero_infinity)"},
+        {saved<&S::blank>("blank", FieldKind::Int), saved<&S::input_lengths>("input_lengths", FieldKind::Tensor),
+         saved<&S::log_probs>("log_probs", FieldKind::Tensor),
+         saved<&S::target_lengths>("target_lengths", FieldKind::Tensor),
+         saved<&S::targets>("targets", FieldKind::Tensor), saved<&S::zero_infinity>("zero_infinity", FieldKind::Bool),
+         saved<&S::result0>("result0", FieldKind::Tensor), saved<&S::result1>("result1", FieldKind::Tensor)}));
   }
 }
 

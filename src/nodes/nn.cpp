@@ -171,6 +171,51 @@ Grads NativeBatchNormBackward0(const Grads& grads, const NativeBatchNormBackward
   return batch_norm_backward("NativeBatchNormBackward0", grads, saved, need);
 }
 
+// NativeBatchNormLegitBackward0 — _native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias,
+//     Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps)
+//   input, weight, bias: grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean,
+//                        running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<...>()
+// The same formula and fields as NativeBatchNormBackward0 (the running statistics are always there).
+struct NativeBatchNormLegitBackward0Saved {
+  double eps;
+  Tensor input;
+  Tensor running_mean;
+  Tensor running_var;
+  bool training;
+  std::optional<Tensor> weight;
+  Tensor result1;
+  Tensor result2;
+};
+
+Grads NativeBatchNormLegitBackward0(const Grads& grads, const NativeBatchNormLegitBackward0Saved& saved,
+                                    const Need& need) {
+  const NativeBatchNormBackward0Saved same{saved.eps,      saved.input,  saved.running_mean, saved.running_var,
+                                           saved.training, saved.weight, saved.result1,      saved.result2};
+  return batch_norm_backward("NativeBatchNormLegitBackward0", grads, same, need);
+}
+
+// NativeBatchNormLegitBackward1 — _native_batch_norm_legit.no_stats(Tensor input, Tensor? weight,
+//     Tensor? bias, bool training, float momentum, float eps)
+//   input, weight, bias: grad.defined() ? native_batch_norm_backward(grad, input, weight, Tensor(), Tensor(),
+//                        result1, result2, training, eps, grad_input_mask) : std::tuple<...>()
+// No running statistics: NativeBatchNormBackward0's formula with none (eval mode would need them, and
+// raises; torch's own forward crashes there).
+struct NativeBatchNormLegitBackward1Saved {
+  double eps;
+  Tensor input;
+  bool training;
+  std::optional<Tensor> weight;
+  Tensor result1;
+  Tensor result2;
+};
+
+Grads NativeBatchNormLegitBackward1(const Grads& grads, const NativeBatchNormLegitBackward1Saved& saved,
+                                    const Need& need) {
+  const NativeBatchNormBackward0Saved no_stats{saved.eps,    saved.input,   std::nullopt, std::nullopt, saved.training,
+                                               saved.weight, saved.result1, saved.result2};
+  return batch_norm_backward("NativeBatchNormLegitBackward1", grads, no_stats, need);
+}
+
 // BatchNormWithUpdateBackward0 — _batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias,
 //     Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)
 //   input, weight, bias: grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var,
@@ -194,6 +239,186 @@ Grads BatchNormWithUpdateBackward0(const Grads& grads, const BatchNormWithUpdate
   const NativeBatchNormBackward0Saved training{saved.eps,         saved.input,  saved.running_mean, saved.running_var,
                                                /*training=*/true, saved.weight, saved.result1,      saved.result2};
   return batch_norm_backward("BatchNormWithUpdateBackward0", grads, training, need);
+}
+
+// -------------------------------------------------------------- trilinear ---
+
+// at::_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim): each input unsqueezed at its expand
+// dims (taken in increasing order) to one common rank, the three multiplied (broadcasting) and summed
+// over sumdim, which the result drops. nn.functional.bilinear is
+// _trilinear(input1, weight, input2, {1, 3}, {0}, {1, 2}, {2, 3}).
+Tensor trilinear(const char* node, const Tensor& i1, const Tensor& i2, const Tensor& i3, const IntList& expand1,
+                 const IntList& expand2, const IntList& expand3, const IntList& sumdim) {
+  const std::int64_t rank = i1.dim() + static_cast<std::int64_t>(expand1.size());
+  auto unsqueezed = [&](const Tensor& t, const IntList& expand, const char* name) {
+    check(t.dim() + static_cast<std::int64_t>(expand.size()) == rank, node, ": ", name, " ", shape_text(t.sizes()),
+          " unsqueezed at ", shape_text(expand), " does not have the rank ", rank, " of the others");
+    IntList dims = expand;
+    std::sort(dims.begin(), dims.end());
+    Tensor out = t;
+    for (std::int64_t d : dims) {
+      check(d >= 0 && d < rank, node, ": expand dim ", d, " is out of range for rank ", rank);
+      out = unsqueeze(out, d);
+    }
+    return out;
+  };
+  for (std::int64_t d : sumdim) check(d >= 0 && d < rank, node, ": sumdim ", d, " is out of range for rank ", rank);
+  const Tensor product = mul(mul(unsqueezed(i1, expand1, "i1"), unsqueezed(i2, expand2, "i2")),
+                             unsqueezed(i3, expand3, "i3"));
+  return sum_over(product, sumdim);
+}
+
+// TrilinearBackward0 — _trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3,
+//                                 int[] sumdim, int unroll_dim=1) -> Tensor
+//   i1, i2, i3: _trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]),
+//               wrap_opt_if(i2, ...), wrap_opt_if(i3, ...), expand1, expand2, expand3, sumdim, grad_input_mask)
+// _trilinear_backward (FunctionsManual.cpp) is _trilinear again, with grad in the place of the input
+// whose grad it is, sumdim and that input's expand dims trading places:
+//   i1: _trilinear(grad, i2, i3, sumdim, expand2, expand3, expand1)
+//   i2: _trilinear(i1, grad, i3, expand1, sumdim, expand3, expand2)
+//   i3: _trilinear(i1, i2, grad, expand1, expand2, sumdim, expand3)
+// Each input is saved only when another one needs its grad. (torch refuses complex _trilinear.)
+struct TrilinearBackward0Saved {
+  IntList expand1;
+  IntList expand2;
+  IntList expand3;
+  std::optional<Tensor> i1;
+  std::optional<Tensor> i2;
+  std::optional<Tensor> i3;
+  IntList sumdim;
+};
+
+Grads TrilinearBackward0(const Grads& grads, const TrilinearBackward0Saved& saved, const Need& need) {
+  const char* node = "TrilinearBackward0";
+  if (!grads[0]) return Grads(3);
+  const Tensor& grad = *grads[0];
+  Grads out(3);
+  if (need[0])
+    out[0] = trilinear(node, grad, needed(saved.i2, node, "i1", "i2"), needed(saved.i3, node, "i1", "i3"),
+                       saved.sumdim, saved.expand2, saved.expand3, saved.expand1);
+  if (need[1])
+    out[1] = trilinear(node, needed(saved.i1, node, "i2", "i1"), grad, needed(saved.i3, node, "i2", "i3"),
+                       saved.expand1, saved.sumdim, saved.expand3, saved.expand2);
+  if (need[2])
+    out[2] = trilinear(node, needed(saved.i1, node, "i3", "i1"), needed(saved.i2, node, "i3", "i2"), grad,
+                       saved.expand1, saved.expand2, saved.sumdim, saved.expand3);
+  return out;
+}
+
+// ---------------------------------------------------------- embedding bag ---
+
+// EmbeddingBagBackward0 — _embedding_bag(Tensor weight, Tensor indices, Tensor offsets,
+//     bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None,
+//     bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+//   weight: _embedding_bag_backward_symint(grad, indices, offsets, result1, result2, result3,
+//           weight.sym_size(0), scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)
+//   per_sample_weights: _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, result1,
+//                       mode, padding_idx)
+// result1 is offset2bag (the bag of each index), result2 bag_size (the indices of each bag that are not
+// padding_idx; mean mode's divisor), result3 max mode's maximum_indices ([bags, embedding dim]: the row
+// that gave each maximum). mode 0 (sum): each index's row of weight gets its bag's grad, times its
+// per-sample weight; mode 1 (mean): divided by the bag's size; mode 2 (max): each maximum's row gets
+// the grad of that element (empty bags give nothing). Indices equal to padding_idx (-1: none) get
+// nothing. scale_grad_by_freq divides by the number of times the index occurs in indices (ATen's CPU
+// kernel divides by the count of another index where counts differ, a bug refgrad does not copy).
+// per_sample_weights (sum mode only): dot(grad of the index's bag, the index's row of weight).
+// sparse=True asks for a sparse COO gradient, which refgrad does not have. include_last_offset only
+// made offset2bag. The forward's fast path (sum mode, float32) saves an empty offset2bag: it is then
+// made of offsets, as ATen's make_offset2bag does (a 1 where each bag starts, counted up).
+struct EmbeddingBagBackward0Saved {
+  Tensor indices;
+  std::int64_t mode;
+  Tensor offsets;
+  std::int64_t padding_idx;
+  std::optional<Tensor> per_sample_weights;
+  bool scale_grad_by_freq;
+  bool sparse;
+  std::optional<Tensor> weight;
+  std::int64_t weight_sym_argsize_0;
+  Tensor result1;
+  Tensor result2;
+  Tensor result3;
+};
+
+// offset2bag from offsets: bag b holds the indices from offsets[b] to the next bag's offset.
+Tensor make_offset2bag(const char* node, const Tensor& offsets, std::int64_t num_indices) {
+  check(offsets.dim() == 1 && offsets.dtype() == DType::Int64, node, ": offsets must be an int64 vector, got ",
+        dtype_name(offsets.dtype()), " ", shape_text(offsets.sizes()));
+  check(offsets.numel() > 0 && min(offsets).item<std::int64_t>() >= 0 &&
+            max(offsets).item<std::int64_t>() <= num_indices,
+        node, ": offsets are not positions in the ", num_indices, " indices");
+  Tensor starts = index_add(zeros({num_indices + 1}, DType::Int64), 0, offsets, ones_like(offsets));
+  starts = index_add(starts, 0, tensor({0}, DType::Int64), tensor({-1}, DType::Int64));  // bag 0 is bag 0
+  return narrow(cumsum(starts, 0), 0, 0, num_indices);
+}
+
+Grads EmbeddingBagBackward0(const Grads& grads, const EmbeddingBagBackward0Saved& saved, const Need& need) {
+  const char* node = "EmbeddingBagBackward0";
+  if (!grads[0]) return Grads(2);
+  const Tensor &grad = *grads[0], &indices = saved.indices, &bag_size = saved.result2;
+  const Tensor offset2bag = indices.numel() != 0 && saved.result1.numel() == 0
+                                ? make_offset2bag(node, saved.offsets, indices.numel())
+                                : saved.result1;
+  check(saved.mode >= 0 && saved.mode <= 2, node, ": mode ", saved.mode, " is not 0 (sum), 1 (mean) or 2 (max)");
+  check(indices.dim() == 1 && indices.dtype() == DType::Int64 && offset2bag.dtype() == DType::Int64 &&
+            offset2bag.sizes() == indices.sizes(),
+        node, ": indices ", shape_text(indices.sizes()), " and result1 (offset2bag) ", shape_text(offset2bag.sizes()),
+        " must be int64 vectors of one length");
+  check(grad.dim() == 2 && bag_size.dim() == 1 && bag_size.size(0) == grad.size(0), node, ": grad ",
+        shape_text(grad.sizes()), " is not [bags, embedding dim] with result2 (bag_size) ", shape_text(bag_size.sizes()));
+  const std::int64_t bags = grad.size(0), dim = grad.size(1), num_weights = saved.weight_sym_argsize_0;
+  check(num_weights >= 0, node, ": weight_sym_argsize_0 ", num_weights, " is not a number of embeddings");
+  if (indices.numel() > 0) {
+    check(min(indices).item<std::int64_t>() >= 0 && max(indices).item<std::int64_t>() < num_weights, node,
+          ": indices are out of range for ", num_weights, " embeddings");
+    check(min(offset2bag).item<std::int64_t>() >= 0 && max(offset2bag).item<std::int64_t>() < bags, node,
+          ": result1 (offset2bag) names a bag out of range for grad ", shape_text(grad.sizes()));
+  }
+  const bool psw = saved.per_sample_weights.has_value();
+  check(!psw || saved.mode == 0, node, ": per_sample_weights are only supported in sum mode (mode 0), got mode ",
+        saved.mode);
+  check(!psw || saved.per_sample_weights->sizes() == indices.sizes(), node, ": per_sample_weights ",
+        shape_text(saved.per_sample_weights ? saved.per_sample_weights->sizes() : Shape{}),
+        " do not have indices' shape ", shape_text(indices.sizes()));
+  const Tensor not_padding = ne(indices, saved.padding_idx);
+  Grads out(2);
+  if (need[0]) {
+    check(!saved.sparse, node, ": sparse=True (a sparse COO gradient) is not supported yet");
+    const Tensor zero = zeros({num_weights, dim}, grad.dtype());
+    if (saved.mode == 2) {
+      const Tensor& maximum_indices = saved.result3;
+      check(maximum_indices.sizes() == grad.sizes() && maximum_indices.dtype() == DType::Int64, node,
+            ": result3 (maximum_indices) ", shape_text(maximum_indices.sizes()), " must be int64 of grad's shape ",
+            shape_text(grad.sizes()));
+      const Tensor nonempty = unsqueeze(gt(bag_size, Scalar(0)), 1);
+      const Tensor rows = where(nonempty, maximum_indices, Scalar(0));
+      check(rows.numel() == 0 || (min(rows).item<std::int64_t>() >= 0 && max(rows).item<std::int64_t>() < num_weights),
+            node, ": result3 (maximum_indices) is out of range for ", num_weights, " embeddings");
+      out[0] = scatter_add(zero, 0, rows, where(nonempty, grad, Scalar(0)));
+    } else {
+      Tensor scale = to(not_padding, grad.dtype());  // per index; 0 drops padding_idx
+      if (saved.scale_grad_by_freq) {
+        const Tensor counts = index_add(zeros({num_weights}, grad.dtype()), 0, indices, ones_like(scale));
+        scale = div(scale, index_select(counts, 0, indices));
+      }
+      if (saved.mode == 1) {
+        const Tensor sizes = to(index_select(bag_size, 0, offset2bag), grad.dtype());
+        scale = div(scale, where(eq(sizes, Scalar(0)), Scalar(1), sizes));
+      }
+      if (psw) scale = mul(scale, *saved.per_sample_weights);
+      out[0] = index_add(zero, 0, indices, mul(index_select(grad, 0, offset2bag), unsqueeze(scale, 1)));
+    }
+  }
+  if (need[1]) {
+    check(saved.mode == 0, node, ": per_sample_weights' grad exists in sum mode only (mode 0), got mode ",
+          saved.mode);
+    const Tensor& weight = needed(saved.weight, node, "per_sample_weights", "weight");
+    check(weight.dim() == 2 && weight.size(0) == num_weights && weight.size(1) == dim, node, ": weight ",
+          shape_text(weight.sizes()), " is not [", num_weights, ", ", dim, "]");
+    const Tensor dots = sum(mul(index_select(grad, 0, offset2bag), index_select(weight, 0, indices)), {1});
+    out[1] = where(not_padding, dots, Scalar(0));
+  }
+  return out;
 }
 
 // -------------------------------------------------------------- group norm ---
@@ -574,6 +799,45 @@ Grads MaxPool2DWithIndicesBackward0(const Grads& grads, const MaxPool2DWithIndic
   return Grads{reshape(scatter_add(zero, 1, flat_indices, flat_grad), self.sizes())};
 }
 
+// MaxPool2DWithIndicesBackwardBackward0 — max_pool2d_with_indices_backward(Tensor grad_output, Tensor self,
+//     int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
+//   grad_output: max_pool_double_backward(grad, indices, 2)
+//   self: zeros_like(self)
+// The backward scattered each grad_output to its index, so its derivative in grad_output gathers: for
+// each output, grad at the flat position (h * W + w) that indices names in its H*W plane. self only
+// chose the indices: its grad is zero (self_info gives its sizes and dtype).
+struct MaxPool2DWithIndicesBackwardBackward0Saved {
+  Tensor indices;
+  TypeAndSize self_info;
+};
+
+Grads MaxPool2DWithIndicesBackwardBackward0(const Grads& grads, const MaxPool2DWithIndicesBackwardBackward0Saved& saved,
+                                            const Need& need) {
+  const char* node = "MaxPool2DWithIndicesBackwardBackward0";
+  if (!grads[0]) return Grads(2);
+  const Tensor &grad = *grads[0], &indices = saved.indices;
+  const Shape& self_sizes = saved.self_info.sizes;
+  check(grad.sizes() == self_sizes, node, ": grad ", shape_text(grad.sizes()), " does not have self's shape ",
+        shape_text(self_sizes));
+  Grads out(2);
+  if (need[0]) {
+    check(grad.dim() >= 2 && indices.dim() == grad.dim(), node, ": indices ", shape_text(indices.sizes()),
+          " and self ", shape_text(self_sizes), " are not both [C, H, W] or [N, C, H, W]");
+    check(std::equal(indices.sizes().begin(), indices.sizes().end() - 2, grad.sizes().begin()), node, ": indices ",
+          shape_text(indices.sizes()), " do not have the leading dims of self ", shape_text(self_sizes));
+    check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
+    const std::int64_t plane = grad.size(-2) * grad.size(-1);
+    const Tensor outside = logical_or(lt(indices, 0), ge(indices, plane));
+    if (any_true(outside))
+      fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
+                  " in indices is out of range for self's ", grad.size(-2), "x", grad.size(-1), " plane"));
+    const Shape flat = {-1, plane}, flat_indices = {-1, indices.size(-2) * indices.size(-1)};
+    out[0] = reshape(gather(reshape(grad, flat), 1, reshape(indices, flat_indices)), indices.sizes());
+  }
+  if (need[1]) out[1] = zeros(self_sizes, saved.self_info.options.dtype.value_or(grad.dtype()));
+  return out;
+}
+
 // A pooling backward with windows that depend on the position (clipped at the borders, ceil_mode,
 // adaptive sizes) is not a composition of L0 primitives short of building a sparse matrix, so the two
 // average-pool backwards below loop over the [planes, H, W] values with this helper: it adds
@@ -925,6 +1189,28 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
          saved<&S::result1>("result1", FieldKind::Tensor), saved<&S::result2>("result2", FieldKind::Tensor)}));
   }
   {
+    using S = NativeBatchNormLegitBackward0Saved;
+    registry.push_back(define_node<S, NativeBatchNormLegitBackward0>(
+        {"NativeBatchNormLegitBackward0", "_native_batch_norm_legit", {"input", "weight", "bias"}, 1, {},
+         "input, weight, bias: grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, "
+         "running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()"},
+        {saved<&S::eps>("eps", FieldKind::Float), saved<&S::input>("input", FieldKind::Tensor),
+         saved<&S::running_mean>("running_mean", FieldKind::Tensor),
+         saved<&S::running_var>("running_var", FieldKind::Tensor),
+         saved<&S::training>("training", FieldKind::Bool), saved<&S::weight>("weight", FieldKind::Tensor, true),
+         saved<&S::result1>("result1", FieldKind::Tensor), saved<&S::result2>("result2", FieldKind::Tensor)}));
+  }
+  {
+    using S = NativeBatchNormLegitBackward1Saved;
+    registry.push_back(define_node<S, NativeBatchNormLegitBackward1>(
+        {"NativeBatchNormLegitBackward1", "_native_batch_norm_legit.no_stats", {"input", "weight", "bias"}, 1, {},
+         "input, weight, bias: grad.defined() ? native_batch_norm_backward(grad, input, weight, Tensor(), "
+         "Tensor(), result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()"},
+        {saved<&S::eps>("eps", FieldKind::Float), saved<&S::input>("input", FieldKind::Tensor),
+         saved<&S::training>("training", FieldKind::Bool), saved<&S::weight>("weight", FieldKind::Tensor, true),
+         saved<&S::result1>("result1", FieldKind::Tensor), saved<&S::result2>("result2", FieldKind::Tensor)}));
+  }
+  {
     using S = BatchNormWithUpdateBackward0Saved;
     registry.push_back(define_node<S, BatchNormWithUpdateBackward0>(
         {"BatchNormWithUpdateBackward0", "_batch_norm_with_update", {"input", "weight", "bias"}, 1, {},
@@ -936,6 +1222,35 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
          saved<&S::running_var>("running_var", FieldKind::Tensor, true),
          saved<&S::weight>("weight", FieldKind::Tensor, true), saved<&S::result1>("result1", FieldKind::Tensor),
          saved<&S::result2>("result2", FieldKind::Tensor), saved<&S::result3>("result3", FieldKind::Tensor)}));
+  }
+  {
+    using S = TrilinearBackward0Saved;
+    registry.push_back(define_node<S, TrilinearBackward0>(
+        {"TrilinearBackward0", "_trilinear", {"i1", "i2", "i3"}, 1, {},
+         "i1, i2, i3: _trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), "
+         "wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || "
+         "grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)"},
+        {saved<&S::expand1>("expand1", FieldKind::IntList), saved<&S::expand2>("expand2", FieldKind::IntList),
+         saved<&S::expand3>("expand3", FieldKind::IntList), saved<&S::i1>("i1", FieldKind::Tensor, true),
+         saved<&S::i2>("i2", FieldKind::Tensor, true), saved<&S::i3>("i3", FieldKind::Tensor, true),
+         saved<&S::sumdim>("sumdim", FieldKind::IntList)}));
+  }
+  {
+    using S = EmbeddingBagBackward0Saved;
+    registry.push_back(define_node<S, EmbeddingBagBackward0>(
+        {"EmbeddingBagBackward0", "_embedding_bag", {"weight", "per_sample_weights"}, 1, {},
+         "weight: _embedding_bag_backward_symint(grad, indices, offsets, result1, result2, result3, "
+         "weight.sym_size(0), scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)\n"
+         "per_sample_weights: _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, result1, "
+         "mode, padding_idx)"},
+        {saved<&S::indices>("indices", FieldKind::Tensor), saved<&S::mode>("mode", FieldKind::Int),
+         saved<&S::offsets>("offsets", FieldKind::Tensor), saved<&S::padding_idx>("padding_idx", FieldKind::Int),
+         saved<&S::per_sample_weights>("per_sample_weights", FieldKind::Tensor, true),
+         saved<&S::scale_grad_by_freq>("scale_grad_by_freq", FieldKind::Bool),
+         saved<&S::sparse>("sparse", FieldKind::Bool), saved<&S::weight>("weight", FieldKind::Tensor, true),
+         saved<&S::weight_sym_argsize_0>("weight_sym_argsize_0", FieldKind::Int),
+         saved<&S::result1>("result1", FieldKind::Tensor), saved<&S::result2>("result2", FieldKind::Tensor),
+         saved<&S::result3>("result3", FieldKind::Tensor)}));
   }
   {
     using S = NativeGroupNormBackward0Saved;
@@ -974,6 +1289,14 @@ void add_nn_nodes(std::vector<NodeDef>& registry) {
          saved<&S::kernel_size>("kernel_size", FieldKind::IntList), saved<&S::padding>("padding", FieldKind::IntList),
          saved<&S::self>("self", FieldKind::Tensor), saved<&S::stride>("stride", FieldKind::IntList),
          saved<&S::result1>("result1", FieldKind::Tensor)}));
+  }
+  {
+    using S = MaxPool2DWithIndicesBackwardBackward0Saved;
+    registry.push_back(define_node<S, MaxPool2DWithIndicesBackwardBackward0>(
+        {"MaxPool2DWithIndicesBackwardBackward0", "max_pool2d_with_indices_backward", {"grad_output", "self"}, 1, {},
+         "grad_output: max_pool_double_backward(grad, indices, 2)\nself: zeros_like(self)"},
+        {saved<&S::indices>("indices", FieldKind::Tensor),
+         hidden<&S::self_info>("self_info", FieldKind::TypeAndSize)}));
   }
   {
     using S = AvgPool2DBackward0Saved;

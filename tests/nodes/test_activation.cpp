@@ -639,4 +639,172 @@ TEST_CASE("NativeDropoutBackward0") {
   SUBCASE("errors") { check_shape_mismatch("NativeDropoutBackward0", saved, "result1"); }
 }
 
+TEST_CASE("SoftmaxBackwardDataBackward0") {
+  const Tensor output = softmax(random64({3, 4}, 62), 1), grad_output = random64({3, 4}, 63), g = random64({3, 4}, 64);
+  const Saved saved = {{"dim", std::int64_t{1}},
+                       {"grad_output", grad_output},
+                       {"input_dtype", DType::Float64},
+                       {"output", output}};
+  SUBCASE("finite differences in grad_output and output") {
+    // _softmax_backward_data(grad_output, output, dim) = output * (grad_output - sum(grad_output * output, dim))
+    auto forward = [](const std::vector<Tensor>& in) {
+      return mul(in[1], sub(in[0], sum(mul(in[0], in[1]), {1}, true)));
+    };
+    const Grads out = call_node("SoftmaxBackwardDataBackward0", {g}, {true, true}, saved);
+    check_against_finite_differences(out, 0, forward, {grad_output, output}, g);
+    check_against_finite_differences(out, 1, forward, {grad_output, output}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("SoftmaxBackwardDataBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1].has_value());
+    for (const auto& grad : call_node("SoftmaxBackwardDataBackward0", {std::nullopt}, {true, true}, saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: softmax's double backward, each floating dtype, dims 0, 1 and -1 of a 3-d tensor") {
+    const Tensor x = random64({2, 3, 4}, 65);
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16}) {
+      for (const std::int64_t dim : {0, 1, -1}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(dim);
+        const auto r = torch_exec("dim = " + std::to_string(dim) + R"(
+x = a.requires_grad_()
+y = torch.softmax(x, dim)
+go = torch.randn(y.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5)).to(x.dtype).requires_grad_()
+out = torch.autograd.grad(y, x, go, create_graph=True)[0]
+fn = out.grad_fn
+assert fn.name() == "SoftmaxBackwardDataBackward0", fn.name()
+assert not hasattr(fn, "_saved_input_dtype")
+g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7)).to(out.dtype)
+d = fn._saved_dim  # a negative dim reads back unsigned
+result = (torch.tensor(d - 2**64 if d >= 2**63 else d), fn._saved_grad_output, fn._saved_output, g, *torch.autograd.grad(out, (go, x), g))
+)",
+                                  {x.to(dtype)});
+        const Saved from_torch = {{"dim", r[0].item<std::int64_t>()},
+                                  {"grad_output", r[1]},
+                                  {"input_dtype", dtype},
+                                  {"output", r[2]}};
+        const Grads out = call_node("SoftmaxBackwardDataBackward0", {r[3]}, {true, true}, from_torch);
+        const double rtol = dtype == DType::Float64 ? 1e-7 : dtype == DType::Float32 ? 1e-5 : 2e-2;
+        CHECK(out[0]->dtype() == dtype);
+        CHECK_TENSOR(*out[0], r[4], rtol, rtol * 0.1);
+        // the output's grad reaches x through SoftmaxBackward0: compare there, with torch's own node
+        const Tensor grad_x = *call_node("SoftmaxBackward0", {*out[1]}, {true},
+                                         Saved{{"dim", r[0].item<std::int64_t>()},
+                                               {"self_scalar_type", dtype},
+                                               {"result", r[2]}})[0];
+        CHECK_TENSOR(grad_x, r[5], rtol, rtol * 0.1);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("SoftmaxBackwardDataBackward0", {random64({3, 5}, 1)}, {true, true}, saved),
+                         "SoftmaxBackwardDataBackward0: grad has shape [3,5] but output has shape [3,4]", Error);
+    Saved bad_dim = saved;
+    bad_dim["dim"] = std::int64_t{2};
+    CHECK_THROWS_WITH_AS(call_node("SoftmaxBackwardDataBackward0", {g}, {true, true}, bad_dim),
+                         "SoftmaxBackwardDataBackward0: dim 2 is out of range for result of shape [3,4]", Error);
+    Saved bad_grad_output = saved;
+    bad_grad_output["grad_output"] = random64({4, 3}, 1);
+    CHECK_THROWS_WITH_AS(call_node("SoftmaxBackwardDataBackward0", {g}, {true, true}, bad_grad_output),
+                         "SoftmaxBackwardDataBackward0: grad has shape [4,3] but output has shape [3,4]", Error);
+  }
+}
+
+TEST_CASE("NativeDropoutBackwardBackward0") {
+  const Tensor grad_output = random64({2, 3}, 66), g = random64({2, 3}, 67);
+  const Tensor mask = tensor({{1.0, 0.0, 1.0}, {1.0, 1.0, 0.0}}, DType::Float64).to(DType::Bool);
+  const Saved saved = {{"grad_output", grad_output}, {"mask", mask}, {"scale", 1.0 / 0.75}};
+  SUBCASE("finite differences in grad_output") {
+    auto forward = [&mask](const std::vector<Tensor>& in) { return mul(mul(in[0], mask), 1.0 / 0.75); };
+    check_against_finite_differences(call_node("NativeDropoutBackwardBackward0", {g}, {true, false}, saved), 0,
+                                     forward, {grad_output}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("NativeDropoutBackwardBackward0", {g}, {false, false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("NativeDropoutBackwardBackward0", {std::nullopt}, {true, false}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: native_dropout_backward's backward, each floating dtype") {
+    // (autograd's create_graph backward of dropout is a mul, not this node: it is native_dropout_backward's own)
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16}) {
+      CAPTURE(dtype_name(dtype));
+      const auto r = torch_exec(R"(
+torch.manual_seed(0)
+mask = torch.native_dropout(a, 0.4, True)[1]
+go = b.requires_grad_()
+out = torch.ops.aten.native_dropout_backward(go, mask, 1 / 0.6)
+fn = out.grad_fn
+assert fn.name() == "NativeDropoutBackwardBackward0", fn.name()
+g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7)).to(out.dtype)
+result = (fn._saved_grad_output, fn._saved_mask, fn._saved_scale, g, *torch.autograd.grad(out, (go,), g))
+)",
+                                {random64({4, 5}, 68).to(dtype), random64({4, 5}, 69).to(dtype)});
+      const Saved from_torch = {{"grad_output", r[0]}, {"mask", r[1]}, {"scale", r[2].item<double>()}};
+      const Tensor grad = *call_node("NativeDropoutBackwardBackward0", {r[3]}, {true, false}, from_torch)[0];
+      CHECK(grad.dtype() == dtype);
+      CHECK_TENSOR(grad, r[4], dtype == DType::Float64 ? 1e-12 : 1e-2, 0);
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("NativeDropoutBackwardBackward0", {g}, {true, true}, saved),
+                         "NativeDropoutBackwardBackward0: the derivative for native_dropout_backward's mask is not "
+                         "implemented (as in torch)",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("NativeDropoutBackwardBackward0", {random64({3}, 1)}, {true, false}, saved),
+                         "NativeDropoutBackwardBackward0: grad has shape [3] but mask has shape [2,3]", Error);
+  }
+}
+
+TEST_CASE("PreluKernelBackward0") {
+  const Tensor x = smooth_input(70), w = random64({1, 3}, 71), g = random64({2, 3}, 72);
+  const Saved saved = {{"self", x}, {"weight", w}};
+  SUBCASE("finite differences, away from 0") {
+    auto forward = [](const std::vector<Tensor>& in) {
+      return where(gt(in[0], Scalar(0)), in[0], mul(in[1], in[0]));
+    };
+    const Grads out = call_node("PreluKernelBackward0", {g}, {true, true}, saved);
+    check_against_finite_differences(out, 0, forward, {x, w}, g);
+    check_against_finite_differences(out, 1, forward, {x, w}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("PreluKernelBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{1, 3});
+    for (const auto& grad : call_node("PreluKernelBackward0", {std::nullopt}, {true, true}, saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: zeros take weight's slope; one weight or one per channel; each floating dtype") {
+    const Tensor with_zeros = tensor({{{-1.0, 0.0, 2.0}, {0.0, 3.0, -2.0}}, {{0.5, -0.5, 0.0}, {1.0, 0.0, -3.0}}},
+                                     DType::Float64);
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16}) {
+      for (const std::string weight : {"torch.tensor([0.25])", "torch.tensor([0.25, -1.5])"}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(weight);
+        const auto r = torch_exec(R"(
+x = a.requires_grad_()
+w = )" + weight + R"(.to(x.dtype).requires_grad_()
+out = F.prelu(x, w)
+fn = out.grad_fn
+assert fn.name() == "PreluKernelBackward0", fn.name()
+g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7)).to(out.dtype)
+result = (fn._saved_self, fn._saved_weight, g, *torch.autograd.grad(out, (x, fn._saved_weight), g))
+)",
+                                  {with_zeros.to(dtype)});
+        const Grads out = call_node("PreluKernelBackward0", {r[2]}, {true, true}, Saved{{"self", r[0]}, {"weight", r[1]}});
+        const double rtol = dtype == DType::Float64 ? 1e-12 : dtype == DType::Float32 ? 1e-6 : 2e-2;
+        CHECK(out[0]->dtype() == dtype);
+        CHECK_TENSOR(*out[0], r[3], rtol, 0);
+        CHECK(out[1]->sizes() == r[1].sizes());
+        CHECK_TENSOR(*out[1], r[4], rtol, rtol * 0.1);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("PreluKernelBackward0", {random64({3, 2}, 1)}, {true, true}, saved),
+                         "PreluKernelBackward0: grad has shape [3,2] but self has shape [2,3]", Error);
+    CHECK_THROWS_WITH_AS(call_node("PreluKernelBackward0", {g}, {true, true}, Saved{{"self", x}, {"weight", random64({2}, 1)}}),
+                         "PreluKernelBackward0: weight [2] does not broadcast to self [2,3]", Error);
+  }
+}
+
 }  // TEST_SUITE

@@ -1,5 +1,7 @@
 // Suite "nodes", the loss group. reduction is at::Reduction's int: 0 none,
 // 1 mean, 2 sum. The torch cases go through torch.nn.functional, as models do.
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "node_test.hpp"
@@ -36,6 +38,48 @@ std::vector<Tensor> torch_loss(const std::string& node, const std::string& call,
 
 FieldValue optional_tensor(const std::vector<Tensor>& r, std::size_t at) {
   return r[at + 1].item<bool>() ? FieldValue{None{}} : FieldValue{r[at]};
+}
+
+// The CTC loss of each sequence, spelled out with L0 primitives: the alpha recursion over the extended
+// target l' (blanks around and between the labels), alpha[t, s] = lp[t, l'(s)] + logsumexp(alpha[t-1, s],
+// alpha[t-1, s-1], alpha[t-1, s-2] where l'(s) != l'(s-2)), and -log p = -logsumexp(alpha[T-1] at S-1, S-2).
+// log_probs [T, batch, classes]; one label list per sequence (at least one label each).
+Tensor ctc_loss_reference(const Tensor& log_probs, const std::vector<IntList>& targets, const IntList& input_lengths,
+                          std::int64_t blank) {
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  TensorList losses;
+  for (std::size_t b = 0; b < targets.size(); ++b) {
+    IntList prime = {blank};
+    for (std::int64_t label : targets[b]) prime.insert(prime.end(), {label, blank});
+    const auto s_len = static_cast<std::int64_t>(prime.size());
+    std::vector<bool> skip(prime.size(), false);
+    for (std::size_t s = 2; s < prime.size(); ++s) skip[s] = prime[s] != prime[s - 2];
+    const Tensor emit = from_vector(prime, {s_len});
+    const Tensor skip_ok = from_vector(std::vector<std::uint8_t>(skip.begin(), skip.end()), {s_len}).to(DType::Bool);
+    const Tensor lp = select(log_probs, 1, static_cast<std::int64_t>(b));
+    std::vector<double> start(prime.size(), neg_inf);
+    start[0] = start[1] = 0;
+    Tensor alpha = add(from_vector(start, {s_len}), index_select(select(lp, 0, 0), 0, emit));
+    for (std::int64_t t = 1; t < input_lengths[b]; ++t) {
+      const Tensor stay = alpha, step = constant_pad_nd(narrow(alpha, 0, 0, s_len - 1), {1, 0}, neg_inf);
+      const Tensor jump = where(skip_ok, constant_pad_nd(narrow(alpha, 0, 0, s_len - 2), {2, 0}, neg_inf), neg_inf);
+      alpha = add(logsumexp(stack({stay, step, jump}), {0}), index_select(select(lp, 0, t), 0, emit));
+    }
+    losses.push_back(neg(logsumexp(narrow(alpha, 0, s_len - 2, 2), {0})));
+  }
+  return stack(losses);
+}
+
+// ATen's CTC grad is exact only after log_softmax's backward (see CtcLossBackward0): the node's grad, through
+// LogSoftmaxBackward0 over the classes, against the numerical VJP of loss(log_softmax(logits)) at logits =
+// log_probs (log_probs being normalized, log_softmax(log_probs) = log_probs).
+void check_through_log_softmax(const Grads& node_out, const Forward& loss, const Tensor& log_probs, const Tensor& g) {
+  REQUIRE(node_out[0].has_value());
+  const Tensor through = *call_node("LogSoftmaxBackward0", {*node_out[0]}, {true},
+                                    Saved{{"dim", std::int64_t{2}}, {"self_scalar_type", DType::Float64},
+                                          {"result", log_probs}})[0];
+  auto forward = [&](const std::vector<Tensor>& in) { return loss({log_softmax(in[0], 2)}); };
+  CHECK_TENSOR(through, numerical_vjp(forward, {log_probs}, 0, g), kGradcheckRtol, kGradcheckAtol);
 }
 
 }  // namespace
@@ -717,6 +761,171 @@ TEST_CASE("MultilabelMarginLossBackward0") {
     CHECK_THROWS_WITH_AS(call_node("MultilabelMarginLossBackward0", {g}, {true}, bad),
                          "MultilabelMarginLossBackward0: expected an int64 target with self's shape [3,4], got int64 [2]",
                          Error);
+  }
+}
+
+// ------------------------------------------------------------------ ctc loss ---
+
+TEST_CASE("CtcLossBackward0") {
+  // log_probs [T = 6, batch = 3, classes = 5]; repeated labels (2, 2) need a blank between them.
+  const Tensor log_probs = log_softmax(random64({6, 3, 5}, 90), 2), g = random64({3}, 91);
+  const std::vector<IntList> labels = {{1, 2, 2}, {3, 1}, {4}};
+  const IntList input_lengths = {6, 5, 4}, target_lengths = {3, 2, 1};
+  const Tensor targets = tensor({{1, 2, 2}, {3, 1, 0}, {4, 0, 0}}, DType::Int64);
+  // torch's forward gives result0 (the losses) and result1 (log_alpha), the node's saved inputs.
+  const auto forward = torch_eval("torch._ctc_loss(a, b, [6, 5, 4], [3, 2, 1], 0, False)", {log_probs, targets});
+  const Saved saved = {{"blank", std::int64_t{0}}, {"input_lengths", input_lengths}, {"log_probs", log_probs},
+                       {"target_lengths", target_lengths}, {"targets", targets}, {"zero_infinity", false},
+                       {"result0", forward[0]}, {"result1", forward[1]}};
+  SUBCASE("finite differences through log_softmax, the reference loss checked against torch's") {
+    auto loss = [&](const std::vector<Tensor>& in) { return ctc_loss_reference(in[0], labels, input_lengths, 0); };
+    CHECK_TENSOR(loss({log_probs}), forward[0], 1e-12, 1e-12);
+    check_through_log_softmax(call_node("CtcLossBackward0", {g}, {true}, saved), loss, log_probs, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    CHECK_FALSE(call_node("CtcLossBackward0", {g}, {false}, saved)[0].has_value());
+    CHECK_FALSE(call_node("CtcLossBackward0", {std::nullopt}, {true}, saved)[0].has_value());
+  }
+  SUBCASE("against torch: padded and 1-d targets, another blank, an empty target, impossible alignments") {
+    struct Case {
+      const char* what;
+      const char* call;  // of lp = a.requires_grad_()
+    };
+    // (F.ctc_loss with zero_infinity puts a where() after the node; _ctc_loss is the node's own forward)
+    const std::vector<Case> cases = {
+        {"padded targets", "F.ctc_loss(lp, torch.tensor([[1, 2, 2], [3, 1, 0], [4, 0, 0]]), [6, 5, 4], [3, 2, 1], "
+                           "reduction='none')"},
+        {"1-d targets, blank 4, an empty target",
+         "F.ctc_loss(lp, torch.tensor([1, 2, 2, 3, 1]), [6, 6, 3], [3, 2, 0], blank=4, reduction='none')"},
+        {"targets too long for their inputs (infinite loss), zero_infinity",
+         "torch._ctc_loss(lp, torch.tensor([[1, 1, 1], [2, 3, 0], [3, 3, 0]]), [4, 6, 2], [3, 2, 2], 0, True)[0]"},
+        {"the same without zero_infinity: NaN where torch has NaN",
+         "torch._ctc_loss(lp, torch.tensor([[1, 1, 1], [2, 3, 0], [3, 3, 0]]), [4, 6, 2], [3, 2, 2], 0, False)[0]"},
+    };
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      for (const Case& c : cases) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(c.what);
+        const auto r = torch_exec(R"(
+lp = a.requires_grad_()
+out = )" + std::string(c.call) + R"(
+fn = out.grad_fn
+assert fn.name() == "CtcLossBackward0", fn.name()
+T = lambda s: torch.tensor(list(s), dtype=torch.int64)
+g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7)).to(lp.dtype)
+saved = (torch.tensor(fn._saved_blank), T(fn._saved_input_lengths), fn._saved_log_probs, T(fn._saved_target_lengths),
+         fn._saved_targets, fn._saved_zero_infinity, fn._saved_result0, fn._saved_result1)
+result = (*saved, g, *torch.autograd.grad(out, (lp,), g))
+)",
+                                  {log_probs.to(dtype)});
+        const Saved from_torch = {{"blank", r[0].item<std::int64_t>()}, {"input_lengths", int_list(r[1])},
+                                  {"log_probs", r[2]},                  {"target_lengths", int_list(r[3])},
+                                  {"targets", r[4]},                    {"zero_infinity", r[5].item<bool>()},
+                                  {"result0", r[6]},                    {"result1", r[7]}};
+        const Tensor grad = *call_node("CtcLossBackward0", {r[8]}, {true}, from_torch)[0];
+        CHECK(grad.dtype() == dtype);
+        const double rtol = dtype == DType::Float64 ? 1e-9 : 1e-4;
+        CHECK_TENSOR(grad, r[9], rtol, rtol * 1e-2);
+      }
+    }
+  }
+  SUBCASE("zero_infinity: a sequence whose loss is infinite gets zeros (by hand)") {
+    Saved infinite = saved;
+    infinite["zero_infinity"] = true;
+    infinite["result0"] = tensor({2.0, std::numeric_limits<double>::infinity(), 3.0}, DType::Float64);
+    const Tensor grad = *call_node("CtcLossBackward0", {g}, {true}, infinite)[0];
+    CHECK_TENSOR(select(grad, 1, 1), zeros({6, 5}, DType::Float64), 0, 0);
+    CHECK(sum(ne(select(grad, 1, 0), 0)).item<std::int64_t>() > 0);
+  }
+  SUBCASE("steps past a sequence's input length get zeros") {
+    const Tensor grad = *call_node("CtcLossBackward0", {g}, {true}, saved)[0];
+    CHECK_TENSOR(narrow(select(grad, 1, 2), 0, 4, 2), zeros({2, 5}, DType::Float64), 0, 0);
+  }
+  SUBCASE("errors") {
+    Saved long_input = saved;
+    long_input["input_lengths"] = IntList{7, 5, 4};
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward0", {g}, {true}, long_input),
+                         "CtcLossBackward0: input_lengths[0] = 7 is not in [0, 6]", Error);
+    Saved two_lengths = saved;
+    two_lengths["target_lengths"] = IntList{3, 2};
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward0", {g}, {true}, two_lengths),
+                         "CtcLossBackward0: input_lengths [6,5,4] and target_lengths [3,2] must have one length per "
+                         "sequence of log_probs [6,3,5]",
+                         Error);
+    Saved bad_blank = saved;
+    bad_blank["blank"] = std::int64_t{5};
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward0", {g}, {true}, bad_blank),
+                         "CtcLossBackward0: blank 5 is not a class of log_probs [6,3,5]", Error);
+    Saved bad_label = saved;
+    bad_label["targets"] = tensor({{1, 7, 2}, {3, 1, 0}, {4, 0, 0}}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward0", {g}, {true}, bad_label),
+                         "CtcLossBackward0: target 7 of sequence 0 is not a class of log_probs [6,3,5]", Error);
+    Saved bad_alpha = saved;
+    bad_alpha["result1"] = zeros({3, 6, 5}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward0", {g}, {true}, bad_alpha),
+                         "CtcLossBackward0: result1 (log_alpha) [3,6,5] is not [3, 6, 7]", Error);
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward0", {random64({2}, 1)}, {true}, saved),
+                         "CtcLossBackward0: grad [2] and result0 [3] must be [batch] for log_probs [6,3,5]", Error);
+    Saved half = saved;
+    half["log_probs"] = log_probs.to(DType::Float16);
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward0", {g}, {true}, half),
+                         "CtcLossBackward0: log_probs must be float32 or float64 (as ATen's CPU ctc_loss), got float16",
+                         Error);
+  }
+}
+
+TEST_CASE("CtcLossBackward1") {
+  const Tensor log_probs = log_softmax(random64({5, 2, 4}, 92), 2);
+  SUBCASE("finite differences") {
+    const auto forward =
+        torch_eval("torch._ctc_loss(a, b, torch.tensor([5, 4]), torch.tensor([2, 2]))", {log_probs, tensor({1, 3, 2, 2}, DType::Int64)});
+    const Tensor g = random64({2}, 93);
+    const Saved saved = {{"blank", std::int64_t{0}},
+                         {"input_lengths", tensor({5, 4}, DType::Int64)},
+                         {"log_probs", log_probs},
+                         {"target_lengths", tensor({2, 2}, DType::Int64)},
+                         {"targets", tensor({1, 3, 2, 2}, DType::Int64)},
+                         {"zero_infinity", false},
+                         {"result0", forward[0]},
+                         {"result1", forward[1]}};
+    auto loss = [&](const std::vector<Tensor>& in) { return ctc_loss_reference(in[0], {{1, 3}, {2, 2}}, {5, 4}, 0); };
+    CHECK_TENSOR(loss({log_probs}), forward[0], 1e-12, 1e-12);
+    check_through_log_softmax(call_node("CtcLossBackward1", {g}, {true}, saved), loss, log_probs, g);
+    CHECK_FALSE(call_node("CtcLossBackward1", {std::nullopt}, {true}, saved)[0].has_value());
+    Saved float_lengths = saved;
+    float_lengths["input_lengths"] = tensor({5.0, 4.0}, DType::Float64);
+    CHECK_THROWS_WITH_AS(call_node("CtcLossBackward1", {g}, {true}, float_lengths),
+                         "CtcLossBackward1: input_lengths must be a 1-d integer tensor, got float64 [2]", Error);
+  }
+  SUBCASE("against torch: tensor lengths (int64 and int32), float64 and float32, zero_infinity") {
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      for (const std::string lengths_dtype : {"torch.int64", "torch.int32"}) {
+        for (const std::string zero_infinity : {"False", "True"}) {
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(lengths_dtype);
+          CAPTURE(zero_infinity);
+          const auto r = torch_exec("L, zi = " + lengths_dtype + ", " + zero_infinity + R"(
+lp = a.requires_grad_()
+out = torch._ctc_loss(lp, torch.tensor([[1, 3], [2, 2]]), torch.tensor([5, 2], dtype=L), torch.tensor([2, 2], dtype=L),
+                      0, zi)[0]
+fn = out.grad_fn
+assert fn.name() == "CtcLossBackward1", fn.name()
+g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7)).to(out.dtype)
+result = (fn._saved_input_lengths, fn._saved_log_probs, fn._saved_target_lengths, fn._saved_targets,
+          fn._saved_zero_infinity, fn._saved_result0, fn._saved_result1, torch.tensor(fn._saved_blank), g,
+          *torch.autograd.grad(out, (lp,), g))
+)",
+                                    {log_probs.to(dtype)});
+          const Saved from_torch = {{"blank", r[7].item<std::int64_t>()}, {"input_lengths", r[0]},
+                                    {"log_probs", r[1]},                  {"target_lengths", r[2]},
+                                    {"targets", r[3]},                    {"zero_infinity", r[4].item<bool>()},
+                                    {"result0", r[5]},                    {"result1", r[6]}};
+          const Tensor grad = *call_node("CtcLossBackward1", {r[8]}, {true}, from_torch)[0];
+          const double rtol = dtype == DType::Float64 ? 1e-9 : 1e-4;
+          CHECK_TENSOR(grad, r[9], rtol, rtol * 1e-2);
+        }
+      }
+    }
   }
 }
 

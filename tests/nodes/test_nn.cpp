@@ -298,6 +298,445 @@ result = (*saved, g, *torch.autograd.grad(out, ins, g))
   }
 }
 
+TEST_CASE("NativeBatchNormLegitBackward0") {
+  const Tensor x = random64({3, 2, 4}, 36), w = random64({2}, 37), b = random64({2}, 38), g = random64({3, 2, 4}, 39);
+  const Tensor running_mean = random64({2}, 40), running_var = add(abs(random64({2}, 41)), 0.5);
+  const double eps = 1e-5;
+  const IntList reduce = {0, 2};
+  auto channel = [](const Tensor& v) { return reshape(v, {1, -1, 1}); };
+  const Saved train = {{"eps", eps},          {"input", x},
+                       {"running_mean", running_mean}, {"running_var", running_var},
+                       {"training", true},    {"weight", w},
+                       {"result1", mean(x, reduce)}, {"result2", rsqrt(add(var(x, reduce, 0), eps))}};
+  Saved eval = train;
+  eval["training"] = false;
+  eval["result1"] = zeros({0}, DType::Float64);
+  eval["result2"] = zeros({0}, DType::Float64);
+  SUBCASE("finite differences, train and eval") {
+    auto train_forward = [&](const std::vector<Tensor>& in) {
+      const Tensor centered = sub(in[0], mean(in[0], reduce, true));
+      return add(mul(div(centered, sqrt(add(var(in[0], reduce, 0, true), eps))), channel(in[1])), channel(in[2]));
+    };
+    auto eval_forward = [&](const std::vector<Tensor>& in) {
+      const Tensor x_hat = div(sub(in[0], channel(running_mean)), sqrt(add(channel(running_var), eps)));
+      return add(mul(x_hat, channel(in[1])), channel(in[2]));
+    };
+    const Grads out_train = call_node("NativeBatchNormLegitBackward0", {g}, kAll3, train);
+    const Grads out_eval = call_node("NativeBatchNormLegitBackward0", {g}, kAll3, eval);
+    for (std::size_t k = 0; k < 3; ++k) {
+      check_against_finite_differences(out_train, k, train_forward, {x, w, b}, g);
+      check_against_finite_differences(out_eval, k, eval_forward, {x, w, b}, g);
+    }
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("NativeBatchNormLegitBackward0", {g}, {false, true, false}, train);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{2});
+    CHECK_FALSE(out[2].has_value());
+    for (const auto& grad : call_node("NativeBatchNormLegitBackward0", kNoGrad, kAll3, train))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: training and not, with and without weight, float64 and float32") {
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      for (const std::string training : {"True", "False"}) {
+        for (const std::string affine : {"True", "False"}) {
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(training);
+          CAPTURE(affine);
+          const auto r = torch_exec("training, affine = " + training + ", " + affine + R"(
+x, w, bias = a.requires_grad_(), b.requires_grad_(), c.requires_grad_()
+rm, rv = d, e
+out = torch._native_batch_norm_legit(x, w if affine else None, bias if affine else None, rm, rv, training, 0.1, 1e-5)[0]
+fn = out.grad_fn
+assert fn.name() == "NativeBatchNormLegitBackward0", fn.name()
+)" + kSeededGrad + R"(
+none = torch.zeros(0, dtype=x.dtype)
+ins = (x, w, bias) if affine else (x,)
+result = (fn._saved_input, fn._saved_running_mean, fn._saved_running_var, fn._saved_training,
+          none if fn._saved_weight is None else fn._saved_weight, fn._saved_result1, fn._saved_result2,
+          fn._saved_eps, g, *torch.autograd.grad(out, ins, g))
+)",
+                                    {x.to(dtype), w.to(dtype), b.to(dtype), running_mean.to(dtype), running_var.to(dtype)});
+          const bool is_affine = affine == "True";
+          const Saved from_torch = {{"eps", r[7].item<double>()},
+                                    {"input", r[0]},
+                                    {"running_mean", r[1]},
+                                    {"running_var", r[2]},
+                                    {"training", r[3].item<bool>()},
+                                    {"weight", is_affine ? FieldValue(r[4]) : FieldValue(None{})},
+                                    {"result1", r[5]},
+                                    {"result2", r[6]}};
+          const Grads out =
+              call_node("NativeBatchNormLegitBackward0", {r[8]}, {true, is_affine, is_affine}, from_torch);
+          const double tol = dtype == DType::Float32 ? 1e-5 : 1e-7;
+          CHECK(out[0]->dtype() == dtype);
+          CHECK_TENSOR(*out[0], r[9], tol, tol * 1e-2);
+          if (is_affine) {
+            CHECK_TENSOR(*out[1], r[10], tol, tol * 1e-2);
+            CHECK_TENSOR(*out[2], r[11], tol, tol * 1e-2);
+          }
+        }
+      }
+    }
+  }
+  SUBCASE("errors name the node") {
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormLegitBackward0", {random64({1, 2, 4}, 1)}, kAll3, train),
+                         "NativeBatchNormLegitBackward0: grad [1,2,4] does not have input's shape [3,2,4]", Error);
+    Saved bad_stats = eval;
+    bad_stats["running_var"] = random64({3}, 1);
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormLegitBackward0", {g}, kAll3, bad_stats),
+                         "NativeBatchNormLegitBackward0: statistics [2] and [3] do not match the 2 channels of input "
+                         "[3,2,4]",
+                         Error);
+    Saved missing = train;
+    missing.erase("running_mean");
+    CHECK_THROWS_AS(call_node("NativeBatchNormLegitBackward0", {g}, kAll3, missing), Error);
+  }
+}
+
+TEST_CASE("NativeBatchNormLegitBackward1") {
+  const Tensor x = random64({3, 2, 2, 2}, 42), w = random64({2}, 43), b = random64({2}, 44),
+               g = random64({3, 2, 2, 2}, 45);
+  const double eps = 1e-3;
+  const IntList reduce = {0, 2, 3};
+  auto channel = [](const Tensor& v) { return reshape(v, {1, -1, 1, 1}); };
+  const Saved train = {{"eps", eps},      {"input", x},
+                       {"training", true}, {"weight", w},
+                       {"result1", mean(x, reduce)}, {"result2", rsqrt(add(var(x, reduce, 0), eps))}};
+  SUBCASE("finite differences") {
+    auto forward = [&](const std::vector<Tensor>& in) {
+      const Tensor centered = sub(in[0], mean(in[0], reduce, true));
+      return add(mul(div(centered, sqrt(add(var(in[0], reduce, 0, true), eps))), channel(in[1])), channel(in[2]));
+    };
+    const Grads out = call_node("NativeBatchNormLegitBackward1", {g}, kAll3, train);
+    for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {x, w, b}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("NativeBatchNormLegitBackward1", {g}, {true, false, false}, train);
+    CHECK(out[0].has_value());
+    CHECK_FALSE(out[1].has_value());
+    CHECK_FALSE(out[2].has_value());
+    for (const auto& grad : call_node("NativeBatchNormLegitBackward1", kNoGrad, kAll3, train))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch, with and without weight, float64 and float32") {
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      for (const std::string affine : {"True", "False"}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(affine);
+        const auto r = torch_exec("affine = " + affine + R"(
+x, w, bias = a.requires_grad_(), b.requires_grad_(), c.requires_grad_()
+out = torch._native_batch_norm_legit(x, w if affine else None, bias if affine else None, True, 0.1, 1e-3)[0]
+fn = out.grad_fn
+assert fn.name() == "NativeBatchNormLegitBackward1", fn.name()
+)" + kSeededGrad + R"(
+none = torch.zeros(0, dtype=x.dtype)
+ins = (x, w, bias) if affine else (x,)
+result = (fn._saved_input, fn._saved_training, none if fn._saved_weight is None else fn._saved_weight,
+          fn._saved_result1, fn._saved_result2, fn._saved_eps, g, *torch.autograd.grad(out, ins, g))
+)",
+                                  {x.to(dtype), w.to(dtype), b.to(dtype)});
+        const bool is_affine = affine == "True";
+        const Saved from_torch = {{"eps", r[5].item<double>()},
+                                  {"input", r[0]},
+                                  {"training", r[1].item<bool>()},
+                                  {"weight", is_affine ? FieldValue(r[2]) : FieldValue(None{})},
+                                  {"result1", r[3]},
+                                  {"result2", r[4]}};
+        const Grads out = call_node("NativeBatchNormLegitBackward1", {r[6]}, {true, is_affine, is_affine}, from_torch);
+        const double tol = dtype == DType::Float32 ? 1e-5 : 1e-7;
+        CHECK_TENSOR(*out[0], r[7], tol, tol * 1e-2);
+        if (is_affine) {
+          CHECK_TENSOR(*out[1], r[8], tol, tol * 1e-2);
+          CHECK_TENSOR(*out[2], r[9], tol, tol * 1e-2);
+        }
+      }
+    }
+  }
+  SUBCASE("errors: not training needs running statistics, which this overload has not") {
+    Saved eval = train;
+    eval["training"] = false;
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormLegitBackward1", {g}, kAll3, eval),
+                         "NativeBatchNormLegitBackward1: eval mode needs running_mean and running_var, which were not "
+                         "saved",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("NativeBatchNormLegitBackward1", {random64({3, 2}, 1)}, kAll3, train),
+                         "NativeBatchNormLegitBackward1: grad [3,2] does not have input's shape [3,2,2,2]", Error);
+  }
+}
+
+// ------------------------------------------------------------------ trilinear ---
+
+TEST_CASE("TrilinearBackward0") {
+  struct Case {
+    const char* what;
+    Shape s1, s2, s3;
+    IntList expand1, expand2, expand3, sumdim;
+  };
+  const std::vector<Case> cases = {
+      {"bilinear: input1 [N, in1], weight [out, in1, in2], input2 [N, in2]", {5, 3}, {2, 3, 4}, {5, 4},
+       {1, 3}, {0}, {1, 2}, {2, 3}},
+      {"no sumdim: i1 * i2[None, :] * i3[:, None]", {3, 4}, {4}, {3}, {}, {0}, {1}, {}},
+      {"a sumdim i1 was broadcast along", {4}, {3, 4}, {3, 4}, {0}, {}, {}, {0}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const Tensor i1 = random64(c.s1, 70), i2 = random64(c.s2, 71), i3 = random64(c.s3, 72);
+    // The forward spelled out: unsqueeze each at its expand dims, multiply, sum over sumdim.
+    auto forward = [&](const std::vector<Tensor>& in) {
+      auto up = [](Tensor t, const IntList& dims) {
+        for (std::int64_t d : dims) t = unsqueeze(t, d);
+        return t;
+      };
+      const Tensor product = mul(mul(up(in[0], c.expand1), up(in[1], c.expand2)), up(in[2], c.expand3));
+      return c.sumdim.empty() ? product : sum(product, c.sumdim);
+    };
+    const Tensor result = forward({i1, i2, i3});
+    const Tensor g = random64(result.sizes(), 73);
+    const Saved saved = {{"expand1", c.expand1}, {"expand2", c.expand2}, {"expand3", c.expand3}, {"i1", i1},
+                         {"i2", i2},            {"i3", i3},            {"sumdim", c.sumdim}};
+    SUBCASE("finite differences, the forward checked against torch's") {
+      CHECK_TENSOR(result,
+                   torch_eval1("torch._trilinear(a, b, c, " + str(c.expand1) + ", " + str(c.expand2) + ", " +
+                                   str(c.expand3) + ", " + str(c.sumdim) + ")",
+                               {i1, i2, i3}),
+                   1e-12, 1e-12);
+      const Grads out = call_node("TrilinearBackward0", {g}, kAll3, saved);
+      for (std::size_t k = 0; k < 3; ++k) check_against_finite_differences(out, k, forward, {i1, i2, i3}, g);
+    }
+    SUBCASE("against torch, each dtype; what is saved depends on which grads are needed") {
+      for (const DType dtype : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16}) {
+        for (const std::string needs : {"(True, True, True)", "(True, False, False)", "(False, True, True)"}) {
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(needs);
+          const auto r = torch_exec("needs = " + needs + R"(
+ins = [t.requires_grad_(n) for t, n in zip((a, b, c), needs)]
+out = torch._trilinear(*ins, )" + str(c.expand1) + ", " + str(c.expand2) + ", " + str(c.expand3) + ", " +
+                                        str(c.sumdim) + R"()
+fn = out.grad_fn
+assert fn.name() == "TrilinearBackward0", fn.name()
+)" + kSeededGrad + R"(
+saved = (fn._saved_i1, fn._saved_i2, fn._saved_i3)
+none = torch.zeros(0)
+grads = torch.autograd.grad(out, [t for t in ins if t.requires_grad], g)
+result = (*[none if s is None else s for s in saved], *[torch.tensor(s is None) for s in saved],
+          T(fn._saved_expand1), T(fn._saved_expand2), T(fn._saved_expand3), T(fn._saved_sumdim), g, *grads)
+)",
+                                    {i1.to(dtype), i2.to(dtype), i3.to(dtype)});
+          const Need need = {needs == "(True, True, True)" || needs == "(True, False, False)",
+                             needs != "(True, False, False)", needs != "(True, False, False)"};
+          // each input is saved when another input needs a grad
+          CHECK(r[3].item<bool>() == !(need[1] || need[2]));
+          CHECK(r[4].item<bool>() == !(need[0] || need[2]));
+          CHECK(r[5].item<bool>() == !(need[0] || need[1]));
+          auto maybe = [&](std::size_t k) { return r[3 + k].item<bool>() ? FieldValue(None{}) : FieldValue(r[k]); };
+          const Saved from_torch = {{"expand1", int_list(r[6])}, {"expand2", int_list(r[7])},
+                                    {"expand3", int_list(r[8])}, {"i1", maybe(0)},
+                                    {"i2", maybe(1)},            {"i3", maybe(2)},
+                                    {"sumdim", int_list(r[9])}};
+          const Grads out = call_node("TrilinearBackward0", {r[10]}, need, from_torch);
+          const double rtol = dtype == DType::Float64 ? 1e-7 : dtype == DType::Float32 ? 1e-5 : 2e-2;
+          std::size_t next = 11;
+          for (std::size_t k = 0; k < 3; ++k) {
+            CAPTURE(k);
+            CHECK(out[k].has_value() == need[k]);
+            if (!need[k]) continue;
+            CHECK(out[k]->dtype() == dtype);
+            CHECK_TENSOR(*out[k], r[next++], rtol, rtol * 0.1);
+          }
+        }
+      }
+    }
+  }
+  const Saved bilinear = {{"expand1", IntList{1, 3}}, {"expand2", IntList{0}}, {"expand3", IntList{1, 2}},
+                          {"i1", random64({5, 3}, 1)}, {"i2", random64({2, 3, 4}, 2)}, {"i3", random64({5, 4}, 3)},
+                          {"sumdim", IntList{2, 3}}};
+  SUBCASE("undefined grad") {
+    for (const auto& grad : call_node("TrilinearBackward0", kNoGrad, kAll3, bilinear)) CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("errors") {
+    Saved unsaved = bilinear;
+    unsaved["i3"] = None{};
+    CHECK_THROWS_WITH_AS(call_node("TrilinearBackward0", {random64({5, 2}, 4)}, {true, false, false}, unsaved),
+                         "TrilinearBackward0: i1's grad is needed but `i3` was not saved", Error);
+    Saved bad_rank = bilinear;
+    bad_rank["i3"] = random64({5, 4, 1}, 5);
+    CHECK_THROWS_WITH_AS(call_node("TrilinearBackward0", {random64({5, 2}, 4)}, {false, true, false}, bad_rank),
+                         "TrilinearBackward0: i3 [5,4,1] unsqueezed at [1,2] does not have the rank 4 of the others",
+                         Error);
+    CHECK_THROWS_AS(call_node("TrilinearBackward0", {random64({5, 3}, 4)}, kAll3, bilinear), Error);
+  }
+}
+
+// -------------------------------------------------------------- embedding bag ---
+
+TEST_CASE("EmbeddingBagBackward0") {
+  // Bags, as result1 (offset2bag) says: [1 2 4 5] [] [4 3 2 9]; padding_idx 4 where used.
+  const Tensor weight = random64({10, 3}, 80), psw = random64({8}, 81);
+  const Tensor indices = tensor({1, 2, 4, 5, 4, 3, 2, 9}, DType::Int64),
+               offset2bag = tensor({0, 0, 0, 0, 2, 2, 2, 2}, DType::Int64);
+  const Tensor g = random64({3, 3}, 82);
+  auto saved_for = [&](std::int64_t mode, std::int64_t padding_idx, const Tensor& bag_size,
+                       const Tensor& maximum_indices, bool with_psw) {
+    return Saved{{"indices", indices},
+                 {"mode", mode},
+                 {"offsets", tensor({0, 4, 4}, DType::Int64)},
+                 {"padding_idx", padding_idx},
+                 {"per_sample_weights", with_psw ? FieldValue(psw) : FieldValue(None{})},
+                 {"scale_grad_by_freq", false},
+                 {"sparse", false},
+                 {"weight", with_psw ? FieldValue(weight) : FieldValue(None{})},
+                 {"weight_sym_argsize_0", std::int64_t{10}},
+                 {"result1", offset2bag},
+                 {"result2", bag_size},
+                 {"result3", maximum_indices}};
+  };
+  const Tensor none = zeros({3}, DType::Int64);
+  SUBCASE("finite differences: sum with per_sample_weights and padding, mean, and max") {
+    const Tensor keep = unsqueeze(to(ne(indices, 4), DType::Float64), 1);
+    auto bag_sums = [&](const Tensor& rows) { return index_add(zeros({3, 3}, DType::Float64), 0, offset2bag, rows); };
+    auto sum_forward = [&](const std::vector<Tensor>& in) {
+      return bag_sums(mul(mul(index_select(in[0], 0, indices), unsqueeze(in[1], 1)), keep));
+    };
+    const Grads out_sum = call_node("EmbeddingBagBackward0", {g}, {true, true},
+                                    saved_for(0, 4, none, none, /*with_psw=*/true));
+    check_against_finite_differences(out_sum, 0, sum_forward, {weight, psw}, g);
+    check_against_finite_differences(out_sum, 1, sum_forward, {weight, psw}, g);
+
+    const Tensor bag_size = tensor({4, 0, 4}, DType::Int64);
+    auto mean_forward = [&](const std::vector<Tensor>& in) {
+      return div(bag_sums(index_select(in[0], 0, indices)), unsqueeze(tensor({4.0, 1.0, 4.0}, DType::Float64), 1));
+    };
+    check_against_finite_differences(
+        call_node("EmbeddingBagBackward0", {g}, {true, false}, saved_for(1, -1, bag_size, none, false)), 0,
+        mean_forward, {weight}, g);
+
+    // max: each output element is the weight element of the row that won it (no ties in random values)
+    const Tensor maximum_indices = tensor({{2, 1, 5}, {0, 0, 0}, {9, 3, 9}}, DType::Int64);
+    auto max_forward = [&](const std::vector<Tensor>& in) {
+      return mul(gather(in[0], 0, maximum_indices), unsqueeze(tensor({1.0, 0.0, 1.0}, DType::Float64), 1));
+    };
+    check_against_finite_differences(
+        call_node("EmbeddingBagBackward0", {g}, {true, false}, saved_for(2, -1, bag_size, maximum_indices, false)),
+        0, max_forward, {weight}, g);
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Saved saved = saved_for(0, -1, none, none, true);
+    const Grads out = call_node("EmbeddingBagBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(out[0].has_value());
+    CHECK(out[1]->sizes() == Shape{8});
+    for (const auto& grad : call_node("EmbeddingBagBackward0", kNoGrad, {true, true}, saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch: modes, per_sample_weights, padding_idx, include_last_offset, empty bags, 2-d input") {
+    // (float32's sum mode saves an empty offset2bag: the node makes it of offsets)
+    const std::vector<std::string> forwards = {
+        "F.embedding_bag(i, w, o, mode='sum')",
+        "F.embedding_bag(i, w, o, mode='sum', per_sample_weights=p, padding_idx=4)",
+        // include_last_offset: the last offset is the number of indices
+        "F.embedding_bag(i, w, torch.tensor([0, 4, 8]), mode='sum', per_sample_weights=p, include_last_offset=True)",
+        "F.embedding_bag(i, w, o, mode='mean', padding_idx=2)",
+        "F.embedding_bag(i, w, torch.tensor([0, 2, 8]), mode='mean', include_last_offset=True)",
+        "F.embedding_bag(i, w, o, mode='max')",
+        "F.embedding_bag(i, w, o, mode='max', padding_idx=4)",
+        "F.embedding_bag(i.reshape(2, 4), w, mode='max')",
+        "F.embedding_bag(i.reshape(2, 4), w, mode='mean')",
+        // every index occurs twice: torch's CPU count bug (see the node) cannot show
+        "F.embedding_bag(torch.tensor([1, 7, 7, 1, 3, 3]), w, torch.tensor([0, 2, 5]), mode='mean', "
+        "scale_grad_by_freq=True)",
+        "F.embedding_bag(torch.tensor([1, 7, 7, 1, 3, 3]), w, torch.tensor([0, 2]), scale_grad_by_freq=True, "
+        "padding_idx=3)",
+    };
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}) {
+      for (const std::string& forward : forwards) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(forward);
+        const auto r = torch_exec(R"(
+w, p = a.requires_grad_(), b.requires_grad_()
+i, o = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 4, 4])
+out = )" + forward + R"(
+fn = out.grad_fn
+assert fn.name() == "EmbeddingBagBackward0", fn.name()
+)" + kSeededGrad + R"(
+has_psw = fn._saved_per_sample_weights is not None
+none = torch.zeros(0)
+pad = fn._saved_padding_idx
+result = (fn._saved_indices, torch.tensor(fn._saved_mode), fn._saved_offsets, torch.tensor(pad - 2**64 if pad >= 2**63 else pad),
+          fn._saved_per_sample_weights if has_psw else none, fn._saved_scale_grad_by_freq, fn._saved_sparse,
+          fn._saved_weight if fn._saved_weight is not None else none, torch.tensor(fn._saved_weight_sym_argsize_0),
+          fn._saved_result1, fn._saved_result2, fn._saved_result3, has_psw, fn._saved_weight is not None, g,
+          *torch.autograd.grad(out, (w, p) if has_psw else (w,), g))
+)",
+                                  {weight.to(dtype), psw.to(dtype)});
+        const bool has_psw = r[12].item<bool>();
+        CHECK(r[13].item<bool>() == has_psw);  // weight is saved for per_sample_weights' grad only
+        const Saved from_torch = {{"indices", r[0]},
+                                  {"mode", r[1].item<std::int64_t>()},
+                                  {"offsets", r[2]},
+                                  {"padding_idx", r[3].item<std::int64_t>()},
+                                  {"per_sample_weights", has_psw ? FieldValue(r[4]) : FieldValue(None{})},
+                                  {"scale_grad_by_freq", r[5].item<bool>()},
+                                  {"sparse", r[6].item<bool>()},
+                                  {"weight", has_psw ? FieldValue(r[7]) : FieldValue(None{})},
+                                  {"weight_sym_argsize_0", r[8].item<std::int64_t>()},
+                                  {"result1", r[9]},
+                                  {"result2", r[10]},
+                                  {"result3", r[11]}};
+        const Grads out = call_node("EmbeddingBagBackward0", {r[14]}, {true, has_psw}, from_torch);
+        const double rtol = dtype == DType::Float64 ? 1e-7 : dtype == DType::Float32 ? 1e-5 : 2e-2;
+        CHECK(out[0]->dtype() == dtype);
+        CHECK_TENSOR(*out[0], r[15], rtol, rtol * 0.1);
+        if (has_psw) CHECK_TENSOR(*out[1], r[16], rtol, rtol * 0.1);
+      }
+    }
+  }
+  SUBCASE("scale_grad_by_freq divides by the count of each index itself (by hand)") {
+    // indices 2 2 3 in one bag, sum mode: row 2 gets 2 * (g / 2), row 3 gets g / 1. (ATen's CPU kernel
+    // divides row 3 by the count of the sorted indices' second entry, 2: a bug.)
+    Saved saved = saved_for(0, -1, none, none, false);
+    saved["indices"] = tensor({2, 2, 3}, DType::Int64);
+    saved["result1"] = tensor({0, 0, 0}, DType::Int64);
+    saved["result2"] = tensor({0}, DType::Int64);
+    saved["scale_grad_by_freq"] = true;
+    const Tensor grad = tensor({{1.0, 2.0, 3.0}}, DType::Float64);
+    const Tensor expected = index_put(zeros({10, 3}, DType::Float64), {tensor({2, 3}, DType::Int64)},
+                                      tensor({{1.0, 2.0, 3.0}, {1.0, 2.0, 3.0}}, DType::Float64));
+    CHECK_TENSOR(*call_node("EmbeddingBagBackward0", {grad}, {true, false}, saved)[0], expected);
+  }
+  SUBCASE("errors") {
+    const Saved saved = saved_for(0, -1, none, none, true);
+    Saved sparse = saved;
+    sparse["sparse"] = true;
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBagBackward0", {g}, {true, false}, sparse),
+                         "EmbeddingBagBackward0: sparse=True (a sparse COO gradient) is not supported yet", Error);
+    Saved mean_psw = saved;
+    mean_psw["mode"] = std::int64_t{1};
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBagBackward0", {g}, {true, true}, mean_psw),
+                         "EmbeddingBagBackward0: per_sample_weights are only supported in sum mode (mode 0), got mode 1",
+                         Error);
+    Saved no_weight = saved;
+    no_weight["weight"] = None{};
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBagBackward0", {g}, {false, true}, no_weight),
+                         "EmbeddingBagBackward0: per_sample_weights's grad is needed but `weight` was not saved",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBagBackward0", {random64({2, 3}, 1)}, {true, false}, saved),
+                         "EmbeddingBagBackward0: grad [2,3] is not [bags, embedding dim] with result2 (bag_size) [3]",
+                         Error);
+    Saved out_of_range = saved;
+    out_of_range["weight_sym_argsize_0"] = std::int64_t{9};
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBagBackward0", {g}, {true, false}, out_of_range),
+                         "EmbeddingBagBackward0: indices are out of range for 9 embeddings", Error);
+    Saved bad_bags = saved;
+    bad_bags["result1"] = tensor({0, 0, 0, 0, 3, 3, 3, 3}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBagBackward0", {g}, {true, false}, bad_bags),
+                         "EmbeddingBagBackward0: result1 (offset2bag) names a bag out of range for grad [3,3]", Error);
+    Saved max_mode = saved_for(2, -1, none, zeros({2, 3}, DType::Int64), false);
+    CHECK_THROWS_WITH_AS(call_node("EmbeddingBagBackward0", {g}, {true, false}, max_mode),
+                         "EmbeddingBagBackward0: result3 (maximum_indices) [2,3] must be int64 of grad's shape [3,3]",
+                         Error);
+  }
+}
+
 // ------------------------------------------------------------------ group norm ---
 
 TEST_CASE("NativeGroupNormBackward0") {
@@ -675,6 +1114,80 @@ result = (fn._saved_self, fn._saved_result1, T(fn._saved_kernel_size), T(fn._sav
     const Tensor grad_self =
         *call_node("MaxPool2DWithIndicesBackward0", {tensor({{{{3.0, 5.0}}}}, DType::Float64)}, {true}, skip)[0];
     CHECK_TENSOR(grad_self, tensor({{{{0.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 5.0, 0.0}}}}, DType::Float64));
+  }
+}
+
+TEST_CASE("MaxPool2DWithIndicesBackwardBackward0") {
+  const Tensor x = random64({2, 2, 4, 5}, 63);
+  const auto [pooled, indices] = max_pool2d_with_indices(x, {2, 2}, {1, 2});  // overlapping rows
+  const Tensor g = random64({2, 2, 4, 5}, 64), grad_output = random64(pooled.sizes(), 65);
+  const Saved saved = {{"indices", indices}, {"self_info", TypeAndSize{x.sizes(), {}}}};
+  // max_pool2d's backward, linear in grad_output: each grad_output added at its index in self's plane.
+  auto backward = [&](const std::vector<Tensor>& in) {
+    const Tensor flat = reshape(in[0], {4, -1}), flat_indices = reshape(indices, {4, -1});
+    return reshape(scatter_add(zeros({4, 20}, DType::Float64), 1, flat_indices, flat), x.sizes());
+  };
+  SUBCASE("finite differences in grad_output; self's grad is zero") {
+    const Grads out = call_node("MaxPool2DWithIndicesBackwardBackward0", {g}, {true, true}, saved);
+    check_against_finite_differences(out, 0, backward, {grad_output}, g);
+    CHECK_TENSOR(*out[1], zeros(x.sizes(), DType::Float64));
+  }
+  SUBCASE("need mask and undefined grad") {
+    const Grads out = call_node("MaxPool2DWithIndicesBackwardBackward0", {g}, {true, false}, saved);
+    CHECK(out[0].has_value());
+    CHECK_FALSE(out[1].has_value());
+    for (const auto& grad : call_node("MaxPool2DWithIndicesBackwardBackward0", {std::nullopt}, {true, true}, saved))
+      CHECK_FALSE(grad.has_value());
+  }
+  SUBCASE("against torch, in each floating dtype, batched and unbatched, with ties") {
+    const Tensor tied = div(mul(random64({2, 5, 5}, 66), 1.5), 1, "floor");
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}) {
+      for (const Tensor& input : {x, tied}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(input.dim());
+        const auto r = torch_exec(R"(
+x = a.requires_grad_()
+pooled, indices = F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, return_indices=True)
+go = torch.randn(pooled.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).to(x.dtype)
+go.requires_grad_()
+out = torch.ops.aten.max_pool2d_with_indices_backward(go, x, [3, 3], [2, 2], [1, 1], [1, 1], True, indices)
+fn = out.grad_fn
+assert fn.name() == "MaxPool2DWithIndicesBackwardBackward0", fn.name()
+assert not hasattr(fn, "_saved_self_info")
+)" + std::string(kSeededGrad) + R"(
+result = (fn._saved_indices, g, *torch.autograd.grad(out, (go, x), g))
+)",
+                                  {input.to(dtype)});
+        const Saved from_torch = {{"indices", r[0]}, {"self_info", TypeAndSize{input.sizes(), {dtype, {}, {}, {}}}}};
+        const Grads out = call_node("MaxPool2DWithIndicesBackwardBackward0", {r[1]}, {true, true}, from_torch);
+        CHECK(out[0]->dtype() == dtype);
+        CHECK_TENSOR(*out[0], r[2], 0, 0);  // a gather: exact
+        CHECK(out[1]->dtype() == dtype);
+        CHECK_TENSOR(*out[1], r[3], 0, 0);
+      }
+    }
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackwardBackward0", {random64({2, 2, 4, 4}, 1)}, {true, true},
+                                   saved),
+                         "MaxPool2DWithIndicesBackwardBackward0: grad [2,2,4,4] does not have self's shape [2,2,4,5]",
+                         Error);
+    Saved outside = saved;
+    outside["indices"] = full(indices.sizes(), 20, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackwardBackward0", {g}, {true, false}, outside),
+                         "MaxPool2DWithIndicesBackwardBackward0: index 20 in indices is out of range for self's 4x5 "
+                         "plane",
+                         Error);
+    Saved other_batch = saved;
+    other_batch["indices"] = zeros({3, 2, 3, 2}, DType::Int64);
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackwardBackward0", {g}, {true, false}, other_batch),
+                         "MaxPool2DWithIndicesBackwardBackward0: indices [3,2,3,2] do not have the leading dims of "
+                         "self [2,2,4,5]",
+                         Error);
+    Saved float_indices = saved;
+    float_indices["indices"] = pooled;
+    CHECK_THROWS_WITH_AS(call_node("MaxPool2DWithIndicesBackwardBackward0", {g}, {true, false}, float_indices),
+                         "MaxPool2DWithIndicesBackwardBackward0: indices must be int64, got float64", Error);
   }
 }
 

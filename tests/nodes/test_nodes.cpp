@@ -349,6 +349,16 @@ TEST_CASE("num_grads agrees with torch's input metadata") {
       {"MaxPool2DWithIndicesBackward0", "F.max_pool2d(x, 2, return_indices=True)"},
       {"NativeLayerNormBackward0", "torch.native_layer_norm(x, [4, 4], None, None, 1e-5)"},
       {"NativeBatchNormBackward0", "torch.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)"},
+      {"NativeBatchNormLegitBackward0",
+       "torch._native_batch_norm_legit(x, w, b, torch.zeros(3, dtype=x.dtype), torch.ones(3, dtype=x.dtype), True, "
+       "0.1, 1e-5)"},
+      {"NativeBatchNormLegitBackward1", "torch._native_batch_norm_legit(x, w, b, True, 0.1, 1e-5)"},
+      {"EmbeddingBagBackward0", "torch._embedding_bag(x.reshape(-1, 4), torch.tensor([0, 2, 1]), torch.tensor([0, 2]))"},
+      {"CtcLossBackward0",
+       "torch._ctc_loss(x[0].log_softmax(2), torch.tensor([[1], [2], [1], [3]]), [3, 3, 3, 3], [1, 1, 1, 1])"},
+      {"CtcLossBackward1",
+       "torch._ctc_loss(x[0].log_softmax(2), torch.tensor([[1], [2], [1], [3]]), torch.tensor([3, 3, 3, 3]), "
+       "torch.tensor([1, 1, 1, 1]))"},
       {"BatchNormWithUpdateBackward0",
        "torch.ops.aten._batch_norm_with_update(x, w, b, torch.zeros(3, dtype=x.dtype), "
        "torch.ones(3, dtype=x.dtype), 0.1, 1e-5)"},

@@ -228,6 +228,8 @@ def _hidden_field(fn, schema, saved_field, exposed: dict[str, Any]):
 def _derived_field(fn, schema, saved_field, exposed: dict[str, Any]):
     if saved_field.name == "train" and _short_name(fn) == "NativeDropoutBackward0":
         return _dropout_train(fn)
+    if saved_field.name == "input_dtype" and _short_name(fn) == "SoftmaxBackwardDataBackward0":
+        return _TensorInfo.of(fn._input_metadata[0]).dtype  # _softmax_backward_data's result has input_dtype
     for suffix, kind, read in _HIDDEN:
         if saved_field.name.endswith(suffix) and saved_field.kind == kind:
             return read(fn, schema, saved_field.name[: -len(suffix)], exposed)
