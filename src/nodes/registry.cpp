@@ -153,6 +153,8 @@ std::vector<NodeDef> build_registry() {
   nodes::add_nn_nodes(registry);
   nodes::add_pooling_nodes(registry);
   nodes::add_padding_nodes(registry);
+  nodes::add_random_nodes(registry);
+  nodes::add_grid_sampler_nodes(registry);
   nodes::add_loss_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
@@ -216,6 +218,8 @@ bool computes_in_one_kernel(const NodeSchema& schema) {
       "UpsampleNearest2DBackward0",     // upsample_nearest2d_backward
       "UpsampleBilinear2DBackward0",    // upsample_bilinear2d_backward
       "NativeDropoutBackward0",         // native_dropout_backward
+      "GridSampler2DBackward0",         // grid_sampler_2d_backward
+      "GridSampler3DBackward0",         // grid_sampler_3d_backward
   };
   return nodes.count(schema.name) > 0;
 }
@@ -307,6 +311,8 @@ bool supports_complex(const NodeSchema& schema) {
       "ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0", "MaskedScatterBackward0",
       "MaskedSelectBackward0", "IndexCopyBackward0", "IndexFillBackward0", "IndexFillBackward1", "PutBackward0",
       "TakeBackward0", "UnsafeMaskedIndexBackward0", "UnsafeMaskedIndexPutAccumulateBackward0",
+      // random samples: a zero grad (normal_ takes a complex self)
+      "NormalBackward0",
   };
   return nodes.count(schema.name) > 0;
 }
