@@ -151,6 +151,8 @@ void add_nn_nodes(std::vector<NodeDef>& registry);
 void add_pooling_nodes(std::vector<NodeDef>& registry);
 void add_padding_nodes(std::vector<NodeDef>& registry);
 void add_upsample_nodes(std::vector<NodeDef>& registry);
+void add_random_nodes(std::vector<NodeDef>& registry);
+void add_grid_sampler_nodes(std::vector<NodeDef>& registry);
 void add_loss_nodes(std::vector<NodeDef>& registry);
 void add_engine_nodes(std::vector<NodeDef>& registry);
 

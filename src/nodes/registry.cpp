@@ -154,6 +154,8 @@ std::vector<NodeDef> build_registry() {
   nodes::add_pooling_nodes(registry);
   nodes::add_padding_nodes(registry);
   nodes::add_upsample_nodes(registry);
+  nodes::add_random_nodes(registry);
+  nodes::add_grid_sampler_nodes(registry);
   nodes::add_loss_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
@@ -224,6 +226,8 @@ bool computes_in_one_kernel(const NodeSchema& schema) {
       "UpsampleBilinear2DAaBackward0",  // _upsample_bilinear2d_aa_backward
       "UpsampleBicubic2DAaBackward0",   // _upsample_bicubic2d_aa_backward
       "NativeDropoutBackward0",         // native_dropout_backward
+      "GridSampler2DBackward0",         // grid_sampler_2d_backward
+      "GridSampler3DBackward0",         // grid_sampler_3d_backward
   };
   return nodes.count(schema.name) > 0;
 }
@@ -317,6 +321,8 @@ bool supports_complex(const NodeSchema& schema) {
       "TakeBackward0", "UnsafeMaskedIndexBackward0", "UnsafeMaskedIndexPutAccumulateBackward0",
       // fill (the grad's sum, or zeros)
       "FillBackward0", "FillBackward1", "FillBackward2", "FillBackward3", "ZeroBackward0",
+      // random samples: a zero grad (normal_ takes a complex self)
+      "NormalBackward0",
   };
   return nodes.count(schema.name) > 0;
 }
