@@ -156,6 +156,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_upsample_nodes(registry);
   nodes::add_random_nodes(registry);
   nodes::add_grid_sampler_nodes(registry);
+  nodes::add_elementwise_nodes(registry);
   nodes::add_loss_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
@@ -267,7 +268,7 @@ bool supports_complex(const NodeSchema& schema) {
       // arithmetic
       "AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "RsubBackward0", "RsubBackward1",
       "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "NegBackward0", "PowBackward0",
-      "PowBackward1", "PowBackward2", "LogaddexpBackward0",
+      "PowBackward1", "PowBackward2", "LogaddexpBackward0", "LdexpBackward0",
       "AddcmulBackward0", "AddcdivBackward0", "LerpBackward0", "LerpBackward1", "WhereBackward0", "MaskedFillBackward0", "MaskedFillBackward1",
       // complex numbers themselves
       "ConjBackward0", "ConjPhysicalBackward0", "NegViewBackward0", "ViewAsRealBackward0",

@@ -373,6 +373,7 @@ TEST_CASE("num_grads agrees with torch's input metadata") {
       {"StackBackward0", "torch.stack([x, x])"},
       {"MulBackward0", "x * w.view(3, 1, 1)"},
       {"SumBackward1", "x.sum(1)"},
+      {"FrexpBackward0", "torch.frexp(x)"},
   };
   for (const Forward& forward : forwards) {
     const std::string python = forward.python;
