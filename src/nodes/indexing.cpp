@@ -74,11 +74,24 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
   return index_add(zeros({num_weights, grad.sizes()[1]}, grad.dtype()), 0, flat_indices, grad);
 }
 
+// Each entry of `index` must name one of `size` slices or elements, counting from the end when
+// negative. Checked here so that the error names what is indexed (`what`, "dim 1 of grad [3,4]"),
+// not the flat tensor the primitive is given.
+template <class... What>
+void check_index_range(const Tensor& index, std::int64_t size, const What&... what) {
+  if (index.numel() == 0) return;
+  const std::int64_t low = amin(index).to(DType::Int64).item<std::int64_t>();
+  const std::int64_t high = amax(index).to(DType::Int64).item<std::int64_t>();
+  check(low >= -size, "index ", low, " is out of range for ", what..., " (", size, " entries)");
+  check(high < size, "index ", high, " is out of range for ", what..., " (", size, " entries)");
+}
+
 // Where t's slices along dim that index names are: a bool mask that broadcasts to t's shape (size 1
 // but along dim). A 0-d t is one slice.
 Tensor index_fill_mask(const Tensor& t, std::int64_t dim, const Tensor& index) {
   const std::int64_t size = t.dim() == 0 ? 1 : t.size(wrap_dim(dim, t.dim(), "index_fill"));
   const Tensor flat_index = reshape(index, {-1});
+  check_index_range(flat_index, size, "dim ", dim, " of grad ", shape_text(t.sizes()));
   const Tensor hit = index_put(zeros({size}, DType::Bool), {flat_index}, ones({flat_index.numel()}, DType::Bool));
   if (t.dim() == 0) return reshape(hit, {});
   Shape along(static_cast<std::size_t>(t.dim()), 1);
@@ -495,6 +508,7 @@ Grads PutBackward0(const Grads& grads, const PutBackward0Saved& saved, const Nee
   if (!grads[0]) return Grads(2);
   const Tensor& grad = *grads[0];
   const Tensor flat_index = reshape(saved.index, {-1});
+  check_index_range(flat_index, grad.numel(), "self (the grad) of shape ", shape_text(grad.sizes()), " flattened");
   Grads out(2);
   if (need[0] && saved.accumulate) {
     out[0] = grad;
@@ -530,6 +544,7 @@ Grads TakeBackward0(const Grads& grads, const TakeBackward0Saved& saved, const N
   const Tensor& grad = *grads[0];
   check(grad.sizes() == saved.index.sizes(), "TakeBackward0: grad has shape ", shape_text(grad.sizes()),
         " but index has shape ", shape_text(saved.index.sizes()));
+  check_index_range(saved.index, saved.self.numel(), "self of shape ", shape_text(saved.self.sizes()), " flattened");
   const Tensor flat = index_put(zeros({saved.self.numel()}, saved.self.dtype()), {reshape(saved.index, {-1})},
                                 reshape(contiguous(grad), {-1}), /*accumulate=*/true);
   return Grads{reshape(flat, saved.self.sizes())};

@@ -821,7 +821,9 @@ TEST_CASE("IndexCopyBackward0") {
     CHECK_THROWS_WITH_AS(call_node("IndexCopyBackward0", {g}, {false, true}, index_copy_saved(1, columns, random64({3, 5}, 1), 2)),
                          doctest::Contains("IndexCopyBackward0: "), Error);
     CHECK_THROWS_WITH_AS(call_node("IndexCopyBackward0", {g}, {true, false}, index_copy_saved(1, ints({4}), source, 2)),
-                         doctest::Contains("IndexCopyBackward0: "), Error);
+                         "IndexCopyBackward0: index 4 is out of range for dim 1 of grad [3,4] (4 entries)", Error);
+    CHECK_THROWS_WITH_AS(call_node("IndexCopyBackward0", {g}, {true, true}, Saved{{"dim", std::int64_t{1}}, {"index", columns}, {"source_dim", std::int64_t{2}}}),
+                         "IndexCopyBackward0: saved field 'source' is missing", Error);
   }
 }
 
@@ -862,8 +864,10 @@ TEST_CASE("IndexFillBackward0") {
     }
   }
   SUBCASE("errors") {
-    CHECK_THROWS_WITH_AS(call_node("IndexFillBackward0", {g}, {true}, Saved{{"dim", std::int64_t{1}}, {"index", ints({4})}}),
-                         doctest::Contains("IndexFillBackward0: "), Error);
+    CHECK_THROWS_WITH_AS(call_node("IndexFillBackward0", {g}, {true}, Saved{{"dim", std::int64_t{1}}, {"index", ints({-5})}}),
+                         "IndexFillBackward0: index -5 is out of range for dim 1 of grad [3,4] (4 entries)", Error);
+    CHECK_THROWS_WITH_AS(call_node("IndexFillBackward0", {g}, {true}, Saved{{"dim", std::int64_t{1}}}),
+                         "IndexFillBackward0: saved field 'index' is missing", Error);
     CHECK_THROWS_WITH_AS(call_node("IndexFillBackward0", {g}, {true}, Saved{{"dim", std::int64_t{2}}, {"index", columns}}),
                          doctest::Contains("IndexFillBackward0: "), Error);
   }
@@ -993,7 +997,7 @@ TEST_CASE("PutBackward0") {
                          "PutBackward0: source of shape [2,2] and index of shape [3] differ in their number of elements",
                          Error);
     CHECK_THROWS_WITH_AS(call_node("PutBackward0", {g}, {false, true}, put_saved(true, ints({0, 1, 12, 3}), source)),
-                         doctest::Contains("PutBackward0: "), Error);
+                         "PutBackward0: index 12 is out of range for self (the grad) of shape [3,4] flattened (12 entries)", Error);
   }
 }
 
@@ -1035,7 +1039,7 @@ TEST_CASE("TakeBackward0") {
     CHECK_THROWS_WITH_AS(call_node("TakeBackward0", {random64({4}, 1)}, {true}, Saved{{"index", index}, {"self", x}}),
                          "TakeBackward0: grad has shape [4] but index has shape [2,2]", Error);
     CHECK_THROWS_WITH_AS(call_node("TakeBackward0", {random64({2, 2}, 1)}, {true}, Saved{{"index", ints({{0, 12}, {1, 1}})}, {"self", x}}),
-                         doctest::Contains("TakeBackward0: "), Error);
+                         "TakeBackward0: index 12 is out of range for self of shape [3,4] flattened (12 entries)", Error);
   }
 }
 
