@@ -72,7 +72,8 @@ std::vector<std::int64_t> nearest_sources(const char* node, Mode mode, const Spa
   const float scale = copy || halve ? 1.0f : compute_scales_value<float>(node, d);
   for (std::int64_t o = 0; o < d.output_size; ++o) {
     // ATen's int64 * float is a float product; (o + 0.5) * scale a double one, floored in float.
-    const double real = plain ? static_cast<double>(static_cast<float>(o) * scale) : (static_cast<double>(o) + 0.5) * scale;
+    const double real =
+        plain ? static_cast<double>(static_cast<float>(o) * scale) : (static_cast<double>(o) + 0.5) * scale;
     sources[static_cast<std::size_t>(o)] = copy ? o : halve ? o / 2 : floor_index_at_most_last(real, d.input_size);
   }
   return sources;
@@ -135,12 +136,11 @@ void antialias_row(double* row, std::int64_t o, const SpatialDim& d, double scal
     if (mode == Mode::CubicAntialias) return cubic_convolution(x, -0.5);
     return std::max(1.0 - std::abs(x), 0.0);
   };
+  // The filter at input pixel i's centre i + 0.5, relative to the output's centre.
+  const auto weight = [&](std::int64_t i) { return filter((static_cast<double>(i) + 0.5 - center) * inverse_scale); };
   double total = 0.0;
-  for (std::int64_t j = 0; j < xsize; ++j) total += filter((static_cast<double>(j + xmin) - center + 0.5) * inverse_scale);
-  for (std::int64_t j = 0; j < xsize; ++j) {
-    const double w = filter((static_cast<double>(j + xmin) - center + 0.5) * inverse_scale);
-    row[j + xmin] += total != 0.0 ? w / total : w;
-  }
+  for (std::int64_t i = xmin; i < xmin + xsize; ++i) total += weight(i);
+  for (std::int64_t i = xmin; i < xmin + xsize; ++i) row[i] += total != 0.0 ? weight(i) / total : weight(i);
 }
 
 // A for one spatial dim of a weighted mode, [output_size, input_size], in float64.
@@ -450,16 +450,20 @@ NodeDef define_interpolate_3d(const char* name, const char* forward) {
 }  // namespace
 
 void add_upsample_nodes(std::vector<NodeDef>& registry) {
-  registry.push_back(define_upsample_1d<UpsampleNearest1DBackward0>("UpsampleNearest1DBackward0", "upsample_nearest1d"));
-  registry.push_back(define_upsample_2d<UpsampleNearest2DBackward0>("UpsampleNearest2DBackward0", "upsample_nearest2d"));
-  registry.push_back(define_upsample_3d<UpsampleNearest3DBackward0>("UpsampleNearest3DBackward0", "upsample_nearest3d"));
+  registry.push_back(define_upsample_1d<UpsampleNearest1DBackward0>("UpsampleNearest1DBackward0",
+                                                                    "upsample_nearest1d"));
+  registry.push_back(define_upsample_2d<UpsampleNearest2DBackward0>("UpsampleNearest2DBackward0",
+                                                                    "upsample_nearest2d"));
+  registry.push_back(define_upsample_3d<UpsampleNearest3DBackward0>("UpsampleNearest3DBackward0",
+                                                                    "upsample_nearest3d"));
   registry.push_back(define_upsample_1d<UpsampleNearestExact1DBackward0>("UpsampleNearestExact1DBackward0",
                                                                          "_upsample_nearest_exact1d"));
   registry.push_back(define_upsample_2d<UpsampleNearestExact2DBackward0>("UpsampleNearestExact2DBackward0",
                                                                          "_upsample_nearest_exact2d"));
   registry.push_back(define_upsample_3d<UpsampleNearestExact3DBackward0>("UpsampleNearestExact3DBackward0",
                                                                          "_upsample_nearest_exact3d"));
-  registry.push_back(define_interpolate_1d<UpsampleLinear1DBackward0>("UpsampleLinear1DBackward0", "upsample_linear1d"));
+  registry.push_back(define_interpolate_1d<UpsampleLinear1DBackward0>("UpsampleLinear1DBackward0",
+                                                                      "upsample_linear1d"));
   registry.push_back(
       define_interpolate_2d<UpsampleBilinear2DBackward0>("UpsampleBilinear2DBackward0", "upsample_bilinear2d"));
   registry.push_back(
