@@ -430,6 +430,15 @@ _HAND_MADE = {
     "SqueezeBackward2_copy": lambda x: torch.squeeze_copy(x.unsqueeze(0), [0]),
     "ScaledDotProductFlashAttentionForCpuBackward0": lambda x: torch.nn.functional.scaled_dot_product_attention(
         *[x.float().reshape(1, 1, 3, 4)] * 3),
+    "ReflectionPad2DBackward0": lambda x: torch.nn.functional.pad(x.reshape(1, 1, 3, 4), (1, 1, 1, 1), mode="reflect"),
+    "ReflectionPad3DBackward0": lambda x: torch.nn.functional.pad(x.reshape(1, 1, 1, 3, 4), (1, 1, 1, 1, 0, 0),
+                                                                 mode="reflect"),
+    "ReplicationPad3DBackward0": lambda x: torch.nn.functional.pad(x.reshape(1, 1, 1, 3, 4), (1, 1, 1, 1, 1, 1),
+                                                                  mode="replicate"),
+    # unfold's backward, differentiated: x as the grad of a [3, 5] input's unfold(1, 2, 1)
+    "UnfoldBackwardBackward0": lambda x: torch.ops.aten.unfold_backward(x.unsqueeze(-1).expand(3, 4, 2), [3, 5],
+                                                                        1, 2, 1),
+    "UnsafeSplitWithSizesBackward0": lambda x: torch.unsafe_split_with_sizes(x, [1, 3], 1)[1],
     # The complex nodes, from a real x: complex(x, 2x) and back to a real output.
     "ViewAsRealBackward0": lambda x: torch.view_as_real(torch.complex(x, 2 * x) * 1),
     "ConjBackward0": lambda x: torch.view_as_real(torch.complex(x, 2 * x).conj() * torch.complex(x, x)),
