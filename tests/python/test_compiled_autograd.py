@@ -444,6 +444,12 @@ _HAND_MADE = {
     "ConjBackward0": lambda x: torch.view_as_real(torch.complex(x, 2 * x).conj() * torch.complex(x, x)),
     "ConjPhysicalBackward0": lambda x: torch.view_as_real(torch.conj_physical(torch.complex(x, 2 * x))),
     "NegViewBackward0": lambda x: torch.complex(x, 2 * x).conj().imag * 1,
+    # Random samples and rrelu's in-place form (OpInfo's normal, bernoulli and rrelu make the others).
+    "NormalBackward0": lambda x: (x * 1).normal_(0.5, 2.0),
+    "NormalBackward2": lambda x: torch.normal(0.5, x.abs() + 0.1),
+    "BernoulliBackward1": lambda x: (x * 1).bernoulli_(torch.sigmoid(x[0])),
+    "BernoulliBackward2": lambda x: (x * 1).bernoulli_(0.3),
+    "RreluWithNoiseBackward1": lambda x: torch.nn.functional.rrelu(x.clone(), training=True, inplace=True),
 }
 
 # Nodes refgrad has whose fields this test cannot compare, and why:
