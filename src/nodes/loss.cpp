@@ -473,7 +473,7 @@ Grads MultilabelMarginLossBackward0(const Grads& grads, const MultilabelMarginLo
 // it sums to grad[b] over the classes, so that when log_probs are log_softmax's output (as ctc_loss
 // wants them), log_softmax's backward turns both into the same grad of the logits.
 // targets are [batch, max L] (padded) or the targets one after the other (1-d). log_alpha is not
-// differentiable: the node takes one grad. Computed in double, rounded once.
+// differentiable: the node takes one grad.
 struct CtcLossBackward0Saved {
   std::int64_t blank;
   IntList input_lengths;
@@ -497,10 +497,70 @@ struct CtcLossBackward1Saved {
 };
 
 // log(exp(a) + exp(b) + exp(c)) without overflow; -inf when all are -inf.
-double log_sum_exp3(double a, double b, double c) {
-  const double top = std::max({a, b, c});
-  if (top == -std::numeric_limits<double>::infinity()) return top;
+template <class T>
+T log_sum_exp3(T a, T b, T c) {
+  const T top = std::max({a, b, c});
+  if (top == -std::numeric_limits<T>::infinity()) return top;
   return top + std::log(std::exp(a - top) + std::exp(b - top) + std::exp(c - top));
+}
+
+// The loops of ctc_loss_backward, in T (float or double) as ATen's ctc_loss_backward_cpu_template.
+template <class T>
+Tensor ctc_loss_backward_loop(const char* node, const Tensor& grad, const Tensor& log_probs, const Tensor& targets,
+                              const IntList& input_lengths, const IntList& target_lengths,
+                              const Tensor& neg_log_likelihood, const Tensor& log_alpha, std::int64_t blank,
+                              bool zero_infinity) {
+  const std::int64_t max_t = log_probs.size(0), batch = log_probs.size(1), classes = log_probs.size(2);
+  const std::vector<T> lp = log_probs.to_vector<T>(), alpha = log_alpha.to_vector<T>(),
+                            grad_out = grad.to_vector<T>(), nll = neg_log_likelihood.to_vector<T>();
+  const std::vector<std::int64_t> target_values = targets.to_vector<std::int64_t>();
+  const std::int64_t alpha_s = log_alpha.size(2);
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  auto log_prob = [&](std::int64_t t, std::int64_t b, std::int64_t c) {
+    return lp[static_cast<std::size_t>((t * batch + b) * classes + c)];
+  };
+  std::vector<T> result(lp.size(), T(0));
+  std::int64_t target_offset = 0;  // where sequence b's labels start in 1-d targets
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t t_len = input_lengths[static_cast<std::size_t>(b)], l_len = target_lengths[static_cast<std::size_t>(b)];
+    const std::int64_t first = targets.dim() == 1 ? target_offset : b * targets.size(1);
+    target_offset += l_len;
+    const std::int64_t s_len = 2 * l_len + 1;
+    // l'(s): blank at even s, the target's label (s - 1) / 2 at odd s.
+    auto prime = [&](std::int64_t s) {
+      if (s % 2 == 0) return blank;
+      const std::int64_t label = target_values[static_cast<std::size_t>(first + (s - 1) / 2)];
+      check(label >= 0 && label < classes, node, ": target ", label, " of sequence ", b, " is not a class of log_probs ",
+            shape_text(log_probs.sizes()));
+      return label;
+    };
+    const T loss = nll[static_cast<std::size_t>(b)];
+    if (zero_infinity && loss == std::numeric_limits<T>::infinity()) continue;  // stays 0
+    if (t_len == 0) continue;
+    std::vector<T> beta(static_cast<std::size_t>(t_len * s_len), neg_inf);
+    auto at = [&](std::int64_t t, std::int64_t s) -> T& { return beta[static_cast<std::size_t>(t * s_len + s)]; };
+    at(t_len - 1, s_len - 1) = log_prob(t_len - 1, b, blank);
+    if (l_len > 0) at(t_len - 1, s_len - 2) = log_prob(t_len - 1, b, prime(s_len - 2));
+    for (std::int64_t t = t_len - 2; t >= 0; --t)
+      for (std::int64_t s = 0; s < s_len; ++s) {
+        const T stay = at(t + 1, s), next = s + 1 < s_len ? at(t + 1, s + 1) : neg_inf;
+        const T skip = s + 2 < s_len && prime(s + 2) != prime(s) ? at(t + 1, s + 2) : neg_inf;
+        at(t, s) = log_sum_exp3(stay, next, skip) + log_prob(t, b, prime(s));
+      }
+    for (std::int64_t t = 0; t < t_len; ++t) {
+      std::vector<T> alpha_beta(static_cast<std::size_t>(classes), neg_inf);  // logsumexp over l'(s) = c
+      for (std::int64_t s = 0; s < s_len; ++s) {
+        T& sum_c = alpha_beta[static_cast<std::size_t>(prime(s))];
+        sum_c = log_sum_exp3(sum_c, alpha[static_cast<std::size_t>((b * max_t + t) * alpha_s + s)] + at(t, s), neg_inf);
+      }
+      for (std::int64_t c = 0; c < classes; ++c) {
+        const T l = log_prob(t, b, c);
+        result[static_cast<std::size_t>((t * batch + b) * classes + c)] =
+            (std::exp(l) - std::exp(alpha_beta[static_cast<std::size_t>(c)] + loss - l)) * grad_out[static_cast<std::size_t>(b)];
+      }
+    }
+  }
+  return to(from_vector(result, log_probs.sizes()), log_probs.dtype());
 }
 
 Tensor ctc_loss_backward(const char* node, const Tensor& grad, const Tensor& log_probs, const Tensor& targets,
@@ -538,56 +598,12 @@ Tensor ctc_loss_backward(const char* node, const Tensor& grad, const Tensor& log
             log_alpha.size(2) >= 2 * max_l + 1,
         node, ": result1 (log_alpha) ", shape_text(log_alpha.sizes()), " is not [", batch, ", ", max_t, ", ",
         2 * max_l + 1, "]");
-  const std::vector<double> lp = log_probs.to_vector<double>(), alpha = log_alpha.to_vector<double>(),
-                            grad_out = grad.to_vector<double>(), nll = neg_log_likelihood.to_vector<double>();
-  const std::vector<std::int64_t> target_values = targets.to_vector<std::int64_t>();
-  const std::int64_t alpha_s = log_alpha.size(2);
-  const double neg_inf = -std::numeric_limits<double>::infinity();
-  auto log_prob = [&](std::int64_t t, std::int64_t b, std::int64_t c) {
-    return lp[static_cast<std::size_t>((t * batch + b) * classes + c)];
-  };
-  std::vector<double> result(lp.size(), 0.0);
-  std::int64_t target_offset = 0;  // where sequence b's labels start in 1-d targets
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const std::int64_t t_len = input_lengths[static_cast<std::size_t>(b)], l_len = target_lengths[static_cast<std::size_t>(b)];
-    const std::int64_t first = targets.dim() == 1 ? target_offset : b * targets.size(1);
-    target_offset += l_len;
-    const std::int64_t s_len = 2 * l_len + 1;
-    // l'(s): blank at even s, the target's label (s - 1) / 2 at odd s.
-    auto prime = [&](std::int64_t s) {
-      if (s % 2 == 0) return blank;
-      const std::int64_t label = target_values[static_cast<std::size_t>(first + (s - 1) / 2)];
-      check(label >= 0 && label < classes, node, ": target ", label, " of sequence ", b, " is not a class of log_probs ",
-            shape_text(log_probs.sizes()));
-      return label;
-    };
-    const double loss = nll[static_cast<std::size_t>(b)];
-    if (zero_infinity && loss == std::numeric_limits<double>::infinity()) continue;  // stays 0
-    if (t_len == 0) continue;
-    std::vector<double> beta(static_cast<std::size_t>(t_len * s_len), neg_inf);
-    auto at = [&](std::int64_t t, std::int64_t s) -> double& { return beta[static_cast<std::size_t>(t * s_len + s)]; };
-    at(t_len - 1, s_len - 1) = log_prob(t_len - 1, b, blank);
-    if (l_len > 0) at(t_len - 1, s_len - 2) = log_prob(t_len - 1, b, prime(s_len - 2));
-    for (std::int64_t t = t_len - 2; t >= 0; --t)
-      for (std::int64_t s = 0; s < s_len; ++s) {
-        const double stay = at(t + 1, s), next = s + 1 < s_len ? at(t + 1, s + 1) : neg_inf;
-        const double skip = s + 2 < s_len && prime(s + 2) != prime(s) ? at(t + 1, s + 2) : neg_inf;
-        at(t, s) = log_sum_exp3(stay, next, skip) + log_prob(t, b, prime(s));
-      }
-    for (std::int64_t t = 0; t < t_len; ++t) {
-      std::vector<double> alpha_beta(static_cast<std::size_t>(classes), neg_inf);  // logsumexp over l'(s) = c
-      for (std::int64_t s = 0; s < s_len; ++s) {
-        double& sum_c = alpha_beta[static_cast<std::size_t>(prime(s))];
-        sum_c = log_sum_exp3(sum_c, alpha[static_cast<std::size_t>((b * max_t + t) * alpha_s + s)] + at(t, s), neg_inf);
-      }
-      for (std::int64_t c = 0; c < classes; ++c) {
-        const double l = log_prob(t, b, c);
-        result[static_cast<std::size_t>((t * batch + b) * classes + c)] =
-            (std::exp(l) - std::exp(alpha_beta[static_cast<std::size_t>(c)] + loss - l)) * grad_out[static_cast<std::size_t>(b)];
-      }
-    }
-  }
-  return to(from_vector(result, log_probs.sizes()), log_probs.dtype());
+  // In log_probs' own dtype (float or double), as ATen's kernel: float32 grads round as torch's do.
+  if (log_probs.dtype() == DType::Float32)
+    return ctc_loss_backward_loop<float>(node, grad, log_probs, targets, input_lengths, target_lengths,
+                                         neg_log_likelihood, log_alpha, blank, zero_infinity);
+  return ctc_loss_backward_loop<double>(node, grad, log_probs, targets, input_lengths, target_lengths,
+                                        neg_log_likelihood, log_alpha, blank, zero_infinity);
 }
 
 Grads CtcLossBackward0(const Grads& grads, const CtcLossBackward0Saved& saved, const Need& need) {

@@ -137,11 +137,26 @@ std::pair<Tensor, Tensor> batch_norm_statistics(const char* node, const NativeBa
   return {per_channel(mu, saved.input.dim(), channels), per_channel(invstd, saved.input.dim(), channels)};
 }
 
-// Both batch norm nodes' backward; `node` names the one in errors.
+// Every batch norm node's backward; `node` names the one in errors. float16 and bfloat16 are computed
+// in float32 and rounded once, as ATen's fused CPU kernel does: rounding each step would leave noise
+// where the input grad cancels to nearly 0 (two elements per channel).
 Grads batch_norm_backward(const char* node, const Grads& grads, const NativeBatchNormBackward0Saved& saved,
                           const Need& need) {
   if (!grads[0]) return Grads(3);
   const Tensor &grad = *grads[0], &input = saved.input;
+  if (opmath_dtype(input.dtype()) != input.dtype() || opmath_dtype(grad.dtype()) != grad.dtype()) {
+    auto up = [](const Tensor& t) { return to(t, opmath_dtype(t.dtype())); };
+    auto up_optional = [&](const std::optional<Tensor>& t) { return t ? std::optional<Tensor>(up(*t)) : std::nullopt; };
+    const NativeBatchNormBackward0Saved in_opmath{saved.eps,          up(input),   up_optional(saved.running_mean),
+                                                  up_optional(saved.running_var), saved.training,
+                                                  up_optional(saved.weight),      up(saved.result1),
+                                                  up(saved.result2)};
+    Grads out = batch_norm_backward(node, Grads{up(grad)}, in_opmath, need);
+    const DType param_dtype = saved.weight ? saved.weight->dtype() : input.dtype();
+    for (std::size_t k = 0; k < 3; ++k)
+      if (out[k]) out[k] = to(*out[k], k == 0 ? input.dtype() : param_dtype);
+    return out;
+  }
   check(input.dim() >= 2, node, ": input ", shape_text(input.sizes()), " has no channel dim");
   check(grad.sizes() == input.sizes(), node, ": grad ", shape_text(grad.sizes()), " does not have input's shape ",
         shape_text(input.sizes()));

@@ -824,7 +824,7 @@ result = (*saved, g, *torch.autograd.grad(out, (lp,), g))
                                   {"result0", r[6]},                    {"result1", r[7]}};
         const Tensor grad = *call_node("CtcLossBackward0", {r[8]}, {true}, from_torch)[0];
         CHECK(grad.dtype() == dtype);
-        const double rtol = dtype == DType::Float64 ? 1e-9 : 1e-4;
+        const double rtol = dtype == DType::Float64 ? 1e-9 : 1e-5;  // float32: in float, as the kernel
         CHECK_TENSOR(grad, r[9], rtol, rtol * 1e-2);
       }
     }
@@ -921,7 +921,7 @@ result = (fn._saved_input_lengths, fn._saved_log_probs, fn._saved_target_lengths
                                     {"targets", r[3]},                    {"zero_infinity", r[4].item<bool>()},
                                     {"result0", r[5]},                    {"result1", r[6]}};
           const Tensor grad = *call_node("CtcLossBackward1", {r[8]}, {true}, from_torch)[0];
-          const double rtol = dtype == DType::Float64 ? 1e-9 : 1e-4;
+          const double rtol = dtype == DType::Float64 ? 1e-9 : 1e-5;  // float32: in float, as the kernel
           CHECK_TENSOR(grad, r[9], rtol, rtol * 1e-2);
         }
       }

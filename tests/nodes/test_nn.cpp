@@ -379,6 +379,37 @@ result = (fn._saved_input, fn._saved_running_mean, fn._saved_running_var, fn._sa
       }
     }
   }
+  SUBCASE("against torch in float16 and bfloat16, computed in float32 and rounded once as ATen's kernel") {
+    // Two elements per channel: the input grad cancels to nearly 0, where rounding each step would show.
+    for (const DType dtype : {DType::Float16, DType::BFloat16}) {
+      for (const Shape& shape : {Shape{2, 1}, Shape{3, 2, 4}}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(shape_text(shape));
+        const std::int64_t channels = shape[1];
+        const auto r = torch_exec(R"(
+x, w, bias = a.requires_grad_(), b.requires_grad_(), c.requires_grad_()
+out = torch._native_batch_norm_legit(x, w, bias, torch.zeros(x.shape[1], dtype=x.dtype),
+                                     torch.ones(x.shape[1], dtype=x.dtype), True, 0.5, 1e-5)[0]
+fn = out.grad_fn
+)" + std::string(kSeededGrad) + R"(
+result = (fn._saved_input, fn._saved_running_mean, fn._saved_running_var, fn._saved_weight, fn._saved_result1,
+          fn._saved_result2, g, *torch.autograd.grad(out, (x, w, bias), g))
+)",
+                                  {random64(shape, 46).to(dtype), random64({channels}, 47).to(dtype),
+                                   random64({channels}, 48).to(dtype)});
+        const Saved from_torch = {{"eps", 1e-5},        {"input", r[0]},   {"running_mean", r[1]},
+                                  {"running_var", r[2]}, {"training", true}, {"weight", r[3]},
+                                  {"result1", r[4]},    {"result2", r[5]}};
+        const Grads out = call_node("NativeBatchNormLegitBackward0", {r[6]}, kAll3, from_torch);
+        const double tol = dtype == DType::Float16 ? 2e-3 : 1.6e-2;
+        for (std::size_t k = 0; k < 3; ++k) {
+          CAPTURE(k);
+          CHECK(out[k]->dtype() == dtype);
+          CHECK_TENSOR(*out[k], r[7 + k], tol, tol * 1e-2);
+        }
+      }
+    }
+  }
   SUBCASE("errors name the node") {
     CHECK_THROWS_WITH_AS(call_node("NativeBatchNormLegitBackward0", {random64({1, 2, 4}, 1)}, kAll3, train),
                          "NativeBatchNormLegitBackward0: grad [1,2,4] does not have input's shape [3,2,4]", Error);

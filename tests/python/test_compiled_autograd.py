@@ -428,6 +428,10 @@ _HAND_MADE = {
     "SliceBackward0_copy": lambda x: torch.slice_copy(x, 1, 0, 2),
     "SplitBackward0_copy": lambda x: torch.split_copy(x, 2, 1)[1],
     "SqueezeBackward2_copy": lambda x: torch.squeeze_copy(x.unsqueeze(0), [0]),
+    # F.ctc_loss turns tensor lengths into lists (CtcLossBackward0); _ctc_loss.Tensor keeps them
+    "CtcLossBackward1": lambda x: torch._ctc_loss(x.log_softmax(1).unsqueeze(1), torch.tensor([[1, 2]]),
+                                                  torch.tensor([3]), torch.tensor([2]))[0],
+    "NativeBatchNormLegitBackward1": lambda x: torch._native_batch_norm_legit(x, None, None, True, 0.1, 1e-5)[0],
     "ScaledDotProductFlashAttentionForCpuBackward0": lambda x: torch.nn.functional.scaled_dot_product_attention(
         *[x.float().reshape(1, 1, 3, 4)] * 3),
     "ReflectionPad2DBackward0": lambda x: torch.nn.functional.pad(x.reshape(1, 1, 3, 4), (1, 1, 1, 1), mode="reflect"),
