@@ -150,6 +150,7 @@ void add_indexing_nodes(std::vector<NodeDef>& registry);
 void add_nn_nodes(std::vector<NodeDef>& registry);
 void add_pooling_nodes(std::vector<NodeDef>& registry);
 void add_padding_nodes(std::vector<NodeDef>& registry);
+void add_distance_nodes(std::vector<NodeDef>& registry);
 void add_loss_nodes(std::vector<NodeDef>& registry);
 void add_engine_nodes(std::vector<NodeDef>& registry);
 
