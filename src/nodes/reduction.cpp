@@ -791,7 +791,8 @@ Grads LogcumsumexpBackward0(const Grads& grads, const LogcumsumexpBackward0Saved
 //   data: _segment_reduce_backward(grad, result, data, reduce, lengths, offsets, axis, initial)
 // Segment s of a row along axis holds lengths[..., s] consecutive elements (or offsets[..., s] to
 // offsets[..., s + 1]); lengths/offsets have data's dims before axis and the segments last, so each
-// row has its own segments. result and grad have one element per segment where data has the axis.
+// row has its own segments; they may end before the row does (unsafe=True skips the check), and the
+// elements after them get no grad. result and grad have one element per segment where data has the axis.
 // What ATen's kernel gives each element of segment s (g = grad[s], out = result[s]):
 //   sum:  g          mean: g / length
 //   max, min: g where the element equals out or is NaN, 0 elsewhere; with several such elements
@@ -841,12 +842,16 @@ Grads SegmentReduceBackward0(const Grads& grads, const SegmentReduceBackward0Sav
         shape_text(result.sizes()), " data's shape with the segments along axis");
   const std::int64_t n = data.size(axis);
   const Tensor ends = cumsum(lengths, axis);
+  // The segments may stop short of the row's end (segment_reduce's unsafe=True samples do): the
+  // elements after the last segment are in none and get no grad.
   check(sum(lt(lengths, 0)).item<std::int64_t>() == 0 &&
-            (segments == 0 ? n == 0 : sum(ne(select(ends, axis, segments - 1), n)).item<std::int64_t>() == 0),
-        node, ": lengths must be non-negative and add up to data's size ", n, " along axis ", axis);
-  if (data.numel() == 0) return Grads{zeros(data.sizes(), grad.dtype())};
+            (segments == 0 || sum(gt(select(ends, axis, segments - 1), n)).item<std::int64_t>() == 0),
+        node, ": lengths must be non-negative and add up to at most data's size ", n, " along axis ", axis);
+  if (data.numel() == 0 || segments == 0) return Grads{zeros(data.sizes(), grad.dtype())};
 
-  // segment[..., i] = the segment of element i of its row: how many segments end at or before i.
+  // segment[..., i] = the segment of element i of its row: how many segments end at or before i
+  // (`segments` for an element after the last segment: in_segment is false there, and its index is
+  // clamped to a real segment so that gather can read something).
   Shape column = Shape(static_cast<std::size_t>(axis), 1);
   column.push_back(n);
   column.push_back(1);
@@ -854,18 +859,21 @@ Grads SegmentReduceBackward0(const Grads& grads, const SegmentReduceBackward0Sav
   // ... with data's trailing dims, so that gather(t, axis, index) reads each element's segment in t.
   Shape index_view = segment.sizes();
   index_view.resize(static_cast<std::size_t>(data.dim()), 1);
-  const Tensor index = contiguous(expand(reshape(segment, index_view), data.sizes()));
+  const Tensor in_segment = expand(reshape(lt(segment, segments), index_view), data.sizes());
+  const Tensor index =
+      contiguous(expand(reshape(clamp(segment, std::nullopt, Scalar(segments - 1)), index_view), data.sizes()));
   auto per_element = [&](const Tensor& per_segment) { return gather(per_segment, axis, index); };
   auto segment_sum = [&](const Tensor& t) {  // sums t over each segment: one value per segment
-    return scatter_add(zeros(result_shape, t.dtype()), axis, index, t);
+    return scatter_add(zeros(result_shape, t.dtype()), axis, index, where(in_segment, t, 0));
   };
+  auto only_in_segments = [&](const Tensor& t) { return Grads{where(in_segment, t, 0)}; };
 
   const Tensor grad_e = per_element(grad);
-  if (reduce == "sum") return Grads{grad_e};
+  if (reduce == "sum") return only_in_segments(grad_e);
   if (reduce == "mean") {
     Shape lengths_view = lengths.sizes();
     lengths_view.resize(static_cast<std::size_t>(data.dim()), 1);
-    return Grads{div(grad_e, per_element(contiguous(expand(reshape(lengths, lengths_view), result_shape))))};
+    return only_in_segments(div(grad_e, per_element(contiguous(expand(reshape(lengths, lengths_view), result_shape)))));
   }
   const Tensor result_e = per_element(result);
   const Tensor is_nan = ne(data, data);
@@ -873,21 +881,22 @@ Grads SegmentReduceBackward0(const Grads& grads, const SegmentReduceBackward0Sav
     const Tensor selected = logical_or(eq(data, result_e), is_nan);
     const Tensor grad_input = where(selected, grad_e, 0);
     const Tensor count = per_element(segment_sum(to(selected, DType::Int64)));
-    return Grads{where(logical_and(ge(count, 2), gt(grad_input, 0)), div(grad_input, count), grad_input)};
+    return only_in_segments(where(logical_and(ge(count, 2), gt(grad_input, 0)), div(grad_input, count), grad_input));
   }
   // prod: an element that is 0 or NaN gets initial * (the product of the others): the product of the
   // segment's other elements that are neither, times 0 if another is 0, times NaN if another is NaN.
   const Tensor is_zero = eq(data, 0);
   const Tensor special = logical_or(is_zero, is_nan);
   const Tensor plain_product = per_element(
-      scatter_reduce(ones(result_shape, data.dtype()), axis, index, where(special, 1, data), "prod", true));
+      scatter_reduce(ones(result_shape, data.dtype()), axis, index,
+                     where(logical_or(special, logical_not(in_segment)), 1, data), "prod", true));
   const Tensor other_zeros = sub(per_element(segment_sum(to(is_zero, DType::Int64))), to(is_zero, DType::Int64));
   const Tensor other_nans = sub(per_element(segment_sum(to(is_nan, DType::Int64))), to(is_nan, DType::Int64));
   const Scalar initial = saved.initial.value_or(Scalar(1));
   Tensor exclusive = mul(plain_product, initial);
   exclusive = where(gt(other_zeros, 0), mul(exclusive, 0), exclusive);
   exclusive = where(gt(other_nans, 0), mul(exclusive, std::numeric_limits<double>::quiet_NaN()), exclusive);
-  return Grads{where(special, mul(grad_e, exclusive), div(mul(grad_e, result_e), data))};
+  return only_in_segments(where(special, mul(grad_e, exclusive), div(mul(grad_e, result_e), data)));
 }
 
 // The registrations of the nodes that share a struct and a function.

@@ -1432,6 +1432,7 @@ TEST_CASE("SegmentReduceBackward0") {
       for (const std::string reduce : {"sum", "mean", "max", "min", "prod"}) {
         for (const auto& [input, args] : std::vector<std::pair<Tensor, std::string>>{
                  {data, "lengths=torch.tensor([2, 0, 3, 1])"},
+                 {data, "lengths=torch.tensor([2, 0, 3]), unsafe=True, initial=1.0"},  // row 5 in no segment
                  {data, "offsets=torch.tensor([0, 2, 2, 5, 6]), initial=2.0"},
                  {special, "lengths=torch.tensor([3, 2, 0, 1], dtype=torch.int32)"},
                  {special, "lengths=torch.tensor([3, 3]), initial=-1.5"},
@@ -1488,7 +1489,7 @@ TEST_CASE("SegmentReduceBackward0") {
     Saved bad = saved;
     bad["lengths"] = from_vector(IntList{2, 0, 3, 2}, {4});
     CHECK_THROWS_WITH_AS(call_node("SegmentReduceBackward0", {g}, {true}, bad),
-                         "SegmentReduceBackward0: lengths must be non-negative and add up to data's size 6 along axis 0",
+                         "SegmentReduceBackward0: lengths must be non-negative and add up to at most data's size 6 along axis 0",
                          Error);
     bad = saved;
     bad["offsets"] = from_vector(IntList{0, 6}, {2});
