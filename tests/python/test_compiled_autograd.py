@@ -421,6 +421,8 @@ _HAND_MADE = {
     "ConjBackward0": lambda x: torch.view_as_real(torch.complex(x, 2 * x).conj() * torch.complex(x, x)),
     "ConjPhysicalBackward0": lambda x: torch.view_as_real(torch.conj_physical(torch.complex(x, 2 * x))),
     "NegViewBackward0": lambda x: torch.complex(x, 2 * x).conj().imag * 1,
+    # cdist's first OpInfo samples have p = 0 (CdistBackward0); p = 2 in the matrix-product form.
+    "EuclideanDistBackward0": lambda x: torch.cdist(x, x[:2] * 2, compute_mode="use_mm_for_euclid_dist"),
 }
 
 # Nodes refgrad has whose fields this test cannot compare, and why:
