@@ -184,6 +184,8 @@ Tensor norm(const Tensor& self, double p = 2, const IntList& dim = {}, bool keep
 Tensor cumsum(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
 // The running product; accumulated in double (complex128) and rounded per element, as ATen's CPU cumprod.
 Tensor cumprod(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
+// log(cumsum(exp(self))) along dim, computed stably (floating and complex dtypes).
+Tensor logcumsumexp(const Tensor& self, std::int64_t dim);
 Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim = false);
 Tensor softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& self, std::int64_t dim, std::optional<DType> dtype = std::nullopt);

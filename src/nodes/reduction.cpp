@@ -662,6 +662,243 @@ Grads CummaxminBackward(const Grads& grads, const CummaxminSaved& saved, const N
   return Grads{cummaxmin_backward(*grads[0], saved.self, saved.indices, saved.dim)};
 }
 
+// RenormBackward0 — renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor
+//   self: renorm_backward(grad, self, p, dim, maxnorm)
+// The forward scales each slice self[..., i, ...] (index i along dim) whose p-norm exceeds maxnorm by
+// maxnorm / (norm + 1e-7). With s = maxnorm / (norm + 1e-7) and invnorm = 1 / (norm + 1e-7):
+//   norm        = vector_norm(self, p, every dim but dim, keepdim, dtype = acc type)
+//   nb          = norm_backward(sum(real(self.conj() * grad)), self, p, norm)   (over the same dims)
+//   self's grad = where(norm > maxnorm, s * (grad - invnorm * nb), grad)
+// The norm is taken in the CPU accumulate type (float32 in float64, float16/bfloat16 in float32,
+// complex64 in complex128) and the grad comes out in grad's dtype.
+struct RenormBackward0Saved {
+  std::int64_t dim;
+  Scalar maxnorm;
+  Scalar p;
+  Tensor self;
+};
+
+DType cpu_accumulate_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float16:
+    case DType::BFloat16: return DType::Float32;
+    case DType::Float32: return DType::Float64;
+    case DType::ComplexFloat: return DType::ComplexDouble;
+    default: return dtype;
+  }
+}
+
+Grads RenormBackward0(const Grads& grads, const RenormBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor &grad = *grads[0], &self = saved.self;
+  check_same_shape("RenormBackward0", grad, self, "self");
+  check(self.dim() >= 1, "RenormBackward0: self must have at least one dim, got a 0-d tensor");
+  const std::int64_t dim = wrap_saved_dim("RenormBackward0", "dim", saved.dim, "self", self.sizes());
+  IntList reduce_dims;
+  for (std::int64_t d = 0; d < self.dim(); ++d)
+    if (d != dim) reduce_dims.push_back(d);
+  const double p = saved.p.to_double(), maxnorm = saved.maxnorm.to_double();
+  check(p > 0 && maxnorm >= 0, "RenormBackward0: p must be positive and maxnorm non-negative (as renorm checks), got p=",
+        p, " and maxnorm=", maxnorm);
+  const DType acc_type = cpu_accumulate_type(self.dtype());
+  // A complex slice's norm is that of its moduli (refgrad's linalg_vector_norm takes real tensors).
+  const Tensor norm = linalg_vector_norm(is_complex(self.dtype()) ? abs(self) : self, p, reduce_dims, true,
+                                         to_real_value_type(acc_type));
+  const Tensor grad_output =
+      sum(handle_r_to_c(DType::Float64, mul(conj(self), grad)), reduce_dims, true, to_real_value_type(acc_type));
+  const std::optional<Tensor> nb = norm_backward(grad_output, self, p, norm, reduce_dims, true);
+  const Tensor invnorm = reciprocal(add(norm, 1e-7));
+  const Tensor factor = mul(invnorm, maxnorm);
+  const Tensor scaled = mul(factor, sub(grad, mul(invnorm, *nb)));
+  return Grads{to(where(gt(norm, maxnorm), scaled, grad), grad.dtype())};
+}
+
+// DistBackward0 — dist(Tensor self, Tensor other, Scalar p=2) -> Tensor
+//   self:  norm_backward(grad, self - other, p, result)
+//   other: -norm_backward(grad, self - other, p, result)
+// The norm is over every element of the broadcast difference; each grad has the broadcast shape
+// (validate sums it back). p = 0 has no gradient: norm_backward is undefined, and so are both grads
+// (torch itself raises when it negates the undefined tensor for other).
+struct DistBackward0Saved {
+  Tensor other;
+  Scalar p;
+  Tensor self;
+  Tensor result;
+};
+
+Grads DistBackward0(const Grads& grads, const DistBackward0Saved& saved, const Need& need) {
+  if (!grads[0]) return Grads(2);
+  const Tensor& grad = *grads[0];
+  check(grad.dim() == 0 && saved.result.dim() == 0, "DistBackward0: grad ", shape_text(grad.sizes()),
+        " and result ", shape_text(saved.result.sizes()), " must be 0-d");
+  check(is_expandable_to(saved.self.sizes(), broadcast_shapes(saved.self.sizes(), saved.other.sizes())),
+        "DistBackward0: self ", shape_text(saved.self.sizes()), " and other ", shape_text(saved.other.sizes()),
+        " do not broadcast");
+  const std::optional<Tensor> self_grad =
+      norm_backward(grad, sub(saved.self, saved.other), saved.p.to_double(), saved.result, {}, false);
+  Grads out(2);
+  if (need[0]) out[0] = self_grad;
+  if (need[1] && self_grad) out[1] = neg(*self_grad);
+  return out;
+}
+
+// LogcumsumexpBackward0 — logcumsumexp(Tensor self, int dim) -> Tensor
+//   self: logcumsumexp_backward(grad, self, result, dim)
+// d result_j / d self_i = exp(self_i - result_j) for i <= j, so self's grad is
+//   sum_{j >= i} grad_j exp(self_i - result_j) = exp(self_i + revlcse(log(grad) - result)_i)
+// with revlcse the logcumsumexp from the end. A real grad may be negative: its positive and negative
+// parts go through the log separately (log of 0 read as the dtype's lowest value) and are subtracted;
+// a complex grad goes through log(grad.conj()) and the result is conjugated back.
+struct LogcumsumexpBackward0Saved {
+  std::int64_t dim;
+  Tensor self;
+  Tensor result;
+};
+
+double lowest_value(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return -65504.0;
+    case DType::BFloat16: return -3.3895313892515355e38;
+    case DType::Float32:
+    case DType::ComplexFloat: return std::numeric_limits<float>::lowest();
+    default: return std::numeric_limits<double>::lowest();
+  }
+}
+
+Grads LogcumsumexpBackward0(const Grads& grads, const LogcumsumexpBackward0Saved& saved, const Need& need) {
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor &grad = *grads[0], &self = saved.self, &result = saved.result;
+  check_same_shape("LogcumsumexpBackward0", grad, self, "self");
+  check_same_shape("LogcumsumexpBackward0", grad, result, "result");
+  if (grad.dim() == 0 || grad.numel() == 0) return Grads{grad};
+  const std::int64_t dim = wrap_saved_dim("LogcumsumexpBackward0", "dim", saved.dim, "self", self.sizes());
+  auto reverse_logcumsumexp = [dim](const Tensor& x) { return flip(logcumsumexp(flip(x, {dim}), dim), {dim}); };
+  if (is_complex(grad.dtype())) {
+    const Tensor log_grad = log(conj(grad));
+    return Grads{conj(exp(add(reverse_logcumsumexp(sub(log_grad, result)), self)))};
+  }
+  const Tensor grad_min = scalar_tensor(lowest_value(grad.dtype()), grad.dtype());
+  const Tensor log_abs_grad = log(abs(grad));
+  const Tensor log_grad_positive = where(gt(grad, 0), log_abs_grad, grad_min);
+  const Tensor log_grad_negative = where(lt(grad, 0), log_abs_grad, grad_min);
+  const Tensor output_pos = exp(add(reverse_logcumsumexp(sub(log_grad_positive, result)), self));
+  const Tensor output_neg = exp(add(reverse_logcumsumexp(sub(log_grad_negative, result)), self));
+  return Grads{sub(output_pos, output_neg)};
+}
+
+// SegmentReduceBackward0 — segment_reduce(Tensor data, str reduce, *, Tensor? lengths=None,
+//     Tensor? indices=None, Tensor? offsets=None, int axis=0, bool unsafe=False, Scalar? initial=None)
+//   data: _segment_reduce_backward(grad, result, data, reduce, lengths, offsets, axis, initial)
+// Segment s of a row along axis holds lengths[..., s] consecutive elements (or offsets[..., s] to
+// offsets[..., s + 1]); lengths/offsets have data's dims before axis and the segments last, so each
+// row has its own segments; they may end before the row does (unsafe=True skips the check), and the
+// elements after them get no grad. result and grad have one element per segment where data has the axis.
+// What ATen's kernel gives each element of segment s (g = grad[s], out = result[s]):
+//   sum:  g          mean: g / length
+//   max, min: g where the element equals out or is NaN, 0 elsewhere; with several such elements
+//         the positive g are divided by their count, the others are kept whole (ATen's kernel, as is)
+//   prod: g * out / x, but for x = 0 or NaN g times the product of the segment's other elements and
+//         initial (1 when there is none)
+struct SegmentReduceBackward0Saved {
+  std::int64_t axis;
+  Tensor data;
+  std::optional<Scalar> initial;
+  std::optional<Tensor> lengths;
+  std::optional<Tensor> offsets;
+  std::string reduce;
+  Tensor result;
+};
+
+Grads SegmentReduceBackward0(const Grads& grads, const SegmentReduceBackward0Saved& saved, const Need& need) {
+  const char* node = "SegmentReduceBackward0";
+  if (!grads[0] || !need[0]) return Grads(1);
+  const Tensor &grad = *grads[0], &data = saved.data, &result = saved.result;
+  const std::string& reduce = saved.reduce;
+  check(reduce == "sum" || reduce == "mean" || reduce == "max" || reduce == "min" || reduce == "prod", node,
+        ": reduce must be sum, mean, max, min or prod, got '", reduce, "'");
+  check(data.dim() >= 1, node, ": data must have at least one dim, got a 0-d tensor");
+  const std::int64_t axis = wrap_saved_dim(node, "axis", saved.axis, "data", data.sizes());
+  check(saved.lengths.has_value() != saved.offsets.has_value(), node,
+        ": exactly one of lengths and offsets must be saved");
+  // The segment lengths, [data's dims before axis..., S].
+  Tensor lengths;
+  if (saved.lengths) {
+    lengths = to(*saved.lengths, DType::Int64);
+  } else {
+    const Tensor offsets = to(*saved.offsets, DType::Int64);
+    check(offsets.dim() >= 1 && offsets.size(-1) >= 1, node, ": offsets ", shape_text(offsets.sizes()),
+          " must have at least one offset per row");
+    const std::int64_t last = offsets.dim() - 1, count = offsets.size(last) - 1;
+    lengths = sub(narrow(offsets, last, 1, count), narrow(offsets, last, 0, count));
+  }
+  Shape lengths_shape(data.sizes().begin(), data.sizes().begin() + axis);
+  const std::int64_t segments = lengths.dim() == axis + 1 ? lengths.size(axis) : -1;
+  lengths_shape.push_back(segments);
+  Shape result_shape = data.sizes();
+  result_shape[static_cast<std::size_t>(axis)] = segments;
+  check(lengths.sizes() == lengths_shape && result.sizes() == result_shape && grad.sizes() == result_shape, node,
+        ": for data ", shape_text(data.sizes()), " and axis ", axis, ", lengths ", shape_text(lengths.sizes()),
+        " must have data's dims before axis and one more, and grad ", shape_text(grad.sizes()), " and result ",
+        shape_text(result.sizes()), " data's shape with the segments along axis");
+  const std::int64_t n = data.size(axis);
+  const Tensor ends = cumsum(lengths, axis);
+  // The segments may stop short of the row's end (segment_reduce's unsafe=True samples do): the
+  // elements after the last segment are in none and get no grad.
+  check(sum(lt(lengths, 0)).item<std::int64_t>() == 0 &&
+            (segments == 0 || sum(gt(select(ends, axis, segments - 1), n)).item<std::int64_t>() == 0),
+        node, ": lengths must be non-negative and add up to at most data's size ", n, " along axis ", axis);
+  if (data.numel() == 0 || segments == 0) return Grads{zeros(data.sizes(), grad.dtype())};
+
+  // segment[..., i] = the segment of element i of its row: how many segments end at or before i
+  // (`segments` for an element after the last segment: in_segment is false there, and its index is
+  // clamped to a real segment so that gather can read something).
+  Shape column = Shape(static_cast<std::size_t>(axis), 1);
+  column.push_back(n);
+  column.push_back(1);
+  const Tensor segment = sum(ge(reshape(arange(n, DType::Int64), column), unsqueeze(ends, axis)), {axis + 1});
+  // ... with data's trailing dims, so that gather(t, axis, index) reads each element's segment in t.
+  Shape index_view = segment.sizes();
+  index_view.resize(static_cast<std::size_t>(data.dim()), 1);
+  const Tensor in_segment = expand(reshape(lt(segment, segments), index_view), data.sizes());
+  const Tensor index =
+      contiguous(expand(reshape(clamp(segment, std::nullopt, Scalar(segments - 1)), index_view), data.sizes()));
+  auto per_element = [&](const Tensor& per_segment) { return gather(per_segment, axis, index); };
+  auto segment_sum = [&](const Tensor& t) {  // sums t over each segment: one value per segment
+    return scatter_add(zeros(result_shape, t.dtype()), axis, index, where(in_segment, t, 0));
+  };
+  auto only_in_segments = [&](const Tensor& t) { return Grads{where(in_segment, t, 0)}; };
+
+  const Tensor grad_e = per_element(grad);
+  if (reduce == "sum") return only_in_segments(grad_e);
+  if (reduce == "mean") {
+    Shape lengths_view = lengths.sizes();
+    lengths_view.resize(static_cast<std::size_t>(data.dim()), 1);
+    return only_in_segments(div(grad_e, per_element(contiguous(expand(reshape(lengths, lengths_view), result_shape)))));
+  }
+  const Tensor result_e = per_element(result);
+  const Tensor is_nan = ne(data, data);
+  if (reduce == "max" || reduce == "min") {
+    const Tensor selected = logical_or(eq(data, result_e), is_nan);
+    const Tensor grad_input = where(selected, grad_e, 0);
+    const Tensor count = per_element(segment_sum(to(selected, DType::Int64)));
+    return only_in_segments(where(logical_and(ge(count, 2), gt(grad_input, 0)), div(grad_input, count), grad_input));
+  }
+  // prod: an element that is 0 or NaN gets initial * (the product of the others): the product of the
+  // segment's other elements that are neither, times 0 if another is 0, times NaN if another is NaN.
+  const Tensor is_zero = eq(data, 0);
+  const Tensor special = logical_or(is_zero, is_nan);
+  const Tensor plain_product = per_element(
+      scatter_reduce(ones(result_shape, data.dtype()), axis, index,
+                     where(logical_or(special, logical_not(in_segment)), 1, data), "prod", true));
+  const Tensor other_zeros = sub(per_element(segment_sum(to(is_zero, DType::Int64))), to(is_zero, DType::Int64));
+  const Tensor other_nans = sub(per_element(segment_sum(to(is_nan, DType::Int64))), to(is_nan, DType::Int64));
+  const Scalar initial = saved.initial.value_or(Scalar(1));
+  Tensor exclusive = mul(plain_product, initial);
+  exclusive = where(gt(other_zeros, 0), mul(exclusive, 0), exclusive);
+  exclusive = where(gt(other_nans, 0), mul(exclusive, std::numeric_limits<double>::quiet_NaN()), exclusive);
+  return only_in_segments(where(special, mul(grad_e, exclusive), div(mul(grad_e, result_e), data)));
+}
+
 // The registrations of the nodes that share a struct and a function.
 NodeDef value_selecting_node(const char* name, const char* aten_op) {
   using S = ValueSelectingSaved;
@@ -860,6 +1097,40 @@ void add_reduction_nodes(std::vector<NodeDef>& registry) {
          "self: logsumexp_backward(grad, self, result, dim, keepdim)"},
         {saved<&S::dim>("dim", FieldKind::IntList), saved<&S::keepdim>("keepdim", FieldKind::Bool),
          saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = RenormBackward0Saved;
+    registry.push_back(define_node<S, RenormBackward0>(
+        {"RenormBackward0", "renorm", {"self"}, 1, {}, "self: renorm_backward(grad, self, p, dim, maxnorm)"},
+        {saved<&S::dim>("dim", FieldKind::Int), saved<&S::maxnorm>("maxnorm", FieldKind::Scalar),
+         saved<&S::p>("p", FieldKind::Scalar), saved<&S::self>("self", FieldKind::Tensor)}));
+  }
+  {
+    using S = DistBackward0Saved;
+    registry.push_back(define_node<S, DistBackward0>(
+        {"DistBackward0", "dist", {"self", "other"}, 1, {},
+         "self: norm_backward(grad, self - other, p, result); other: -norm_backward(grad, self - other, p, result)"},
+        {saved<&S::other>("other", FieldKind::Tensor), saved<&S::p>("p", FieldKind::Scalar),
+         saved<&S::self>("self", FieldKind::Tensor), saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = LogcumsumexpBackward0Saved;
+    registry.push_back(define_node<S, LogcumsumexpBackward0>(
+        {"LogcumsumexpBackward0", "logcumsumexp", {"self"}, 1, {},
+         "self: logcumsumexp_backward(grad, self, result, dim)"},
+        {saved<&S::dim>("dim", FieldKind::Int), saved<&S::self>("self", FieldKind::Tensor),
+         saved<&S::result>("result", FieldKind::Tensor)}));
+  }
+  {
+    using S = SegmentReduceBackward0Saved;
+    registry.push_back(define_node<S, SegmentReduceBackward0>(
+        {"SegmentReduceBackward0", "segment_reduce", {"data"}, 1, {},
+         "data: _segment_reduce_backward(grad, result, data, reduce, lengths, offsets, axis, initial)"},
+        {saved<&S::axis>("axis", FieldKind::Int), saved<&S::data>("data", FieldKind::Tensor),
+         saved<&S::initial>("initial", FieldKind::Scalar, true),
+         saved<&S::lengths>("lengths", FieldKind::Tensor, true),
+         saved<&S::offsets>("offsets", FieldKind::Tensor, true), saved<&S::reduce>("reduce", FieldKind::String),
+         saved<&S::result>("result", FieldKind::Tensor)}));
   }
 }
 

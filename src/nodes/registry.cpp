@@ -157,6 +157,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_random_nodes(registry);
   nodes::add_grid_sampler_nodes(registry);
   nodes::add_elementwise_nodes(registry);
+  nodes::add_distance_nodes(registry);
   nodes::add_loss_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
@@ -296,7 +297,7 @@ bool supports_complex(const NodeSchema& schema) {
       // sums
       "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "CumsumBackward0", "LinalgVectorNormBackward0",
       "VarBackward0", "StdBackward0", "LogsumexpBackward0", "ProdBackward0", "ProdBackward1", "CumprodBackward0",
-      "NormBackward1", "VarMeanBackward0", "StdMeanBackward0",
+      "NormBackward1", "VarMeanBackward0", "StdMeanBackward0", "RenormBackward0", "DistBackward0", "LogcumsumexpBackward0",
       // views, copies and shapes
       "AliasBackward0", "AliasBackward0_copy", "CloneBackward0", "ToCopyBackward0", "CopyBackwards", "ViewBackward0",
       "ViewBackward0_copy", "ReshapeAliasBackward0", "ReshapeAliasBackward0_copy", "UnsafeViewBackward0",

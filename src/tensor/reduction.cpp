@@ -603,6 +603,64 @@ Tensor cumprod(const Tensor& self, std::int64_t dim, std::optional<DType> dtype)
   return from_rows(scan(Tag<std::int64_t>{}, Tag<std::uint64_t>{}), self.sizes(), mask, out_dtype);
 }
 
+// ----------------------------------------------------------- logcumsumexp ---
+
+namespace {
+
+// log(exp(x) + exp(y)) without overflow, as ATen's _log_add_exp_helper: max + log1p(exp(min - max)).
+// Two equal infinities give that infinity (their difference would be NaN); NaN propagates.
+double log_add_exp(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<double>::quiet_NaN();
+  const double lo = std::min(x, y), hi = std::max(x, y);
+  if (lo == hi && !std::isfinite(lo)) return x;
+  return std::log1p(std::exp(lo - hi)) + hi;
+}
+
+// log(1 + z) for complex z, accurate when |z| is small: log|1 + z| = log1p(2 re z + |z|^2) / 2.
+std::complex<double> complex_log1p(std::complex<double> z) {
+  const double re = z.real(), im = z.imag();
+  return {0.5 * std::log1p(2 * re + re * re + im * im), std::atan2(im, 1 + re)};
+}
+
+// The complex case, ordered by real parts. Both real parts -inf: -inf + 0i (the phase of a zero is
+// lost); both +inf: log(exp(x) + exp(y)) directly; a NaN real part: NaN + NaN i.
+std::complex<double> log_add_exp(std::complex<double> x, std::complex<double> y) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double lo_real = std::min(x.real(), y.real()), hi_real = std::max(x.real(), y.real());
+  if (std::isnan(x.real()) || std::isnan(y.real())) return {nan, nan};
+  if (lo_real == hi_real && !std::isfinite(lo_real)) {
+    if (lo_real < 0) return {lo_real, 0};
+    return std::log(std::exp(x) + std::exp(y));
+  }
+  const std::complex<double> lo = x.real() < y.real() ? x : y, hi = x.real() < y.real() ? y : x;
+  return complex_log1p(std::exp(lo - hi)) + hi;
+}
+
+}  // namespace
+
+// The running log(sum(exp(x))) along dim, from -inf, combined pairwise as ATen's CPU kernel does
+// (log_add_exp above), accumulated in double (complex128) and rounded per element.
+Tensor logcumsumexp(const Tensor& self, std::int64_t dim) {
+  check(self.defined(), "logcumsumexp: tensor is undefined");
+  check(is_floating_point(self.dtype()) || is_complex(self.dtype()),
+        "logcumsumexp: expected a floating point or complex tensor, got ", dtype_name(self.dtype()));
+  const std::vector<bool> mask = single_dim_mask(dim, self.dim(), "logcumsumexp");
+  const double minus_inf = -std::numeric_limits<double>::infinity();
+  if (is_complex(self.dtype())) {
+    using C = std::complex<double>;
+    const auto combine = [](C running, C x) { return log_add_exp(x, running); };
+    const std::vector<C> values = running_rows<C, C>(self, mask, C(minus_inf, 0), combine);
+    Tensor out = empty(self.sizes(), DType::ComplexDouble);
+    const Tensor moved = move_masked_dims_last(out, mask);
+    C* base = out.data_ptr<C>();
+    std::size_t i = 0;
+    kernel::for_each_offset(moved.sizes(), moved.strides(), [&](std::int64_t offset) { base[offset] = values[i++]; });
+    return out.to(self.dtype());
+  }
+  const auto combine = [](double running, double x) { return log_add_exp(x, running); };
+  return from_rows(running_rows<double, double>(self, mask, minus_inf, combine), self.sizes(), mask, self.dtype());
+}
+
 // ------------------------------------------------------------- logsumexp ---
 
 // logsumexp(x) = m + log(sum exp(x - m)) with m = max x, for stability. When m

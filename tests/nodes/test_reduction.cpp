@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "node_test.hpp"
+#include "torch_node_call.hpp"
 
 using namespace refgrad;
 using namespace refgrad::testing;
@@ -1146,5 +1147,362 @@ void check_cummaxmin_node(const std::string& node, const std::string& op) {
 
 TEST_CASE("CummaxBackward0") { check_cummaxmin_node("CummaxBackward0", "cummax"); }
 TEST_CASE("CumminBackward0") { check_cummaxmin_node("CumminBackward0", "cummin"); }
+
+}  // TEST_SUITE
+
+// ------------------------------------------- renorm, dist, logcumsumexp, segment_reduce ---
+
+namespace {
+
+const std::vector<DType> kFloatAndComplex = {DType::Float64,  DType::Float32,       DType::Float16,
+                                             DType::BFloat16, DType::ComplexDouble, DType::ComplexFloat};
+
+std::string number_text(double v) { return std::isinf(v) ? (v > 0 ? "float('inf')" : "-float('inf')") : std::to_string(v); }
+
+// value in `dtype`; for a complex dtype with an imaginary part drawn from `seed`.
+Tensor in_dtype(const Tensor& value, DType dtype, std::uint64_t seed) {
+  if (!is_complex(dtype)) return value.to(dtype);
+  return complex(value, random64(value.sizes(), seed)).to(dtype);
+}
+
+// renorm with L0 primitives: the slices along dim whose p-norm exceeds maxnorm scaled by maxnorm / (norm + 1e-7).
+Tensor renorm_reference(const Tensor& x, double p, std::int64_t dim, double maxnorm) {
+  IntList others;
+  for (std::int64_t d = 0; d < x.dim(); ++d)
+    if (d != dim) others.push_back(d);
+  const Tensor norm = linalg_vector_norm(x, p, others, true);
+  return mul(x, where(gt(norm, maxnorm), div(scalar_tensor(maxnorm, DType::Float64), add(norm, 1e-7)), 1.0));
+}
+
+// Node outputs against torch's own node outputs (fn(g)), in the dtype's tolerance.
+void check_outputs(const Grads& out, const std::vector<Tensor>& torch_outputs, DType dtype) {
+  REQUIRE(out.size() == torch_outputs.size());
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    CAPTURE(k);
+    if (is_undefined_output(torch_outputs[k])) {
+      CHECK_FALSE(out[k].has_value());
+      continue;
+    }
+    REQUIRE(out[k].has_value());
+    CHECK(out[k]->dtype() == torch_outputs[k].dtype());
+    CHECK_TENSOR(*out[k], torch_outputs[k], rtol_for(dtype), rtol_for(dtype) * 1e-2);
+  }
+}
+
+// segment_reduce along dim 0 with L0 primitives, one segment at a time: initial joins every
+// reduction (an empty segment is initial, or 0).
+Tensor segment_reduce_reference(const Tensor& data, const std::string& reduce, const IntList& lengths,
+                                std::optional<double> initial) {
+  TensorList outs;
+  std::int64_t start = 0;
+  Shape row = data.sizes();
+  row.erase(row.begin());
+  for (const std::int64_t length : lengths) {
+    const Tensor seg = narrow(data, 0, start, length);
+    start += length;
+    if (length == 0) {
+      outs.push_back(full(row, initial.value_or(0.0), DType::Float64));
+      continue;
+    }
+    Tensor r;
+    if (reduce == "sum" || reduce == "mean") {
+      r = sum(seg, {0});
+      if (initial) r = add(r, *initial);
+      if (reduce == "mean") r = div(r, static_cast<double>(length));
+    } else if (reduce == "prod") {
+      r = prod(seg, 0);
+      if (initial) r = mul(r, *initial);
+    } else {
+      r = reduce == "max" ? amax(seg, {0}) : amin(seg, {0});
+      if (initial) r = reduce == "max" ? maximum(r, full(row, *initial, DType::Float64))
+                                       : minimum(r, full(row, *initial, DType::Float64));
+    }
+    outs.push_back(r);
+  }
+  return stack(outs, 0);
+}
+
+}  // namespace
+
+TEST_SUITE("nodes") {
+
+TEST_CASE("RenormBackward0") {
+  // Rows of norm about 2: maxnorm 1.5 scales some and leaves others.
+  const Tensor x = random64({4, 3}, 700), g = random64({4, 3}, 701);
+  SUBCASE("finite differences, each kind of p, either dim") {
+    for (const double p : {2.0, 1.0, 3.0, 0.5, kInf}) {
+      for (const std::int64_t dim : {0, 1}) {
+        CAPTURE(p);
+        CAPTURE(dim);
+        const Saved saved = {{"dim", dim}, {"maxnorm", Scalar(1.5)}, {"p", Scalar(p)}, {"self", x}};
+        check_against_finite_differences(
+            call_node("RenormBackward0", {g}, {true}, saved), 0,
+            [&](const std::vector<Tensor>& in) { return renorm_reference(in[0], p, dim, 1.5); }, {x}, g);
+      }
+    }
+  }
+  SUBCASE("against torch: every dtype, p, dim; a zero slice; all or no slices scaled") {
+    const Tensor with_zero = tensor({{0.0, 0.0, 0.0}, {3.0, -4.0, 1.0}, {0.5, 0.1, -0.2}}, DType::Float64);
+    const Tensor three_d = random64({2, 3, 2}, 702);
+    std::uint64_t seed = 710;
+    for (const DType dtype : kFloatAndComplex) {
+      for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+               {x, "torch.renorm(x, 2, 0, 1.5)"},
+               {x, "torch.renorm(x, 1, -1, 1.0)"},
+               {x, "torch.renorm(x, 3, 0, 0.1)"},
+               {x, "torch.renorm(x, 0.5, 1, 100.0)"},
+               {x, "torch.renorm(x, float('inf'), 0, 1.0)"},
+               {with_zero, "torch.renorm(x, 2, 0, 1.0)"},
+               {three_d, "torch.renorm(x, 2, 1, 1.0)"}}) {
+        CAPTURE(forward);
+        CAPTURE(dtype_name(dtype));
+        const auto r = torch_node_call(
+            "RenormBackward0", "x = a.requires_grad_()\nout = " + forward, "fn._saved_self",
+            "(torch.tensor(signed(fn._saved_dim)), torch.tensor(float(fn._saved_maxnorm), dtype=torch.float64), "
+            "torch.tensor(float(fn._saved_p), dtype=torch.float64), fn._saved_self)",
+            {in_dtype(input, dtype, ++seed)});
+        const Saved saved = {{"dim", r[0].item<std::int64_t>()}, {"maxnorm", Scalar(r[1].item<double>())},
+                             {"p", Scalar(r[2].item<double>())}, {"self", r[3]}};
+        if (dtype == DType::ComplexFloat && std::isinf(r[2].item<double>())) {
+          // torch's inf-norm backward compares |self| (complex64) with the norm taken in complex128: no
+          // element matches and its grad of the scaled slices is 0/0. refgrad marks the largest |self|.
+          // Checked instead against torch's complex128 node on the same values.
+          CHECK(std::isnan(real(r[5]).to(DType::Float64).to_vector<double>()[0]));
+          const auto r128 = torch_node_call("RenormBackward0", "x = a.requires_grad_()\nout = " + forward,
+                                            "fn._saved_self", "()", {r[3].to(DType::ComplexDouble)});
+          CHECK_TENSOR(call_node("RenormBackward0", {r[4]}, {true}, saved)[0]->to(DType::ComplexDouble), r128[1],
+                       1e-5, 1e-7);
+          continue;
+        }
+        check_outputs(call_node("RenormBackward0", {r[4]}, {true}, saved), {r[5]}, dtype);
+      }
+    }
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Saved saved = {{"dim", std::int64_t{0}}, {"maxnorm", Scalar(1.5)}, {"p", Scalar(2.0)}, {"self", x}};
+    check_need_and_undefined("RenormBackward0", {g}, saved);
+    Saved bad = saved;
+    bad["dim"] = std::int64_t{2};
+    CHECK_THROWS_WITH_AS(call_node("RenormBackward0", {g}, {true}, bad),
+                         "RenormBackward0: dim 2 is out of range for self [4,3] (expected a dim in [-2, 1])", Error);
+    CHECK_THROWS_WITH_AS(call_node("RenormBackward0", {random64({3, 4}, 703)}, {true}, saved),
+                         "RenormBackward0: grad has shape [3,4] but self has shape [4,3]", Error);
+  }
+}
+
+TEST_CASE("DistBackward0") {
+  const Tensor x = random64({3, 4}, 720), y = random64({3, 4}, 721), g = random64({}, 722);
+  SUBCASE("finite differences, each kind of p, both inputs") {
+    for (const double p : {2.0, 1.0, 3.0, 0.5, 1.5, kInf}) {
+      CAPTURE(p);
+      const Saved saved = {{"other", y}, {"p", Scalar(p)}, {"self", x}, {"result", linalg_vector_norm(sub(x, y), p)}};
+      const Grads out = call_node("DistBackward0", {g}, {true, true}, saved);
+      auto forward = [p](const std::vector<Tensor>& in) { return linalg_vector_norm(sub(in[0], in[1]), p); };
+      check_against_finite_differences(out, 0, forward, {x, y}, g);
+      check_against_finite_differences(out, 1, forward, {x, y}, g);
+    }
+  }
+  SUBCASE("against torch: every dtype, p, broadcasting; equal inputs; ties for inf") {
+    const Tensor row = random64({4}, 723);
+    const Tensor ties = tensor({{1.0, -3.0}, {3.0, 0.0}}, DType::Float64);
+    std::uint64_t seed = 730;
+    for (const DType dtype : kFloatAndComplex) {
+      for (const double p : {2.0, 1.0, 3.0, 0.5, 1.5, kInf}) {
+        for (const auto& [a, b] : std::vector<std::pair<Tensor, Tensor>>{{x, y}, {x, row}, {x, x}, {ties, zeros({2, 2}, DType::Float64)}}) {
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(p);
+          CAPTURE(b.sizes());
+          const auto r = torch_node_call(
+              "DistBackward0",
+              "x = a.requires_grad_(); y = b.requires_grad_()\nout = torch.dist(x, y, " + number_text(p) + ")",
+              "fn._saved_result",
+              "(fn._saved_other, torch.tensor(float(fn._saved_p), dtype=torch.float64), fn._saved_self, fn._saved_result)",
+              {in_dtype(a, dtype, ++seed), in_dtype(b, dtype, ++seed)});
+          const Saved saved = {{"other", r[0]}, {"p", Scalar(r[1].item<double>())}, {"self", r[2]}, {"result", r[3]}};
+          check_outputs(call_node("DistBackward0", {r[4]}, {true, true}, saved), {r[5], r[6]}, dtype);
+        }
+      }
+    }
+  }
+  SUBCASE("against torch: p = 0 (no grad: torch's node returns None) and mixed dtypes") {
+    const auto r = torch_node_call(
+        "DistBackward0", "x = a.requires_grad_(); y = b\nout = torch.dist(x, y, 0)", "fn._saved_result",
+        "(fn._saved_other, fn._saved_self, fn._saved_result)", {x, y});
+    const Saved saved = {{"other", r[0]}, {"p", Scalar(0.0)}, {"self", r[1]}, {"result", r[2]}};
+    const Grads out = call_node("DistBackward0", {r[3]}, {true, false}, saved);
+    CHECK(is_undefined_output(r[4]));
+    CHECK_FALSE(out[0].has_value());
+    CHECK_FALSE(call_node("DistBackward0", {r[3]}, {true, true}, saved)[1].has_value());
+    const auto m = torch_node_call(
+        "DistBackward0", "x = a.requires_grad_(); y = b.requires_grad_()\nout = torch.dist(x, y, 3)",
+        "fn._saved_result", "(fn._saved_other, fn._saved_self, fn._saved_result)", {x.to(DType::Float32), y});
+    const Saved mixed = {{"other", m[0]}, {"p", Scalar(3.0)}, {"self", m[1]}, {"result", m[2]}};
+    check_outputs(call_node("DistBackward0", {m[3]}, {true, true}, mixed), {m[4], m[5]}, DType::Float32);
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Saved saved = {{"other", y}, {"p", Scalar(2.0)}, {"self", x}, {"result", linalg_vector_norm(sub(x, y), 2.0)}};
+    const Grads only_other = call_node("DistBackward0", {g}, {false, true}, saved);
+    CHECK_FALSE(only_other[0].has_value());
+    CHECK(only_other[1].has_value());
+    CHECK_FALSE(call_node("DistBackward0", {std::nullopt}, {true, true}, saved)[1].has_value());
+    CHECK_THROWS_WITH_AS(call_node("DistBackward0", {x}, {true, true}, saved),
+                         "DistBackward0: grad [3,4] and result [] must be 0-d", Error);
+  }
+}
+
+TEST_CASE("LogcumsumexpBackward0") {
+  const Tensor x = random64({3, 4}, 740), g = random64({3, 4}, 741);
+  SUBCASE("finite differences, either dim") {
+    for (const std::int64_t dim : {0, 1}) {
+      CAPTURE(dim);
+      const Saved saved = {{"dim", dim}, {"self", x}, {"result", log(cumsum(exp(x), dim))}};
+      check_against_finite_differences(
+          call_node("LogcumsumexpBackward0", {g}, {true}, saved), 0,
+          [dim](const std::vector<Tensor>& in) { return log(cumsum(exp(in[0]), dim)); }, {x}, g);
+    }
+  }
+  SUBCASE("against torch: every dtype; -inf, large values, 0-d, a negative dim") {
+    const Tensor minus_inf = tensor({{-kInf, 0.0, -kInf, 1.0}, {-kInf, -kInf, 2.0, -kInf}}, DType::Float64);
+    const Tensor large = tensor({{1000.0, 0.0, -1000.0, 1001.0}, {-50.0, 30.0, 30.0, -20.0}}, DType::Float64);
+    std::uint64_t seed = 750;
+    for (const DType dtype : kFloatAndComplex) {
+      for (const auto& [input, forward] : std::vector<std::pair<Tensor, std::string>>{
+               {x, "torch.logcumsumexp(x, 1)"},
+               {x, "torch.logcumsumexp(x, -2)"},
+               {minus_inf, "torch.logcumsumexp(x, 1)"},
+               {large, "torch.logcumsumexp(x, 1)"},
+               {random64({}, 742), "torch.logcumsumexp(x, 0)"},
+               {zeros({0, 3}, DType::Float64), "torch.logcumsumexp(x, 0)"}}) {
+        CAPTURE(forward);
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(input.sizes());
+        const auto r = torch_node_call("LogcumsumexpBackward0", "x = a.requires_grad_()\nout = " + forward,
+                                       "fn._saved_result",
+                                       "(torch.tensor(signed(fn._saved_dim)), fn._saved_self, fn._saved_result)",
+                                       {in_dtype(input, dtype, ++seed)});
+        const Saved saved = {{"dim", r[0].item<std::int64_t>()}, {"self", r[1]}, {"result", r[2]}};
+        check_outputs(call_node("LogcumsumexpBackward0", {r[3]}, {true}, saved), {r[4]}, dtype);
+      }
+    }
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Saved saved = {{"dim", std::int64_t{1}}, {"self", x}, {"result", log(cumsum(exp(x), 1))}};
+    check_need_and_undefined("LogcumsumexpBackward0", {g}, saved);
+    Saved bad = saved;
+    bad["dim"] = std::int64_t{-3};
+    CHECK_THROWS_WITH_AS(call_node("LogcumsumexpBackward0", {g}, {true}, bad),
+                         "LogcumsumexpBackward0: dim -3 is out of range for self [3,4] (expected a dim in [-2, 1])",
+                         Error);
+    CHECK_THROWS_WITH_AS(call_node("LogcumsumexpBackward0", {random64({4}, 743)}, {true}, saved),
+                         "LogcumsumexpBackward0: grad has shape [4] but self has shape [3,4]", Error);
+  }
+}
+
+TEST_CASE("SegmentReduceBackward0") {
+  const Tensor data = random64({6, 2}, 760);
+  const IntList lengths = {2, 0, 3, 1};
+  auto saved_for = [&](const Tensor& d, const std::string& reduce, std::optional<double> initial) {
+    return Saved{{"axis", std::int64_t{0}},
+                 {"data", d},
+                 {"initial", initial ? FieldValue(Scalar(*initial)) : FieldValue(None{})},
+                 {"lengths", from_vector(lengths, {4})},
+                 {"offsets", None{}},
+                 {"reduce", reduce},
+                 {"result", segment_reduce_reference(d, reduce, lengths, initial)}};
+  };
+  SUBCASE("finite differences, each reduction, with and without initial") {
+    const Tensor g = random64({4, 2}, 761);
+    for (const std::string reduce : {"sum", "mean", "max", "min", "prod"}) {
+      for (const std::optional<double> initial : {std::optional<double>{}, std::optional<double>{-0.5}}) {
+        CAPTURE(reduce);
+        CAPTURE(initial.has_value());
+        check_against_finite_differences(
+            call_node("SegmentReduceBackward0", {g}, {true}, saved_for(data, reduce, initial)), 0,
+            [&](const std::vector<Tensor>& in) { return segment_reduce_reference(in[0], reduce, lengths, initial); },
+            {data}, g);
+      }
+    }
+  }
+  SUBCASE("against torch: lengths and offsets, axis 0 and 1, every reduction and dtype; ties, zeros, NaN") {
+    // Ties of the max and min (in both signs of grad), zeros and a NaN for prod, an empty segment.
+    const Tensor special = tensor({{1.0, 0.0}, {3.0, 0.0}, {3.0, 2.0}, {-1.0, kNaN}, {-1.0, 5.0}, {0.0, 5.0}},
+                                  DType::Float64);
+    const Tensor three_d = random64({2, 5, 3}, 762);
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}) {
+      for (const std::string reduce : {"sum", "mean", "max", "min", "prod"}) {
+        for (const auto& [input, args] : std::vector<std::pair<Tensor, std::string>>{
+                 {data, "lengths=torch.tensor([2, 0, 3, 1])"},
+                 {data, "lengths=torch.tensor([2, 0, 3]), unsafe=True, initial=1.0"},  // row 5 in no segment
+                 {data, "offsets=torch.tensor([0, 2, 2, 5, 6]), initial=2.0"},
+                 {special, "lengths=torch.tensor([3, 2, 0, 1], dtype=torch.int32)"},
+                 {special, "lengths=torch.tensor([3, 3]), initial=-1.5"},
+                 {three_d, "lengths=torch.tensor([[2, 0, 3], [1, 4, 0]]), axis=1"},
+                 {three_d, "offsets=torch.tensor([[0, 5], [0, 5]]), axis=-2, initial=0.5"}}) {
+          CAPTURE(reduce);
+          CAPTURE(args);
+          CAPTURE(dtype_name(dtype));
+          const auto r = torch_node_call(
+              "SegmentReduceBackward0",
+              "x = a.requires_grad_()\nout = torch.segment_reduce(x, '" + reduce + "', " + args + ")",
+              "fn._saved_result",
+              "(torch.tensor(signed(fn._saved_axis)), fn._saved_data, torch.tensor(fn._saved_initial is None), "
+              "torch.tensor(0.0 if fn._saved_initial is None else float(fn._saved_initial), dtype=torch.float64), "
+              "torch.tensor(fn._saved_lengths is None), fn._saved_lengths if fn._saved_offsets is None else fn._saved_offsets, "
+              "torch.tensor(fn._saved_reduce == '" + reduce + "'), fn._saved_result)",
+              {input.to(dtype)});
+          CHECK(r[6].item<bool>());
+          const bool by_offsets = r[4].item<bool>();
+          const Saved saved = {{"axis", r[0].item<std::int64_t>()},
+                               {"data", r[1]},
+                               {"initial", r[2].item<bool>() ? FieldValue(None{}) : FieldValue(Scalar(r[3].item<double>()))},
+                               {"lengths", by_offsets ? FieldValue(None{}) : FieldValue(r[5])},
+                               {"offsets", by_offsets ? FieldValue(r[5]) : FieldValue(None{})},
+                               {"reduce", reduce},
+                               {"result", r[7]}};
+          check_outputs(call_node("SegmentReduceBackward0", {r[8]}, {true}, saved), {r[9]}, dtype);
+        }
+      }
+    }
+  }
+  SUBCASE("by hand: ties split only a positive grad (ATen's kernel), prod's zeros and initial") {
+    const Tensor d = tensor({1.0, 3.0, 3.0, 2.0, 0.0, 0.0, 4.0, 0.0}, DType::Float64);
+    const Saved max_saved = {{"axis", std::int64_t{0}}, {"data", d}, {"initial", None{}},
+                             {"lengths", from_vector(IntList{4, 3, 1}, {3})}, {"offsets", None{}},
+                             {"reduce", std::string("max")}, {"result", tensor({3.0, 4.0, 0.0}, DType::Float64)}};
+    CHECK_TENSOR(*call_node("SegmentReduceBackward0", {tensor({2.0, 1.0, -1.0}, DType::Float64)}, {true}, max_saved)[0],
+                 tensor({0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, -1.0}, DType::Float64));
+    CHECK_TENSOR(*call_node("SegmentReduceBackward0", {tensor({-2.0, 1.0, 1.0}, DType::Float64)}, {true}, max_saved)[0],
+                 tensor({0.0, -2.0, -2.0, 0.0, 0.0, 0.0, 1.0, 1.0}, DType::Float64));
+    // prod with initial 2: [1, 3, 3, 2] -> 36; [0, 0, 4] -> 0 (two zeros: each zero's grad is 0, 4's is 0);
+    // [0] -> 0, its grad initial * (no other element) = 2.
+    Saved prod_saved = max_saved;
+    prod_saved["reduce"] = std::string("prod");
+    prod_saved["initial"] = Scalar(2.0);
+    prod_saved["result"] = tensor({36.0, 0.0, 0.0}, DType::Float64);
+    CHECK_TENSOR(*call_node("SegmentReduceBackward0", {tensor({1.0, 1.0, 3.0}, DType::Float64)}, {true}, prod_saved)[0],
+                 tensor({36.0, 12.0, 12.0, 18.0, 0.0, 0.0, 0.0, 6.0}, DType::Float64));
+  }
+  SUBCASE("need mask, undefined grad and errors") {
+    const Saved saved = saved_for(data, "sum", std::nullopt);
+    const Tensor g = random64({4, 2}, 763);
+    check_need_and_undefined("SegmentReduceBackward0", {g}, saved);
+    Saved bad = saved;
+    bad["lengths"] = from_vector(IntList{2, 0, 3, 2}, {4});
+    CHECK_THROWS_WITH_AS(call_node("SegmentReduceBackward0", {g}, {true}, bad),
+                         "SegmentReduceBackward0: lengths must be non-negative and add up to at most data's size 6 along axis 0",
+                         Error);
+    bad = saved;
+    bad["offsets"] = from_vector(IntList{0, 6}, {2});
+    CHECK_THROWS_WITH_AS(call_node("SegmentReduceBackward0", {g}, {true}, bad),
+                         "SegmentReduceBackward0: exactly one of lengths and offsets must be saved", Error);
+    bad = saved;
+    bad["reduce"] = std::string("median");
+    CHECK_THROWS_WITH_AS(call_node("SegmentReduceBackward0", {g}, {true}, bad),
+                         "SegmentReduceBackward0: reduce must be sum, mean, max, min or prod, got 'median'", Error);
+    CHECK_THROWS_WITH_AS(call_node("SegmentReduceBackward0", {random64({3, 2}, 764)}, {true}, saved),
+                         doctest::Contains("grad [3,2] and result [4,2] data's shape with the segments along axis"),
+                         Error);
+  }
+}
 
 }  // TEST_SUITE

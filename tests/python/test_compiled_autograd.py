@@ -454,6 +454,8 @@ _HAND_MADE = {
     "BernoulliBackward1": lambda x: (x * 1).bernoulli_(torch.sigmoid(x[0])),
     "BernoulliBackward2": lambda x: (x * 1).bernoulli_(0.3),
     "RreluWithNoiseBackward1": lambda x: torch.nn.functional.rrelu(x.clone(), training=True, inplace=True),
+    # cdist's first OpInfo samples have p = 0 (CdistBackward0); p = 2 in the matrix-product form.
+    "EuclideanDistBackward0": lambda x: torch.cdist(x, x[:2] * 2, compute_mode="use_mm_for_euclid_dist"),
 }
 
 # Nodes refgrad has whose fields this test cannot compare, and why:

@@ -913,6 +913,43 @@ TEST_CASE("xtensor reductions under C++17") {
   }
 }
 
+TEST_CASE("logcumsumexp") {
+  const double inf = std::numeric_limits<double>::infinity();
+  SUBCASE("hand-worked values") {
+    CHECK_TENSOR(logcumsumexp(tensor({0.0, 0.0, std::log(2.0)}), 0),
+                 tensor({0.0, std::log(2.0), std::log(4.0)}), 1e-6, 1e-7);
+    CHECK_TENSOR(logcumsumexp(tensor(2.5), 0), tensor(2.5));  // 0-d
+  }
+  SUBCASE("against torch: large values, infinities, NaN, complex, float16") {
+    const Tensor edges = tensor({{1000.0, 0.0, -1000.0, 1001.0},
+                                 {-inf, -inf, 2.0, -inf},
+                                 {inf, 1.0, inf, -inf},
+                                 {1.0, std::nan(""), 2.0, -inf}},
+                                DType::Float64);
+    for (const DType dtype : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}) {
+      CAPTURE(dtype_name(dtype));
+      // float16/bfloat16 accumulate in float32 in ATen, in double here: one rounding apart at most.
+      const double rtol = dtype == DType::Float16 ? 1e-3 : dtype == DType::BFloat16 ? 8e-3 : kRtol;
+      for (std::int64_t dim : {0, 1, -1}) {
+        const std::string expr = "torch.logcumsumexp(a, " + std::to_string(dim) + ")";
+        const Tensor a = sample({3, 4}, dtype);
+        CHECK_TENSOR(logcumsumexp(a, dim), torch_eval1(expr, {a}), rtol, 0);
+        CHECK_TENSOR(logcumsumexp(swapped(a, 0, 1), dim), torch_eval1(expr, {swapped(a, 0, 1)}), rtol, 0);
+        CHECK_TENSOR(logcumsumexp(edges.to(dtype), dim), torch_eval1(expr, {edges.to(dtype)}), rtol, 0);
+      }
+    }
+    const Tensor z = complex(sample({3, 4}, DType::Float64, 4), sample({3, 4}, DType::Float64, 5));
+    const Tensor z_edges = complex(tensor({-inf, -inf, 1.0, inf, inf}, DType::Float64),
+                                   tensor({1.0, 2.0, 0.5, 1.0, 2.0}, DType::Float64));
+    for (const Tensor& c : {z, z.to(DType::ComplexFloat), z_edges}) {
+      CHECK_TENSOR(logcumsumexp(c, -1), torch_eval1("torch.logcumsumexp(a, -1)", {c}), kRtol, 0);
+    }
+    CHECK(logcumsumexp(zeros({0, 3}), 0).sizes() == Shape{0, 3});
+    CHECK_THROWS_WITH_AS(logcumsumexp(tensor({1, 2}), 0),
+                         "logcumsumexp: expected a floating point or complex tensor, got int64", Error);
+  }
+}
+
 TEST_CASE("cumprod") {
   SUBCASE("hand-worked values") {
     CHECK_TENSOR(cumprod(tensor({{1.0, 2.0, 3.0}, {4.0, 0.5, -2.0}}), 1), tensor({{1.0, 2.0, 6.0}, {4.0, 2.0, -4.0}}));
