@@ -151,6 +151,7 @@ void add_nn_nodes(std::vector<NodeDef>& registry);
 void add_pooling_nodes(std::vector<NodeDef>& registry);
 void add_padding_nodes(std::vector<NodeDef>& registry);
 void add_loss_nodes(std::vector<NodeDef>& registry);
+void add_special_nodes(std::vector<NodeDef>& registry);
 void add_engine_nodes(std::vector<NodeDef>& registry);
 
 }  // namespace refgrad::nodes

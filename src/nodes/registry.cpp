@@ -154,6 +154,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_pooling_nodes(registry);
   nodes::add_padding_nodes(registry);
   nodes::add_loss_nodes(registry);
+  nodes::add_special_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
   std::sort(registry.begin(), registry.end(),
