@@ -187,9 +187,9 @@ double exp_of_square(double x) {
 //   x < 0:    erfcx(x) = 2 e^(x^2) - erfcx(-x), which overflows to inf below x ~ -26.6.
 double erfcx(double x) {
   if (std::isnan(x)) return x;
+  if (std::isinf(x)) return x < 0 ? x * x : 0;  // exp_of_square's split gives NaN at inf
   if (x < 0) return 2 * exp_of_square(x) - erfcx(-x);
   if (x < 10) return exp_of_square(x) * std::erfc(x);
-  if (std::isinf(x)) return 0;
   const double inverse_two_x_squared = 1 / (2 * x * x);
   double term = 1, sum = 1;
   for (int k = 1; k <= 40 && std::abs(term) > 1e-18; ++k) {
