@@ -153,6 +153,15 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
 Tensor lgamma(const Tensor& self);   // log |Gamma(x)|
 Tensor digamma(const Tensor& self);
 Tensor polygamma(std::int64_t n, const Tensor& self);  // n >= 0; polygamma(0, x) = digamma(x)
+// Modified Bessel functions of the first kind: I0(x), e^-|x| I0(x), I1(x), e^-|x| I1(x).
+Tensor i0(const Tensor& self);
+Tensor special_i0e(const Tensor& self);
+Tensor special_i1(const Tensor& self);
+Tensor special_i1e(const Tensor& self);
+Tensor erfinv(const Tensor& self);            // erf(erfinv(y)) = y; +-inf at +-1, NaN outside [-1, 1]
+Tensor special_erfcx(const Tensor& self);     // e^(x^2) erfc(x)
+Tensor special_ndtri(const Tensor& self);     // the standard normal quantile; +-inf at 1 and 0, NaN outside [0, 1]
+Tensor special_log_ndtr(const Tensor& self);  // log of the standard normal CDF
 
 // ------------------------------------------------------------- reductions ---
 // An empty `dim` list means every dim, as in ATen's sum.dim_IntList.

@@ -156,6 +156,7 @@ void add_grid_sampler_nodes(std::vector<NodeDef>& registry);
 void add_elementwise_nodes(std::vector<NodeDef>& registry);
 void add_distance_nodes(std::vector<NodeDef>& registry);
 void add_loss_nodes(std::vector<NodeDef>& registry);
+void add_special_nodes(std::vector<NodeDef>& registry);
 void add_engine_nodes(std::vector<NodeDef>& registry);
 
 }  // namespace refgrad::nodes

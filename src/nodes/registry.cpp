@@ -159,6 +159,7 @@ std::vector<NodeDef> build_registry() {
   nodes::add_elementwise_nodes(registry);
   nodes::add_distance_nodes(registry);
   nodes::add_loss_nodes(registry);
+  nodes::add_special_nodes(registry);
   nodes::add_engine_nodes(registry);
   add_view_copy_nodes(registry);
   std::sort(registry.begin(), registry.end(),

@@ -1,6 +1,7 @@
-// Special functions: lgamma, digamma and polygamma.
+// Special functions: lgamma, digamma and polygamma; the modified Bessel functions i0, i1 and their
+// exponentially scaled forms; erfinv, erfcx, ndtri and log_ndtr.
 //
-// Both are computed in double whatever the input's floating dtype, and rounded
+// All are computed in double whatever the input's floating dtype, and rounded
 // once to it: float32 (and float16/bfloat16, whose opmath is float32) get the
 // double result rounded, which is at least as accurate as ATen's float kernels.
 // int64 and bool inputs compute in the default dtype, as ATen's float-valued ops.
@@ -123,7 +124,187 @@ Tensor special_unary(const Tensor& self, const char* op, F f) {
   return result.to(dtype);
 }
 
+// ------------------------------------------------- modified Bessel functions ---
+// I_nu(x) for nu = 0, 1 (DLMF 10.25). I0 is even and I1 odd, so both are computed at |x|: below
+// kBesselAsymptotic with the C++17 library's std::cyl_bessel_i, above it from Hankel's expansion
+// (DLMF 10.40.1) of the scaled function
+//   e^-x I_nu(x) ~ 1/sqrt(2 pi x) sum_k (-1)^k a_k(nu) / x^k,
+//   a_k(nu) = (4nu^2 - 1^2)(4nu^2 - 3^2)...(4nu^2 - (2k-1)^2) / (k! 8^k),
+// whose terms shrink by about k / (2x): at x >= 500 a dozen reach 1e-17 relative.
+constexpr double kBesselAsymptotic = 500;
+
+double scaled_bessel_i_asymptotic(int nu, double x) {
+  const double four_nu_squared = 4.0 * nu * nu;
+  double term = 1, sum = 1;
+  for (int k = 1; k <= 40 && std::abs(term) > 1e-18 * std::abs(sum); ++k) {
+    const double odd = 2.0 * k - 1;
+    term *= -(four_nu_squared - odd * odd) / (8.0 * k * x);
+    sum += term;
+  }
+  return sum / std::sqrt(2 * kPi * x);
+}
+
+// e^-|x| I_nu(|x|), for x >= 0.
+double scaled_bessel_i(int nu, double x) {
+  if (std::isinf(x)) return 0;
+  if (x < kBesselAsymptotic) return std::exp(-x) * std::cyl_bessel_i(static_cast<double>(nu), x);
+  return scaled_bessel_i_asymptotic(nu, x);
+}
+
+// I_nu(x) for x >= 0; I overflows past x ~ 714, where e^x (taken in two halves, as e^x alone
+// overflows first) makes it inf.
+double bessel_i(int nu, double x) {
+  if (std::isinf(x)) return x;
+  if (x < kBesselAsymptotic) return std::cyl_bessel_i(static_cast<double>(nu), x);
+  const double half = std::exp(x / 2);
+  return scaled_bessel_i_asymptotic(nu, x) * half * half;
+}
+
+double i0(double x) { return std::isnan(x) ? x : bessel_i(0, std::abs(x)); }
+double i0e(double x) { return std::isnan(x) ? x : scaled_bessel_i(0, std::abs(x)); }
+double i1(double x) { return std::isnan(x) ? x : std::copysign(bessel_i(1, std::abs(x)), x); }
+double i1e(double x) { return std::isnan(x) ? x : std::copysign(scaled_bessel_i(1, std::abs(x)), x); }
+
+// ------------------------------------------------------- error functions ---
+
+constexpr double kSqrtPi = 1.77245385090551602729816748334114518;
+constexpr double kSqrt2 = 1.41421356237309504880168872420969808;
+
+// e^(x^2) without the error of rounding x^2: x = hi + lo with hi of 26 bits (Veltkamp's split), so
+// hi^2 is exact and e^(x^2) = e^(hi^2) e^(2 hi lo + lo^2).
+double exp_of_square(double x) {
+  const double scaled = 134217729.0 * x;  // 2^27 + 1
+  const double hi = scaled - (scaled - x);
+  const double lo = x - hi;
+  return std::exp(hi * hi) * std::exp(2 * hi * lo + lo * lo);
+}
+
+// erfcx(x) = e^(x^2) erfc(x), the scaled complementary error function.
+//   x >= 10:  the asymptotic series (DLMF 7.12.1)
+//               erfcx(x) ~ 1/(x sqrt(pi)) sum_k (-1)^k (2k-1)!! / (2x^2)^k,
+//             whose terms shrink by (2k-1)/(2x^2) <= 1/8 over the first dozen;
+//   0 <= x < 10: e^(x^2) erfc(x), both accurate there (erfc(10) ~ 2e-45 is far from underflow);
+//   x < 0:    erfcx(x) = 2 e^(x^2) - erfcx(-x), which overflows to inf below x ~ -26.6.
+double erfcx(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x)) return x < 0 ? x * x : 0;  // exp_of_square's split gives NaN at inf
+  if (x < 0) return 2 * exp_of_square(x) - erfcx(-x);
+  if (x < 10) return exp_of_square(x) * std::erfc(x);
+  const double inverse_two_x_squared = 1 / (2 * x * x);
+  double term = 1, sum = 1;
+  for (int k = 1; k <= 40 && std::abs(term) > 1e-18; ++k) {
+    term *= -(2.0 * k - 1) * inverse_two_x_squared;
+    sum += term;
+  }
+  return sum / (x * kSqrtPi);
+}
+
+// The upper-tail normal quantile z with Q(z) = p, 0 < p <= 0.5, from Abramowitz & Stegun 26.2.23
+// (absolute error below 4.5e-4): the starting point that the solvers below refine.
+double normal_quantile_guess(double p) {
+  const double t = std::sqrt(-2 * std::log(p));
+  return t - (2.515517 + t * (0.802853 + t * 0.010328)) / (1 + t * (1.432788 + t * (0.189269 + t * 0.001308)));
+}
+
+// The x >= 0 with erf(x) = y, for 0 <= y <= 0.5, by Halley's method on f(x) = erf(x) - y:
+//   f' = 2/sqrt(pi) e^(-x^2), f'' = -2x f',  so  x -= u / (1 + x u)  with u = f / f'.
+// It starts from erfinv's Maclaurin series (sqrt(pi)/2)(y + pi y^3 / 12) for small y, where it is
+// good to 1e-6 relative, and from A&S's quantile (erfc(x) = 2 Q(x sqrt 2)) otherwise.
+double inverse_erf_center(double y) {
+  if (y == 0) return y;
+  double x = y < 0.1 ? kSqrtPi / 2 * y * (1 + kPi / 12 * y * y) : normal_quantile_guess((1 - y) / 2) / kSqrt2;
+  for (int iteration = 0; iteration < 50; ++iteration) {
+    const double u = (std::erf(x) - y) / (2 / kSqrtPi * std::exp(-x * x));
+    const double step = u / (1 + x * u);
+    x -= step;
+    if (std::abs(step) <= 1e-17 * std::abs(x)) break;
+  }
+  return x;
+}
+
+// The x > 0 with erfc(x) = w, for 0 < w <= 0.5, by Newton's method on
+//   g(x) = log erfc(x) - log w = log erfcx(x) - x^2 - log w,   g'(x) = -2 / (sqrt(pi) erfcx(x)),
+// which stays accurate far into the tail (w down to the smallest double), where erfc(x) and
+// e^(-x^2) themselves underflow. log erfc is concave, so the steps never overshoot after the first.
+double inverse_erfc_tail(double w) {
+  if (w == 0) return std::numeric_limits<double>::infinity();
+  const double log_w = std::log(w);
+  double x = normal_quantile_guess(w / 2) / kSqrt2;
+  for (int iteration = 0; iteration < 50; ++iteration) {
+    const double scaled = erfcx(x);
+    const double step = (std::log(scaled) - x * x - log_w) / (-2 / (kSqrtPi * scaled));
+    x -= step;
+    if (std::abs(step) <= 1e-17 * std::abs(x)) break;
+  }
+  return x;
+}
+
+// erfinv(y): erf(erfinv(y)) = y on [-1, 1]; +-inf at +-1, NaN outside. Odd, so solved at |y|: around
+// 0 on erf itself, and near 1 on erfc(x) = 1 - |y| (exact there, |y| >= 0.5), which keeps the
+// precision of the small distance to 1.
+double erfinv(double y) {
+  if (std::isnan(y) || std::abs(y) > 1) return std::numeric_limits<double>::quiet_NaN();
+  const double a = std::abs(y);
+  const double x = a <= 0.5 ? inverse_erf_center(a) : inverse_erfc_tail(1 - a);
+  return std::copysign(x, y);
+}
+
+// ndtri(p): the standard normal quantile, Phi(ndtri(p)) = p on [0, 1]; -inf at 0, inf at 1, NaN
+// outside. Phi(x) = erfc(-x / sqrt 2) / 2 = (1 + erf(x / sqrt 2)) / 2, so
+//   ndtri(p) = sqrt 2 erfinv(2p - 1)           for 1/4 <= p <= 3/4 (2p - 1 exact),
+//            = -sqrt 2 erfcinv(2p)             for p < 1/4 (the tail keeps p's precision),
+//            = sqrt 2 erfcinv(2 (1 - p))       for p > 3/4 (1 - p exact).
+double ndtri(double p) {
+  if (std::isnan(p) || p < 0 || p > 1) return std::numeric_limits<double>::quiet_NaN();
+  if (p < 0.25) return -kSqrt2 * inverse_erfc_tail(2 * p);
+  if (p > 0.75) return kSqrt2 * inverse_erfc_tail(2 * (1 - p));
+  const double y = 2 * p - 1;
+  return kSqrt2 * std::copysign(inverse_erf_center(std::abs(y)), y);
+}
+
+// log_ndtr(x) = log Phi(x):
+//   x < -1:  Phi(x) = erfcx(t) e^(-t^2) / 2 with t = -x / sqrt 2, so log Phi = log(erfcx(t) / 2) - x^2 / 2,
+//            finite however far the tail (Phi itself underflows below x ~ -38);
+//   x >= -1: log1p(-erfc(x / sqrt 2) / 2), accurate where Phi is close to 1.
+double log_ndtr(double x) {
+  if (std::isnan(x)) return x;
+  if (x < -1) return std::log(erfcx(-x / kSqrt2) / 2) - x * x / 2;
+  return std::log1p(-std::erfc(x / kSqrt2) / 2);
+}
+
 }  // namespace
+
+Tensor i0(const Tensor& self) {
+  return special_unary(self, "i0", [](double x) { return i0(x); });
+}
+
+Tensor special_i0e(const Tensor& self) {
+  return special_unary(self, "special_i0e", [](double x) { return i0e(x); });
+}
+
+Tensor special_i1(const Tensor& self) {
+  return special_unary(self, "special_i1", [](double x) { return i1(x); });
+}
+
+Tensor special_i1e(const Tensor& self) {
+  return special_unary(self, "special_i1e", [](double x) { return i1e(x); });
+}
+
+Tensor erfinv(const Tensor& self) {
+  return special_unary(self, "erfinv", [](double x) { return erfinv(x); });
+}
+
+Tensor special_erfcx(const Tensor& self) {
+  return special_unary(self, "special_erfcx", [](double x) { return erfcx(x); });
+}
+
+Tensor special_ndtri(const Tensor& self) {
+  return special_unary(self, "special_ndtri", [](double x) { return ndtri(x); });
+}
+
+Tensor special_log_ndtr(const Tensor& self) {
+  return special_unary(self, "special_log_ndtr", [](double x) { return log_ndtr(x); });
+}
 
 Tensor lgamma(const Tensor& self) {
   return special_unary(self, "lgamma", [](double x) { return std::lgamma(x); });

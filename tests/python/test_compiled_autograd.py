@@ -399,6 +399,8 @@ _HAND_MADE = {
     "CopysignBackward1": lambda x: torch.copysign(x, -1.0),
     "DivBackward3": lambda x: torch.ops.aten.div.Scalar_mode(x, 2.5, rounding_mode="trunc"),
     "PowBackward2": lambda x: torch.pow(2.0, x),
+    "SpecialXlog1PyBackward1": lambda x: torch.special.xlog1py(2.5, x.abs()),
+    "SpecialXlog1PyBackward2": lambda x: torch.special.xlog1py(x, 2.5),
     "RsubBackward1": lambda x: torch.rsub(x, 2.0),
     "NativeDropoutBackward0": lambda x: torch.native_dropout(x, 0.5, True)[0],
     "ScatterBackward1": lambda x: x.scatter(1, torch.tensor([[0], [1], [2]]), 1.5),
