@@ -30,6 +30,31 @@ inline void check_against_finite_differences(const Grads& node_out, std::size_t 
   CHECK_TENSOR(*node_out[k], numerical_vjp(forward, inputs, k, grad), kGradcheckRtol, kGradcheckAtol);
 }
 
+// (a) for every differentiable input of `node` at once.
+inline void check_all_against_finite_differences(const std::string& node, const Saved& saved, const Forward& forward,
+                                          const std::vector<Tensor>& inputs, const Tensor& grad) {
+  const Grads out = call_node(node, {grad}, Need(inputs.size(), true), saved);
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    CAPTURE(k);
+    check_against_finite_differences(out, k, forward, inputs, grad);
+  }
+}
+
+// Every node: need[i] alone gives exactly output i; an undefined grad gives none.
+inline void check_need_mask_and_undefined(const std::string& node, const Tensor& grad, std::size_t inputs,
+                                          const Saved& saved) {
+  for (std::size_t i = 0; i < inputs; ++i) {
+    Need need(inputs, false);
+    need[i] = true;
+    const Grads out = call_node(node, {grad}, need, saved);
+    REQUIRE(out.size() == inputs);
+    for (std::size_t j = 0; j < inputs; ++j) CHECK(out[j].has_value() == (i == j));
+  }
+  const Grads undefined = call_node(node, {std::nullopt}, Need(inputs, true), saved);
+  REQUIRE(undefined.size() == inputs);
+  for (const auto& out : undefined) CHECK_FALSE(out.has_value());
+}
+
 // An int64 tensor from torch (sizes, strides, dims) as an IntList.
 inline IntList int_list(const Tensor& t) { return t.to_vector<std::int64_t>(); }
 

@@ -23,31 +23,6 @@ Scalar scalar_of(const Tensor& number) {
   }
 }
 
-// (a) for every differentiable input at once.
-void check_all_against_finite_differences(const std::string& node, const Saved& saved, const Forward& forward,
-                                          const std::vector<Tensor>& inputs, const Tensor& grad) {
-  const Grads out = call_node(node, {grad}, Need(inputs.size(), true), saved);
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    CAPTURE(k);
-    check_against_finite_differences(out, k, forward, inputs, grad);
-  }
-}
-
-// (b) for every node: need[i] alone gives exactly output i; an undefined grad gives none.
-void check_need_mask_and_undefined(const std::string& node, const Tensor& grad, std::size_t inputs,
-                                   const Saved& saved) {
-  for (std::size_t i = 0; i < inputs; ++i) {
-    Need need(inputs, false);
-    need[i] = true;
-    const Grads out = call_node(node, {grad}, need, saved);
-    REQUIRE(out.size() == inputs);
-    for (std::size_t j = 0; j < inputs; ++j) CHECK(out[j].has_value() == (i == j));
-  }
-  const Grads undefined = call_node(node, {std::nullopt}, Need(inputs, true), saved);
-  REQUIRE(undefined.size() == inputs);
-  for (const auto& out : undefined) CHECK_FALSE(out.has_value());
-}
-
 }  // namespace
 
 TEST_SUITE("nodes") {
