@@ -572,6 +572,7 @@ Tensor linalg_cross(const Tensor& self, const Tensor& other, std::int64_t dim) {
   check(self.defined() && other.defined(), op, ": an operand is undefined");
   check(self.dim() == other.dim(), op, ": inputs must have the same number of dimensions, got ", self.dim(),
         " and ", other.dim());
+  check(self.dim() >= 1, op, ": inputs must have at least one dimension (of length 3), got 0-d tensors");
   const Shape sizes = broadcast_shapes(self.sizes(), other.sizes());
   const int64_t d = wrap_dim(dim, static_cast<int64_t>(sizes.size()), op);
   check(self.sizes()[d] == 3 && other.sizes()[d] == 3, op, ": inputs dimension ", dim, " must have length 3, got ",

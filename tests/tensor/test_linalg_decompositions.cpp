@@ -166,6 +166,9 @@ TEST_CASE("linalg_cross") {
   CHECK_TENSOR(linalg_cross(c, d, 0), torch_eval1("torch.linalg.cross(a, b, dim=0)", {c, d}));
   const Tensor h = to(a, DType::Float16), g = to(b, DType::Float16);
   CHECK_TENSOR(linalg_cross(h, g), torch_eval1("torch.linalg.cross(a, b)", {h, g}));
+  // 0-d inputs (a fuzzer's reproducer reached them through LinalgCrossBackward0): an error, not an out-of-range read
+  CHECK_THROWS_WITH_AS(linalg_cross(random({}, 1), random({}, 2)), doctest::Contains("at least one dimension"),
+                       Error);
   CHECK_THROWS_WITH_AS(linalg_cross(random({4, 2}, 1), random({4, 2}, 2)), doctest::Contains("must have length 3"),
                        Error);
 }
