@@ -7,6 +7,7 @@
 
 #include "define.hpp"
 #include "functions_manual.hpp"
+#include "pooling_shape.hpp"
 
 namespace refgrad::nodes {
 namespace {
@@ -725,17 +726,6 @@ std::array<std::int64_t, 2> pool_param(const char* node, const char* name, const
   return {values.front(), values.back()};
 }
 
-// ATen's pooling_output_shape (Pool.h): the output length of one pooled dim. The parameters fit in an
-// int, so only `input + 2 * pad` can overflow (an empty self may have any sizes).
-std::int64_t pooling_output_size(const char* node, std::int64_t input, std::int64_t kernel, std::int64_t pad,
-                                 std::int64_t stride, std::int64_t dilation, bool ceil_mode) {
-  const std::int64_t numerator =
-      add_or_fail(add_or_fail(input, 2 * pad, node) - dilation * (kernel - 1) - 1, ceil_mode ? stride - 1 : 0, node);
-  std::int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= input + pad) --out;  // the last window must start inside the input
-  return out;
-}
-
 // Checks the pooling parameters and self as ATen's pool2d_shape_check does (self [C, H, W] or [N, C, H, W]
 // with C, H and W non-empty; kernel, stride and dilation positive; 0 <= padding <= kernel / 2; an output
 // of at least 1x1), and that grad has the forward output's shape. `op` is the forward, for the message;
@@ -1178,6 +1168,16 @@ Grads ScaledDotProductFlashAttentionForCpuBackward0(const Grads& grads,
 }
 
 }  // namespace
+
+// Declared in pooling_shape.hpp. The parameters fit in an int, so only `input + 2 * pad` can overflow.
+std::int64_t pooling_output_size(const char* node, std::int64_t input, std::int64_t kernel, std::int64_t pad,
+                                 std::int64_t stride, std::int64_t dilation, bool ceil_mode) {
+  const std::int64_t numerator =
+      add_or_fail(add_or_fail(input, 2 * pad, node) - dilation * (kernel - 1) - 1, ceil_mode ? stride - 1 : 0, node);
+  std::int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= input + pad) --out;  // the last window must start inside the input
+  return out;
+}
 
 void add_nn_nodes(std::vector<NodeDef>& registry) {
   {

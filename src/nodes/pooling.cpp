@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "define.hpp"
+#include "pooling_shape.hpp"
 
 namespace refgrad::nodes {
 namespace {
@@ -33,17 +34,6 @@ Triple pool3d_param(const char* node, const char* name, const IntList& values,
           shape_text(values), " does not fit in an int");
   if (values.size() == 1) return {values[0], values[0], values[0]};
   return {values[0], values[1], values[2]};
-}
-
-// ATen's pooling_output_shape (Pool.h): the output length of one pooled dim. The parameters fit in an
-// int, so only `input + 2 * pad` can overflow (an empty batch may come with any sizes).
-std::int64_t pooling_output_size(const char* node, std::int64_t input, std::int64_t kernel, std::int64_t pad,
-                                 std::int64_t stride, std::int64_t dilation, bool ceil_mode) {
-  const std::int64_t numerator =
-      add_or_fail(add_or_fail(input, 2 * pad, node) - dilation * (kernel - 1) - 1, ceil_mode ? stride - 1 : 0, node);
-  std::int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= input + pad) --out;  // the last window must start inside the input
-  return out;
 }
 
 // Checks the pooling parameters and self as ATen's pool3d_shape_check does (self [C, D, H, W] or
