@@ -9,8 +9,11 @@ classify() runs one sample through torch and refgrad and says which of these it 
                      message says so for a dtype inside the program: complex from a real op), or a
                      node of the program has not been checked for complex numbers ("complex128 in
                      ReluBackward0": refgrad refuses it rather than risk a missing conjugate)
-  missing nodes      capture refuses nodes (refgrad.torch.UnsupportedError): their names, sorted
-  refgrad error      capture or the run raised anything else (the message's first line)
+  missing nodes      capture refuses nodes refgrad has not (refgrad.torch.UnsupportedError): their names,
+                     sorted
+  refgrad error      capture refuses a node for a reason (a sparse layout: "refgrad.torch.capture refuses
+                     ToDenseBackward0: <why>"), or capture or the run raised anything else (the message's
+                     first line)
   wrong gradient     refgrad ran and a gradient is off (the worst one, with its error and bound): an
                      oracle bug, listed so that it is seen
   torch inaccurate   (dtypes below float64) only torch's gradient is off, and torch's own float64
@@ -180,6 +183,10 @@ def classify(op, dtype: torch.dtype, index: int, sample) -> Outcome:
     try:
         capture = refgrad.torch.capture(outputs, inputs=inputs, grad_outputs=grad_outputs, allow_unused=True)
     except refgrad.torch.UnsupportedError as error:
+        refused = [item for item in error.unsupported if not item.reason.startswith("refgrad has no node")]
+        if refused:  # a node refgrad refuses for a reason (a sparse layout, a hidden field), not one it lacks
+            names = ", ".join(sorted({item.name for item in refused}))
+            return Outcome(REFGRAD_ERROR, f"refgrad.torch.capture refuses {names}: {refused[0].reason}")
         return Outcome(MISSING_NODES, ", ".join(sorted({item.name for item in error.unsupported})))
     except refgrad.Error as error:
         return _refgrad_error(error)

@@ -1005,3 +1005,16 @@ def test_sparse_tensors_are_refused_by_name():
     coo = dense.to_sparse().requires_grad_()
     with pytest.raises(refgrad.Error, match=r"output 0 is a torch.sparse_coo tensor"):
         rt.capture(coo * 2, grad_outputs=[(coo * 2).detach()])
+
+
+def test_a_dense_graph_through_a_sparse_layout_is_refused_naming_the_layout():
+    """x.to_sparse().to_dense(): dense at both ends, sparse between. The two nodes are refused as sparse
+    (UnsupportedError, so that refgrad.check falls back on eager), not as nodes refgrad happens to lack."""
+    x = torch.tensor([[0.0, 2.0], [3.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    out = (x.to_sparse().to_dense() * 2).sum()
+    with pytest.raises(rt.UnsupportedError) as refused:
+        rt.capture(out)
+    assert {item.name for item in refused.value.unsupported} == {"ToDenseBackward0", "ToSparseBackward1"}
+    for item in refused.value.unsupported:
+        assert "sparse layout" in item.reason and "refgrad has no node" not in item.reason
+    assert rt.coverage(out)  # coverage() says the same without raising

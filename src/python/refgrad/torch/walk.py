@@ -15,6 +15,7 @@ and its message names the node and where it sits.
 from __future__ import annotations
 
 import collections
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -51,9 +52,18 @@ class Unsupported:
         return f"{self.name}: {self.reason} (saved fields: {saved}; at {self.where})"
 
 
+# torch's nodes that take or give a sparse tensor (Functions.h's names: to_sparse, to_dense, values,
+# coalesce, the sparse ops). refgrad has none: its tensors are dense, and none can be added until they are not.
+_SPARSE_LAYOUT_NODE = re.compile(r"^(ToSparse\w*|ToDense|Sparse\w+|Coalesce|Values)Backward\d+(_copy)?$")
+SPARSE_LAYOUTS_REASON = ("it takes or gives a tensor of a sparse layout; refgrad's tensors are dense (torch.strided): "
+                         "sparse layouts are not supported yet")
+
+
 def _unsupported_reason(fn) -> Optional[str]:
     if _is_leaf_node(fn) or _is_function_node(fn):
         return None  # autograd.Function nodes are host calls (refgrad.torch.host)
+    if _SPARSE_LAYOUT_NODE.match(_short_name(fn)):
+        return SPARSE_LAYOUTS_REASON
     if _short_name(fn) == "CopySlices":
         return _copy_slices_reason(fn)
     schema = _schema_of(fn)  # by torch's name, or without its torch::autograd:: prefix (CopyBackwards)
