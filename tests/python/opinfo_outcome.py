@@ -19,6 +19,9 @@ classify() runs one sample through torch and refgrad and says which of these it 
   torch inaccurate   (dtypes below float64) only torch's gradient is off, and torch's own float64
                      gradient says refgrad's formula is right: torch's kernel rounds worse than the
                      rule allows (layer_norm over one element: weight gradient exactly 0, torch 2.6e-5)
+  torch wrong        refgrad and torch disagree beyond rounding, and central finite differences of the
+                     sample in float64 side with refgrad: torch's formula is wrong (as_strided_scatter's
+                     self gradient, which torch's own gradcheck fails)
   pass               every gradient agrees
 
 Comparison (DESIGN.md "Numbers and precision", refgrad.check.rule):
@@ -40,6 +43,10 @@ Comparison (DESIGN.md "Numbers and precision", refgrad.check.rule):
   float16), neither can be near R there; R is then checked against torch's float64 gradient within the
   dtype's rtol instead, where both are finite, and the elements both ran finitely are compared as above.
   A NaN where the other side has none, a missing gradient, or a shape or dtype that differs fails.
+- Where a gradient fails, the sample's finite differences decide whose it is (inputs of at most
+  FINITE_DIFFERENCE_ELEMENTS elements; promoted to float64 or complex128, central differences of
+  Re <grad_outputs, outputs>): refgrad's R within FINITE_DIFFERENCE_RTOL of them at every input, and torch's float64
+  gradient not, is torch wrong; anything else stays a wrong gradient.
 
 Randomness is fixed: the samples come from a seed per op and dtype (opinfo_samples.samples) and the
 grad_outputs from a seed per op, dtype and sample index.
@@ -68,9 +75,10 @@ MISSING_NODES = "missing nodes"
 REFGRAD_ERROR = "refgrad error"
 WRONG_GRADIENT = "wrong gradient"
 TORCH_INACCURATE = "torch inaccurate"
+TORCH_WRONG = "torch wrong"
 PASS = "pass"
 # The kinds an expectation may name, in the order the table prints them.
-FAILURES = (UNSUPPORTED_DTYPE, MISSING_NODES, REFGRAD_ERROR, WRONG_GRADIENT, TORCH_INACCURATE)
+FAILURES = (UNSUPPORTED_DTYPE, MISSING_NODES, REFGRAD_ERROR, WRONG_GRADIENT, TORCH_INACCURATE, TORCH_WRONG)
 # Kinds whose detail must match too: a node added or a dtype gained changes the entry. Errors' and
 # wrong gradients' details (a message, the measured errors) are shown, not matched: they are not a
 # verdict, and their digits may differ with the BLAS or the machine.
@@ -211,7 +219,83 @@ def classify(op, dtype: torch.dtype, index: int, sample) -> Outcome:
             return torch.autograd.grad(out, promoted, grads, allow_unused=True)
 
     return _compare_all(dtype, [reference[name] for name in names], list(expected),
-                        None if as_captured is None else [as_captured[name] for name in names], torch_float64)
+                        None if as_captured is None else [as_captured[name] for name in names], torch_float64,
+                        lambda: _finite_differences(fn, inputs, grad_outputs))
+
+
+# The finite-difference verdict's limits: inputs of at most this many elements in all (two forwards an
+# element), and how close (relative to the gradient's largest element, at least 1) R must be to them.
+FINITE_DIFFERENCE_ELEMENTS = 4096
+FINITE_DIFFERENCE_RTOL = 1e-5
+
+
+def _finite_differences(fn, inputs, grad_outputs) -> Optional[list[Optional[torch.Tensor]]]:
+    """Central differences, in float64 (complex128), of s(x) = sum Re(conj(g) out) over the outputs: the
+    real function whose gradient torch's backward with grad_outputs g computes. A complex input's
+    gradient is ds/d(re x) + i ds/d(im x), torch's convention. One per input (None: not floating); None
+    when the inputs are too large for it."""
+    if sum(x.numel() for x in inputs) > FINITE_DIFFERENCE_ELEMENTS:
+        return None
+    promoted = [x.detach().to(_promoted(x.dtype)) for x in inputs]
+    grads = [g.detach().to(_promoted(g.dtype)) for g in grad_outputs]
+
+    def s(values) -> float:
+        # fresh leaves that require grad, as the sample's: its differentiable outputs are those that do
+        leaves = [x.clone().requires_grad_(x.is_floating_point() or x.is_complex()) for x in values]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outputs = _differentiable_outputs(fn(*leaves))
+        return sum(float((torch.conj(g) * out.detach().to(g.dtype)).real.sum()) for g, out in zip(grads, outputs))
+
+    def derivative(flat: torch.Tensor, i: int, direction: complex) -> float:
+        value = flat[i].item()
+        step = 1e-6 * max(1.0, abs(value))
+        flat[i] = value + direction * step
+        up = s(promoted)
+        flat[i] = value - direction * step
+        down = s(promoted)
+        flat[i] = value
+        return (up - down) / (2 * step)
+
+    gradients = []
+    for x in promoted:
+        if not (x.is_floating_point() or x.is_complex()):
+            gradients.append(None)
+            continue
+        gradient = torch.zeros_like(x)
+        flat, grad_flat = x.view(-1), gradient.view(-1)
+        for i in range(flat.numel()):
+            if x.is_complex():
+                grad_flat[i] = complex(derivative(flat, i, 1.0), derivative(flat, i, 1j))
+            else:
+                grad_flat[i] = derivative(flat, i, 1.0)
+        gradients.append(gradient)
+    return gradients
+
+
+def _sides_with_refgrad(reference, exact, differences) -> Optional[str]:
+    """Whether finite differences agree with refgrad's R at every input and not with torch's float64
+    gradient at some: the detail of a torch-wrong outcome, or None."""
+    if differences is None or exact is None:
+        return None
+    worst = None
+    for k, (r, t, d) in enumerate(zip(reference, exact, differences)):
+        if r is None or d is None:
+            continue
+        if t is None or list(r.shape) != list(d.shape) or list(t.shape) != list(d.shape):
+            return None
+        r, t, d = _real(r).to(torch.float64), _real(t).to(torch.float64), _real(d)
+        tolerance = FINITE_DIFFERENCE_RTOL * max(1.0, _max_abs(d, torch.zeros_like(d)))
+        refgrad_error, torch_error = _max_abs(r, d), _max_abs(t, d)
+        if not refgrad_error <= tolerance:  # NaN never agrees
+            return None
+        if torch_error > 10 * tolerance and (worst is None or torch_error > worst[1]):
+            worst = (k, torch_error, refgrad_error)
+    if worst is None:
+        return None
+    k, torch_error, refgrad_error = worst
+    return (f"input {k}: max|torch float64 - finite differences| {torch_error:.2g}, "
+            f"max|R - finite differences| {refgrad_error:.2g}")
 
 
 def _promoted(dtype: torch.dtype) -> torch.dtype:
@@ -242,7 +326,7 @@ def _failure(k: int, what: str, result) -> tuple[float, str]:
     return result.max_rel, f"{text}; {result.note}" if result.note else text
 
 
-def _compare_all(dtype, reference, expected, as_captured, torch_float64) -> Outcome:
+def _compare_all(dtype, reference, expected, as_captured, torch_float64, finite_differences) -> Outcome:
     """The worst gradient's verdict over all inputs (see the module's docstring for the rule)."""
     rule = _Rule()
     failures, torch_off = [], []
@@ -309,6 +393,11 @@ def _compare_all(dtype, reference, expected, as_captured, torch_float64) -> Outc
             return Outcome(TORCH_INACCURATE, worst[1].strip())
     if not failures:
         return Outcome(PASS)
+    # torch's float64 gradient: the one compared at float64 already, asked for below it
+    exact = expected if as_captured is None else torch_exact()
+    verdict = _sides_with_refgrad(reference, exact, _call_or_none(finite_differences))
+    if verdict is not None:
+        return Outcome(TORCH_WRONG, verdict)
     worst = max(failures, key=lambda failure: _severity(failure[0]))
     return Outcome(WRONG_GRADIENT, worst[1].strip())
 

@@ -33,7 +33,7 @@ import torch
 import refgrad.torch
 
 from opinfo_expectations import ENTRIES
-from opinfo_outcome import (MISSING_NODES, PASS, REFGRAD_ERROR, SKIP, TORCH_INACCURATE, WRONG_GRADIENT,
+from opinfo_outcome import (MISSING_NODES, PASS, REFGRAD_ERROR, SKIP, TORCH_INACCURATE, TORCH_WRONG, WRONG_GRADIENT,
                             Expectations, Outcome, classify, entries_for, run_op)
 from opinfo_samples import DTYPES, autograd_ops, backward_dtypes, dtype_name, first_variant, op_id, samples
 
@@ -113,6 +113,27 @@ def test_torch_rounding_worse_than_the_rule_is_torch_inaccurate():
     op = first_variant("nn.functional.layer_norm")
     [(_, outcome)] = [item for item in run_op(op, torch.float32, limit=3) if item[0] == 2]
     assert outcome.kind == TORCH_INACCURATE and "input 1: max|torch - R|" in outcome.detail, outcome
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=["float64", "complex128"])
+def test_a_torch_gradient_that_finite_differences_refute_is_torch_wrong(dtype):
+    """as_strided_scatter's self gradient: torch's fails torch's own gradcheck (torch masks the elements it
+    should keep); finite differences side with refgrad, so the outcome is torch wrong, not a wrong gradient."""
+    op = first_variant("as_strided_scatter")
+    outcome = classify(op, dtype, 0, next(samples(op, dtype)))
+    assert outcome.kind == TORCH_WRONG and outcome.detail.startswith("input 0: max|torch float64 - finite"), outcome
+    x = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    src = torch.randn(2, 2, dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradcheck(lambda a, b: torch.as_strided_scatter(a, b, (2, 2), (1, 2), 1), (x, src),
+                                        raise_exception=False)  # the independent truth: torch's own check
+
+
+def test_a_planted_error_is_not_blamed_on_torch_by_finite_differences(monkeypatch):
+    """Finite differences side with torch, not with a refgrad 0.1% off: the outcome stays a wrong gradient."""
+    op = first_variant("mul")
+    sample = next(samples(op, torch.float64))
+    _planted(monkeypatch, 1.001, ("float64", "float32"))
+    assert classify(op, torch.float64, 0, sample).kind == WRONG_GRADIENT
 
 
 def test_an_overflow_in_both_dtype_runs_is_checked_against_torch_float64():
