@@ -242,3 +242,21 @@ def test_command_line_show_and_report(tmp_path, capsys):
     os.makedirs(tmp_path / "empty")
     assert main(["report", str(tmp_path / "empty")]) == 0
     assert "0 distinct findings" in capsys.readouterr().out
+
+
+def test_a_torch_compile_that_ran_no_compiled_code_is_not_compiled_not_an_engine_bug(tmp_path):
+    """retain_grad makes dynamo skip the whole frame under AOTDispatcher, by design ("Tensor.retain_grad()
+    does not work with AOTDispatcher"): torch.compile then runs eager. check says the engine ran no compiled
+    code; triage files it as not_compiled, not as an engine_raised bug (seed 11 of a campaign did so)."""
+    import refgrad
+    from refgrad.fuzz.triage import classify
+
+    def program(q, k, v):
+        q = q * 1.0
+        q.retain_grad()
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    leaves = [torch.randn(1, 2, 3, 4, requires_grad=True) for _ in range(3)]
+    report = refgrad.check(program, *leaves, engines=["torch_compile:aot_eager"], reproducer_dir=str(tmp_path))
+    findings = classify(report, ("retain_grad", "scaled_dot_product_attention"))
+    assert [f.bug for f in findings] == [("torch_compile:aot_eager", "not_compiled", "fell_back")], findings

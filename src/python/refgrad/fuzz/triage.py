@@ -12,6 +12,9 @@ A finding's ``kind`` is one of:
     worker_crashed     the process running the case died (a segfault in torch, os._exit, ...)
     timeout            the case ran past the per-case timeout (the process was killed)
     fuzzer_error       refgrad.fuzz itself raised (the generator, say): a bug of the fuzzer
+    not_compiled       torch.compile ran no compiled code: dynamo skipped the whole frame, as it does by
+                       design for some programs (retain_grad under AOTDispatcher, "Tensor.retain_grad() does
+                       not work with AOTDispatcher"); not a bug, and the case says nothing of that engine
 
 Rounding within DESIGN.md's rule is no finding: check's verdict decides, per gradient.
 
@@ -28,7 +31,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 KINDS = ("oracle_raised", "oracle_disagrees", "engine_raised", "wrong_gradient", "hooks_differ",
-         "nondeterministic", "worker_crashed", "timeout", "fuzzer_error")
+         "nondeterministic", "worker_crashed", "timeout", "fuzzer_error", "not_compiled")
+
+# engines.TorchCompile's error when the forward ran no compiled code
+_FELL_BACK = "the forward ran no compiled code"
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,9 @@ def classify(report: Any, ops: tuple[str, ...], repeats: Optional[dict[str, str]
         divergence = report.first_divergence.get(engine)
         is_eager = engine == report.eager
         if engine in report.errors:
+            if _FELL_BACK in report.errors[engine]:
+                findings.append(Finding("not_compiled", engine, "fell_back", ops, report.errors[engine]))
+                continue
             kind = "engine_raised"  # eager raising: a program the generator should not have made
             findings.append(Finding(kind, engine, error_type(report.errors[engine]), ops, report.errors[engine]))
             continue
