@@ -361,10 +361,13 @@ Grads IndexReduceBackward0(const Grads& grads, const IndexReduceBackward0Saved& 
 // IndexPutBackward0 — index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
 //   self:   accumulate ? grad : grad.index_put(indices, zeros_like(values), false)
 //   values: grad.index(indices)
-// zeros_like(values) is values_info.zeros(): values' sizes and options (the
-// dtype is grad's when the options have none; index_put requires values and
-// self, hence grad, to share a dtype). With duplicate indices and
-// accumulate=false every duplicate gets the grad, as in PyTorch.
+// zeros_like(values) is values_info.zeros(), scattered where values went: the
+// indexed elements of grad become 0. refgrad scatters a 0-d zero of grad's
+// dtype (index_put broadcasts values, and requires values and self, hence
+// grad, to share a dtype), the same tensor, so self's gradient does not read
+// values_info: when values needs no grad, capture cannot see its sizes (it has
+// no edge). With duplicate indices and accumulate=false every duplicate gets
+// the grad, as in PyTorch.
 struct IndexPutBackward0Saved {
   bool accumulate;
   std::vector<OptionalTensor> indices;
@@ -378,9 +381,7 @@ Grads IndexPutBackward0(const Grads& grads, const IndexPutBackward0Saved& saved,
   if (need[0] && saved.accumulate) {
     out[0] = grad;
   } else if (need[0]) {
-    check_sizes("IndexPutBackward0", "values_info", saved.values_info.sizes);
-    const DType values_dtype = saved.values_info.options.dtype.value_or(grad.dtype());
-    out[0] = index_put(grad, saved.indices, zeros(saved.values_info.sizes, values_dtype), false);
+    out[0] = index_put(grad, saved.indices, zeros({}, grad.dtype()), false);
   }
   if (need[1]) out[1] = index(grad, saved.indices);
   return out;
@@ -496,7 +497,9 @@ Grads IndexFillBackward1(const Grads& grads, const IndexFillBackward0Saved& save
 //   source: grad.take(index).reshape_as(source)
 // put and take address self as if flattened; a negative index counts from the end. PyTorch saves
 // `source` only when source's grad may be needed; zeros_like(source) is source_info.zeros() (source's
-// sizes and options; put requires source and self, hence grad, to share a dtype).
+// sizes and options), put at index: refgrad puts index.numel() zeros of grad's dtype (put requires
+// source and self, hence grad, to share a dtype, and source to have index's number of elements), so
+// self's gradient does not read source_info, which capture cannot know when source needs no grad.
 struct PutBackward0Saved {
   bool accumulate;
   Tensor index;
@@ -513,12 +516,7 @@ Grads PutBackward0(const Grads& grads, const PutBackward0Saved& saved, const Nee
   if (need[0] && saved.accumulate) {
     out[0] = grad;
   } else if (need[0]) {
-    check_sizes("PutBackward0", "source_info", saved.source_info.sizes);
-    check(numel_of(saved.source_info.sizes) == flat_index.numel(), "PutBackward0: source_info of shape ",
-          shape_text(saved.source_info.sizes), " and index of shape ", shape_text(saved.index.sizes()),
-          " differ in their number of elements");
-    const DType source_dtype = saved.source_info.options.dtype.value_or(grad.dtype());
-    const Tensor flat = index_put(reshape(contiguous(grad), {-1}), {flat_index}, zeros({flat_index.numel()}, source_dtype));
+    const Tensor flat = index_put(reshape(contiguous(grad), {-1}), {flat_index}, zeros({flat_index.numel()}, grad.dtype()));
     out[0] = reshape(flat, grad.sizes());
   }
   if (need[1]) {

@@ -1018,3 +1018,93 @@ def test_a_dense_graph_through_a_sparse_layout_is_refused_naming_the_layout():
     for item in refused.value.unsupported:
         assert "sparse layout" in item.reason and "refgrad has no node" not in item.reason
     assert rt.coverage(out)  # coverage() says the same without raising
+
+
+def test_an_input_that_is_a_no_grad_view_of_a_leaf_gets_no_gradient_as_in_torch():
+    """A view made under no_grad of a leaf that requires grad (OpInfo's istft window, window[:8]) requires
+    grad but has no node of its own: torch.autograd.graph.get_gradient_edge fails on it ("Expected gradient
+    function to be set") and torch.autograd.grad gives it None. capture does the same with allow_unused,
+    and says what torch says without it."""
+    base = torch.randn(10, dtype=torch.float64, requires_grad=True)
+    with torch.no_grad():
+        window = base[:8]
+    assert window.requires_grad and window.grad_fn is None
+    x = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    out = (x * window).sum()
+    expected = torch.autograd.grad(out, [x, window], allow_unused=True, retain_graph=True)
+    assert expected[1] is None
+    grads = rt.capture(out, inputs=[x, window], allow_unused=True, names={"x": x, "window": window}).run()
+    assert grads["window"] is None
+    torch.testing.assert_close(grads["x"], expected[0])
+    with pytest.raises(refgrad.Error, match=r"input 1: One of the differentiated Tensors appears to not have been used"):
+        rt.capture(out, inputs=[x, window])
+
+
+# A hidden field of a forward input X (X_scalar_type, X_options, X_info, ...) is derived from X's edge, else
+# from a saved tensor named X, else from the node's own output metadata. The last is no fact about X: it is
+# exact only where X is the node's output's shape and dtype, and harmless only where nothing reads it. X has
+# no edge exactly when it needs no grad, so X's own formula never runs; what must not happen is another
+# input's formula reading it. These are the derivatives.yaml formulas that do, with why each node of refgrad
+# is safe (a node refgrad lacks must be looked at when it comes: the test fails for it).
+_HIDDEN_FIELDS_READ_BY_ANOTHER_FORMULA = {
+    # zeros_like(values) / zeros_like(source) scattered into grad: refgrad scatters zeros of grad's dtype,
+    # not reading the field (tests/nodes/test_indexing.cpp)
+    ("IndexPutBackward0", "values_info"): "not read",
+    ("PutBackward0", "source_info"): "not read",
+    # select/slice/diagonal_scatter(grad, zeros_like(src)): refgrad zeroes the view of grad
+    ("SelectScatterBackward0", "src_info"): "not read",
+    ("SliceScatterBackward0", "src_info"): "not read",
+    ("DiagonalScatterBackward0", "src_info"): "not read",
+    # a geometry is never derived from output metadata: capture refuses the node when it cannot know it
+    ("AsStridedScatterBackward0", "src_geometry"): "refused when unknown",
+}
+
+
+def _formulas_reading_another_inputs_hidden_field() -> set[tuple[str, str]]:
+    import os
+    import torchgen
+    from torchgen.packaged.autograd.load_derivatives import load_derivatives
+    packaged = os.path.join(os.path.dirname(torchgen.__file__), "packaged")
+    infos, _ = load_derivatives(os.path.join(packaged, "autograd", "derivatives.yaml"),
+                                os.path.join(packaged, "ATen", "native", "native_functions.yaml"),
+                                os.path.join(packaged, "ATen", "native", "tags.yaml"))
+    hidden = ("_scalar_type", "_options", "_info", "_layout", "_args_scalartypes", "_args_sizes_symint",
+              "_args_sizes", "_geometry")
+    found = set()
+    for per_key in infos.values():
+        for info in per_key.values():
+            if info is None or info.op is None:
+                continue
+            inputs = {argument.name for argument in info.func.func.arguments.flat_all}
+            for derivative in info.derivatives:
+                for saved in derivative.saved_inputs:
+                    field = str(saved.nctype.name)
+                    for suffix in hidden:
+                        owner = field.removesuffix(suffix)
+                        if field.endswith(suffix) and owner in inputs and owner not in derivative.var_names:
+                            found.add((info.op, field))
+    return found
+
+
+def test_no_gradient_reads_a_hidden_field_that_capture_cannot_know():
+    registered = {node.name for node in refgrad.nodes()}
+    found = _formulas_reading_another_inputs_hidden_field()
+    assert ("IndexPutBackward0", "values_info") in found  # the search finds what it looks for
+    unexamined = sorted(pair for pair in found if pair[0] in registered and pair not in _HIDDEN_FIELDS_READ_BY_ANOTHER_FORMULA)
+    assert not unexamined, f"nodes whose formula reads another input's hidden field: {unexamined}"
+
+
+@pytest.mark.parametrize("op", ["index_put", "put", "index_put_broadcast"])
+def test_scattering_values_that_need_no_grad_runs_as_in_torch(op):
+    """values / source need no grad: no edge shows their sizes, and self's gradient must not depend on them."""
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    if op == "index_put":
+        out = x.index_put((torch.tensor([0, 3, 0]),), torch.randn(3, 4, dtype=torch.float64))
+    elif op == "index_put_broadcast":
+        out = x.index_put((torch.tensor([1, 2]), torch.tensor([0, 3])), torch.tensor(2.0, dtype=torch.float64))
+    else:
+        out = x.put(torch.tensor([0, 7, 19]), torch.randn(3, dtype=torch.float64))
+    loss = (out * torch.arange(20.0, dtype=torch.float64).reshape(5, 4)).sum()
+    ours = rt.capture(loss, names={"x": x}).run()
+    loss.backward()
+    torch.testing.assert_close(ours["x"], x.grad, rtol=0, atol=0)

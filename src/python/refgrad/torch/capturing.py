@@ -15,7 +15,7 @@ from refgrad.torch.builder import _Builder, _Names
 from refgrad.torch.checkpointing import _REENTRANT_WITH_INPUTS, _Recomputation
 from refgrad.torch.host import (Host, _function_backward, _module_hook, _post_accumulate_grad_hook, _tensor_hook,
                                _to_torch)
-from refgrad.torch.walk import UnsupportedError, _outputs_list, _root_edges, _Walk
+from refgrad.torch.walk import UnsupportedError, _outputs_list, _root_edges, _Walk, gradient_edge
 
 
 def _refgrad_errors(who: str) -> Callable:
@@ -151,18 +151,32 @@ def _refuse_sparse_layouts(outputs, inputs, grads) -> None:
                                     "tensors are dense (torch.strided): sparse layouts are not supported yet")
 
 
-def _capture_graph(outputs, inputs, grad_outputs, names) -> _Captured:
+_NOT_USED = ("One of the differentiated Tensors appears to not have been used in the graph. Set allow_unused=True "
+             "if this is the desired behavior.")
+
+
+def _capture_graph(outputs, inputs, grad_outputs, names, allow_unused: bool = False) -> _Captured:
     outputs = _outputs_list(outputs)
     inputs = [] if inputs is None else _outputs_list(inputs)
     tensor_names = _Names(names)
     root_edges = _root_edges(outputs)
     root_grads = _grad_outputs(outputs, grad_outputs)
     _refuse_sparse_layouts(outputs, inputs, root_grads)
-    capture_edges = []
+    capture_edges, unreached = [], []
     for tensor in inputs:
         if not tensor.requires_grad:
             raise refgrad.Error("One of the differentiated Tensors does not require grad")
-        capture_edges.append((tensor_names(tensor, "input"), torch.autograd.graph.get_gradient_edge(tensor)))
+        edge = gradient_edge(tensor)
+        if edge.node is None:
+            # no node accumulates its gradient (a leaf view of a base whose graph was not recorded): no output
+            # reaches it, and torch.autograd.grad gives None for it
+            if not allow_unused:
+                raise refgrad.Error(f"refgrad.torch.capture: input {len(capture_edges) + len(unreached)}: {_NOT_USED}")
+            unreached.append(tensor_names(tensor, "input"))
+            continue
+        capture_edges.append((tensor_names(tensor, "input"), edge))
+    if inputs and not capture_edges:
+        raise refgrad.Error(f"refgrad.torch.capture: no input has a node that accumulates its gradient: {_NOT_USED}")
 
     # Reading saved values may recompute checkpointed regions: the capture's own recomputation.
     recomputation = _Recomputation()
@@ -191,7 +205,8 @@ def _capture_graph(outputs, inputs, grad_outputs, names) -> _Captured:
     given = {id(tensor): tensor for tensor in outputs + inputs + tensor_names.tensors()}
     for tensor in given.values():
         builder.add_non_leaf_hooks(tensor)
-    return _Captured(graph, builder, [name for name, _ in capture_edges])
+    # an unreached input is among the names but not the program's captures: Capture.run gives it None
+    return _Captured(graph, builder, [name for name, _ in capture_edges] + unreached)
 
 
 def _with_torch_path(message: str, walk: _Walk) -> str:
@@ -247,7 +262,7 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
                                          accumulate_grad=accumulate_grad, program_name=program_name)
     if via != "grad_fn":
         raise refgrad.Error(f"refgrad.torch.capture: via must be 'grad_fn' or 'compiled_autograd', got {via!r}")
-    captured = _capture_graph(outputs, inputs, grad_outputs, names)
+    captured = _capture_graph(outputs, inputs, grad_outputs, names, allow_unused)
     accumulate = not captured.captures if accumulate_grad is None else accumulate_grad
     options = FunctionalizeOptions(order=Order(order), accumulate_grad=accumulate, allow_unused=allow_unused,
                                    program_name=program_name)

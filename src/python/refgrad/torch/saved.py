@@ -97,7 +97,11 @@ def _edge_info(edge) -> Optional[_TensorInfo]:
 def _input_info(fn, schema, name: str, exposed: dict[str, Any]) -> _TensorInfo:
     """Forward input ``name``'s dtype, shape and device: from the producer's metadata at the edge,
     else from the saved tensor of that name (as already read into ``exposed``, so that an unpack
-    hook runs once), else from the node's own output metadata."""
+    hook runs once), else from the node's own output metadata. The last is no fact about the input:
+    it is used only where the input has no edge, so needs no grad, and its own formula does not run;
+    no other input's formula of a node refgrad has reads it (test_capture.py checks that against
+    derivatives.yaml: index_put's and put's self gradients, which torch writes with zeros_like of the
+    values, do not read their sizes in refgrad)."""
     edges = _input_edges(fn, schema, name)
     if edges is not None and len(edges) == 1 and edges[0][0] is not None:
         return _edge_info(edges[0])

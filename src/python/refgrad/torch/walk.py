@@ -198,8 +198,23 @@ def _root_edges(outputs: list[torch.Tensor]):
     for i, output in enumerate(outputs):
         if not output.requires_grad:
             raise refgrad.Error(f"element {i} of tensors does not require grad and does not have a grad_fn")
-        edges.append(torch.autograd.graph.get_gradient_edge(output))
+        edges.append(gradient_edge(output))
     return edges
+
+
+def gradient_edge(tensor: torch.Tensor) -> torch.autograd.graph.GradientEdge:
+    """torch.autograd.graph.get_gradient_edge, also for a leaf that is a view (OpInfo's istft window): torch
+    finds a leaf's AccumulateGrad through view_as, which for such a leaf leads into its base's graph and may
+    find none ("Expected gradient function to be set"); an op that is not a view leads to the leaf's own.
+    The edge's node is None where the leaf has none either: no output's gradient reaches it."""
+    try:
+        return torch.autograd.graph.get_gradient_edge(tensor)
+    except AssertionError:
+        if tensor.grad_fn is not None or not tensor.requires_grad:
+            raise
+    with torch.enable_grad():
+        accumulator = tensor.mul(1).grad_fn.next_functions[0][0]
+    return torch.autograd.graph.GradientEdge(accumulator, 0)
 
 
 def coverage(outputs) -> list[Unsupported]:
