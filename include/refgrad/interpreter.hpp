@@ -75,6 +75,24 @@ struct MachineOptions {
 Program promote_to_float64(const Program& program);
 TensorMap promote_to_float64(const TensorMap& tensors);
 
+// promote_to_float64, with every floating or complex value the program starts from (saved values,
+// incoming grads, leaves' grads: inline, or the bundle's tensors by name) moved by up to `scale` roundings
+// of its own dtype: each real number x of it (a complex one's parts apart) becomes x (1 + u scale eps),
+// eps the unit roundoff of the value's dtype as written (float32 2^-24, float16 2^-11, bfloat16 2^-8,
+// float64 2^-53), u uniform on [-1, 1], drawn from `seed`, the value's name ("$x", "%g0", "@w") and the
+// number's index (the same u at every scale). Multiplying keeps zeros and signs.
+Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale = 1.0);
+TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, double scale = 1.0);
+
+// How far a result moves when the values it comes from move by one rounding: `exact` from the float64
+// run, `moved` from the run perturbed_to_float64 at scale 1, `moved_less` at scale 1 / ratio (same seed).
+// The largest |moved - exact| among the numbers whose move is linear in the perturbation (ratio times the
+// move gives between ratio / 2 and 2 ratio times the step); a jump (a tie broken, a boundary crossed) is
+// left out. It bounds from below the rounding noise of any computation of the result in those dtypes: the
+// check rule's noise takes it (a gradient that cancels to ~0, as layer_norm's over equal values, has a
+// large one). complex numbers count as their two parts; NaN and Inf are left out.
+double linear_sensitivity(const Tensor& exact, const Tensor& moved, const Tensor& moved_less, double ratio);
+
 // ------------------------------------------------------------------ trace ---
 
 struct ValueInfo {

@@ -1,8 +1,10 @@
 // `refgrad check BUNDLE`: runs the bundle's program and compares every result
 // set the bundle stores with it, under the bundle's comparison rule
 // (bundle.hpp's Comparison; DESIGN.md, "Numbers and precision"):
-//   reference  R is refgrad's run in float64, R' its run as written (float32, say),
-//              noise = max|R' - R|. Engine E passes when
+//   reference  R is refgrad's run in float64, R' its run as written (float32, say), R~
+//              the float64 run from values moved by one rounding of their dtypes,
+//              noise = max(max|R' - R|, max|R~ - R| where linear in the move: the
+//              linear_sensitivity of interpreter.hpp). Engine E passes when
 //              max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|); eager when
 //              max|eager - R| <= rtol max|R| + 32 noise (docs/check.md, "The rule").
 //              A float64 gradient (no noise to measure), or an atol given, keeps the
@@ -89,6 +91,10 @@ std::string figure(double value) { return fmt::format("{:.3g}", value); }
 // (refgrad/check/rule.py's NOISE_FACTOR, which says why).
 constexpr double kNoiseFactor = 32.0;
 
+// The sensitivity runs R~ and R~' (refgrad/check/rule.py's SENSITIVITY_SEED and SENSITIVITY_RATIO).
+constexpr std::uint64_t kSensitivitySeed = 0;
+constexpr double kSensitivityRatio = 16.0;
+
 // The smallest normal number of a floating dtype: the bound's floor, so that 0 agrees with 0.
 double smallest_normal(DType dtype) {
   switch (dtype) {
@@ -100,10 +106,13 @@ double smallest_normal(DType dtype) {
 
 class Checker {
  public:
-  // as_written: the program's results as written (R'), for the noise; empty under other rules.
-  Checker(const Comparison& comparison, const Results& reference, const Results& as_written, const ResultSet* eager)
+  // as_written: the program's results as written (R'); perturbed and perturbed_less: those of the float64
+  // runs from values moved by one rounding and by 1/16 of one (R~, R~'), for the noise; empty under other
+  // rules.
+  Checker(const Comparison& comparison, const Results& reference, const Results& as_written, const Results& perturbed,
+          const Results& perturbed_less, const ResultSet* eager)
       : comparison_(comparison), reference_(defined_results(reference)), as_written_(defined_results(as_written)),
-        eager_(eager) {
+        perturbed_(defined_results(perturbed)), perturbed_less_(defined_results(perturbed_less)), eager_(eager) {
     for (const auto& [name, value] : reference) {
       if (value) names_.push_back(name);
     }
@@ -166,7 +175,8 @@ class Checker {
     row.verdict = row.pass ? "pass" : "FAIL";
   }
 
-  // max|R' - R| for a gradient; none for a float64 one (R' is R) or where it is not finite.
+  // max(max|R' - R|, max|R~ - R|) for a gradient; none for a float64 one (R' is R) or where max|R' - R| is
+  // not finite.
   std::optional<double> noise(const std::string& name) const {
     const auto other = as_written_.find(name);
     const auto expected = reference_.find(name);
@@ -174,7 +184,13 @@ class Checker {
       return std::nullopt;
     }
     const double measured = difference(other->second, expected->second, {}).max_abs;
-    return std::isfinite(measured) ? std::optional<double>(measured) : std::nullopt;
+    if (!std::isfinite(measured)) return std::nullopt;
+    const auto moved = perturbed_.find(name), moved_less = perturbed_less_.find(name);
+    if (moved == perturbed_.end() || moved_less == perturbed_less_.end() ||
+        moved->second.sizes() != expected->second.sizes() || moved_less->second.sizes() != expected->second.sizes()) {
+      return measured;
+    }
+    return std::max(measured, linear_sensitivity(expected->second, moved->second, moved_less->second, kSensitivityRatio));
   }
 
   // max|eager - R| for a gradient; 0 when the bundle holds no eager result for it.
@@ -189,6 +205,8 @@ class Checker {
   Comparison comparison_;
   TensorMap reference_;
   TensorMap as_written_;
+  TensorMap perturbed_;
+  TensorMap perturbed_less_;
   std::vector<std::string> names_;  // reference_'s, in declaration order
   const ResultSet* eager_;
 };
@@ -227,7 +245,8 @@ std::string header(const std::string& file, const Comparison& comparison, bool h
   const std::string rule =
       comparison.rule == "allclose"
           ? "allclose: R = refgrad's run as written; E passes when |E - R| <= atol + rtol |R| at every element"
-          : fmt::format("reference: R = refgrad's run in float64, R' as written, noise = max|R' - R|; "
+          : fmt::format("reference: R = refgrad's run in float64, R' as written, R~ from values moved by one "
+                        "rounding, noise = max(max|R' - R|, max|R~ - R| where linear); "
                         "E passes when max|E - R| <= bound = rtol max|R| + 32 {} "
                         "(float64 gradients, or atol given: {}atol + rtol max|R|)",
                         has_eager ? "max(noise, max|eager - R|)" : "noise", has_eager ? "2 max|eager - R| + " : "");
@@ -305,13 +324,26 @@ int check_command(const CheckOptions& options) {
   const auto eager = std::find_if(bundle.results.begin(), bundle.results.end(),
                                   [](const ResultSet& set) { return set.engine == "eager"; });
   const ResultSet* eager_set = eager == bundle.results.end() ? nullptr : &*eager;
-  Results as_written;
+  Results as_written, perturbed, perturbed_less;
   if (comparison.rule == "reference") {
     Machine other = make_machine(bundle, host, Precision::AsWritten, {.memory_limit = options.memory_limit});
     other.run();
     as_written = results_of(other);
+    // A node may refuse moved values (a saved float tensor of marks: multilabel margin loss's is_target
+    // must hold 0 and 1); then R' alone is the noise, the stricter rule.
+    try {
+      for (const double scale : {1.0, 1.0 / kSensitivityRatio}) {
+        Machine sensitivity =
+            make_perturbed_machine(bundle, host, kSensitivitySeed, scale, {.memory_limit = options.memory_limit});
+        sensitivity.run();
+        (scale == 1.0 ? perturbed : perturbed_less) = results_of(sensitivity);
+      }
+    } catch (const Error&) {
+      perturbed.clear();
+      perturbed_less.clear();
+    }
   }
-  const Checker checker(comparison, results_of(machine), as_written, eager_set);
+  const Checker checker(comparison, results_of(machine), as_written, perturbed, perturbed_less, eager_set);
   std::vector<Row> rows;
   for (std::size_t i = 0; i < bundle.results.size(); ++i) {
     for (Row& row : checker.rows(i, bundle.results[i])) rows.push_back(std::move(row));

@@ -256,6 +256,14 @@ Machine make_machine(const Bundle& bundle, const Host& host, Precision precision
   return Machine(bind(promoted), host, options);
 }
 
+Machine make_perturbed_machine(const Bundle& bundle, const Host& host, std::uint64_t seed, double scale,
+                               MachineOptions options) {
+  Bundle perturbed;
+  perturbed.program = perturbed_to_float64(bundle.program, seed, scale);
+  perturbed.tensors = perturbed_to_float64(bundle.tensors, seed, scale);
+  return Machine(bind(perturbed), host, options);
+}
+
 // ---------------------------------------------------------------- results ---
 
 Results results_of(const Machine& machine) {

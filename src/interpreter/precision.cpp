@@ -3,7 +3,16 @@
 // is rewritten f16, bf16, f32 -> f64 and c32, c64 -> c128, and every such tensor is converted; the
 // program's instructions are otherwise the same, so running it computes the
 // same formulas with float64 rounding.
+//
+// perturbed_to_float64 is the same promotion with every value the program starts from moved by up to
+// one rounding of its own dtype: how far the exact result moves then is how much rounding noise any
+// computation of it in that dtype carries, however it orders its sums (refgrad/check/rule.py).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "refgrad/interpreter.hpp"
 #include "refgrad/ops.hpp"
@@ -56,7 +65,101 @@ void promote(AttrValue& value) {
       value);
 }
 
+// The unit roundoff of a dtype: the largest relative error of rounding a real number into it.
+double unit_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::Float16:
+    case DType::ComplexHalf: return 0x1p-11;
+    case DType::BFloat16: return 0x1p-8;
+    case DType::Float32:
+    case DType::ComplexFloat: return 0x1p-24;
+    default: return 0x1p-53;  // float64, complex128
+  }
+}
+
+// splitmix64's output function: a well-mixed 64-bit value of any 64-bit input, the same on every machine.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return hash;
+}
+
+// `value` promoted, each real number of it (a complex element's two parts apart) times 1 + u eps, eps
+// `scale` times the unit roundoff of value's dtype, u uniform on [-1, 1]: drawn from the seed, the value's
+// name and the number's index, so the same program gives the same perturbation everywhere (and the same u
+// at every scale). Other dtypes pass unchanged.
+Tensor perturbed(const Tensor& value, std::string_view name, std::uint64_t seed, double scale) {
+  if (!value.defined() || !(is_floating_point(value.dtype()) || is_complex(value.dtype()))) return value;
+  const double eps = scale * unit_roundoff(value.dtype());
+  const bool complex_values = is_complex(value.dtype());
+  const Tensor exact = contiguous(to(value, complex_values ? DType::ComplexDouble : DType::Float64));
+  const Tensor parts = complex_values ? view_as_real(exact) : exact;
+  const std::uint64_t stream = mix(seed ^ fnv1a(name));
+  std::vector<double> factors(static_cast<std::size_t>(parts.numel()));
+  for (std::size_t i = 0; i < factors.size(); ++i) {
+    const double u = static_cast<double>(mix(stream + i) >> 11) * 0x1p-52 - 1.0;  // 53 bits: [-1, 1)
+    factors[i] = 1.0 + u * eps;
+  }
+  const Tensor moved = mul(parts, from_vector(factors, parts.sizes()));
+  return complex_values ? view_as_complex(moved) : moved;
+}
+
+std::optional<Tensor> perturbed(const std::optional<Tensor>& value, std::string_view name, std::uint64_t seed,
+                                double scale) {
+  return value ? std::optional<Tensor>(perturbed(*value, name, seed, scale)) : std::nullopt;
+}
+
+// A tensor's real numbers in float64, a complex element's two parts apart.
+std::vector<double> real_numbers(const Tensor& value) {
+  const Tensor exact = contiguous(to(value, is_complex(value.dtype()) ? DType::ComplexDouble : DType::Float64));
+  return (is_complex(value.dtype()) ? contiguous(view_as_real(exact)) : exact).to_vector<double>();
+}
+
 }  // namespace
+
+Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale) {
+  Program out = promote_to_float64(program);  // the declared types and the dtypes instructions name
+  // the values from the program's own, whose dtype says how far one rounding moves them
+  for (std::size_t i = 0; i < program.grads.size(); ++i)
+    out.grads[i].value = perturbed(program.grads[i].value, "%" + program.grads[i].name, seed, scale);
+  for (std::size_t i = 0; i < program.saved.size(); ++i)
+    out.saved[i].value = perturbed(program.saved[i].value, "$" + program.saved[i].name, seed, scale);
+  for (std::size_t i = 0; i < program.leaves.size(); ++i)
+    out.leaves[i].grad = perturbed(program.leaves[i].grad, "@" + program.leaves[i].name, seed, scale);
+  return out;
+}
+
+TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, double scale) {
+  TensorMap out;
+  for (const auto& [name, tensor] : tensors) out.emplace(name, perturbed(tensor, name, seed, scale));
+  return out;
+}
+
+double linear_sensitivity(const Tensor& exact, const Tensor& moved, const Tensor& moved_less, double ratio) {
+  check(exact.sizes() == moved.sizes() && exact.sizes() == moved_less.sizes(), "linear_sensitivity: shapes ",
+        shape_text(exact.sizes()), ", ", shape_text(moved.sizes()), " and ", shape_text(moved_less.sizes()),
+        " differ");
+  const std::vector<double> r = real_numbers(exact), far = real_numbers(moved), near = real_numbers(moved_less);
+  double largest = 0.0;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const double step = std::abs(far[i] - r[i]), small_step = std::abs(near[i] - r[i]);
+    // linear: `ratio` times the move gives about `ratio` times the step. A step that does not shrink with the
+    // move is a jump (a tie broken, a boundary crossed); one far more than linear, a boundary crossed only by
+    // the larger move. Neither is rounding noise: an engine decides ties and boundaries from the values it
+    // was given, as refgrad does.
+    if (std::isfinite(step) && small_step * ratio / 2 <= step && step <= small_step * ratio * 2) {
+      largest = std::max(largest, step);
+    }
+  }
+  return largest;
+}
 
 Program promote_to_float64(const Program& program) {
   Program out = program;

@@ -395,6 +395,28 @@ void bind_machine(py::module_& m) {
         return tensor_map_to_python(promote_to_float64(tensor_map_from_python(tensors, "promote_to_float64")));
       },
       py::arg("tensors"));
+
+  m.def(
+      "perturbed_to_float64",
+      [](const Bundle& bundle, std::uint64_t seed, double scale) {
+        Bundle perturbed = bundle;
+        perturbed.program = perturbed_to_float64(bundle.program, seed, scale);
+        perturbed.tensors = perturbed_to_float64(bundle.tensors, seed, scale);
+        return perturbed;
+      },
+      py::arg("bundle"), py::arg("seed") = 0, py::arg("scale") = 1.0,
+      "promote_to_float64, with every value the program starts from (saved values, incoming grads, leaves' "
+      "grads) moved by up to `scale` roundings of its own dtype, number by number, drawn from seed.");
+  m.def(
+      "linear_sensitivity",
+      [](py::handle exact, py::handle moved, py::handle moved_less, double ratio) {
+        return linear_sensitivity(tensor_from_python(exact, "linear_sensitivity: exact"),
+                                  tensor_from_python(moved, "linear_sensitivity: moved"),
+                                  tensor_from_python(moved_less, "linear_sensitivity: moved_less"), ratio);
+      },
+      py::arg("exact"), py::arg("moved"), py::arg("moved_less"), py::arg("ratio"),
+      "max|moved - exact| over the numbers whose move is linear in the perturbation: moved from "
+      "perturbed_to_float64 at scale 1, moved_less at scale 1 / ratio (same seed), exact unperturbed.");
 }
 
 }  // namespace refgrad::python

@@ -668,6 +668,56 @@ TEST_CASE("interpreter: promote_to_float64 of tensors converts float32 only") {
   CHECK(promoted.at("$i").dtype() == DType::Int64);
 }
 
+TEST_CASE("interpreter: perturbed_to_float64 moves each number by up to one rounding of its own dtype") {
+  const Tensor x32 = tensor({1.5f, -3.0f, 0.0f, 7.25f}), h = to(tensor({1.0, 2.0, 4.0}), DType::Float16);
+  const TensorMap values{{"$x", x32}, {"$h", h}, {"$i", tensor({3, 4})}};
+  const TensorMap moved = perturbed_to_float64(values, 7), again = perturbed_to_float64(values, 7);
+  const TensorMap other_seed = perturbed_to_float64(values, 8), less = perturbed_to_float64(values, 7, 1.0 / 16);
+  CHECK(moved.at("$x").dtype() == DType::Float64);
+  CHECK(equal(moved.at("$i"), tensor({3, 4})));  // integers are exact: not moved
+  const std::vector<double> x = to(x32, DType::Float64).to_vector<double>(), xm = moved.at("$x").to_vector<double>();
+  const std::vector<double> xl = less.at("$x").to_vector<double>();
+  int changed = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CHECK(std::abs(xm[i] - x[i]) <= std::abs(x[i]) * 0x1p-24);  // float32's unit roundoff
+    changed += xm[i] != x[i];
+    // the same draw at 1/16 of the move: the step is 16 times smaller
+    CHECK((xl[i] - x[i]) * 16 == doctest::Approx(xm[i] - x[i]).epsilon(1e-6));
+  }
+  CHECK(changed == 3);  // 0 stays 0 (multiplied); the others move
+  CHECK(xm[2] == 0.0);
+  const std::vector<double> hm = moved.at("$h").to_vector<double>();
+  double largest = 0;
+  for (std::size_t i = 0; i < hm.size(); ++i) largest = std::max(largest, std::abs(hm[i] / std::pow(2.0, i) - 1));
+  CHECK(largest <= 0x1p-11);  // float16's
+  CHECK(largest > 0x1p-24);   // far more than a float32 value would move
+  CHECK(equal(moved.at("$x"), again.at("$x")));        // the same seed, the same draw
+  CHECK_FALSE(equal(moved.at("$x"), other_seed.at("$x")));
+
+  // a program's inline values move too, and its declarations become float64 as promote_to_float64's do
+  const Program program = parse_program(read_text(kExamples / "mul.bwd"));
+  const Program perturbed = perturbed_to_float64(program, 7);
+  CHECK(print_program(perturbed).find("f32") == std::string::npos);
+  REQUIRE(perturbed.saved[0].value.has_value());
+  CHECK(perturbed.saved[0].value->dtype() == DType::Float64);
+  CHECK_FALSE(equal(*perturbed.saved[0].value, *promote_to_float64(program).saved[0].value));
+}
+
+TEST_CASE("interpreter: linear_sensitivity keeps the moves that are linear in the perturbation") {
+  const Tensor exact = tensor({0.0, 1.0, 2.0, 5.0}, DType::Float64);
+  // element 0 and 1: 16 times less move, 16 times less step (linear); element 2: a jump, the same at both
+  // scales (a tie broken); element 3: a step only at the larger move (a boundary crossed by it alone)
+  const Tensor moved = tensor({1e-7, 1.0 + 3e-6, 3.0, 5.5}, DType::Float64);
+  const Tensor moved_less = tensor({1e-7 / 16, 1.0 + 3e-6 / 16, 3.0, 5.0}, DType::Float64);
+  CHECK(linear_sensitivity(exact, moved, moved_less, 16.0) == doctest::Approx(3e-6).epsilon(1e-6));
+  CHECK(linear_sensitivity(exact, exact, exact, 16.0) == 0.0);
+  const Tensor complex_exact = tensor({1.0, 0.0}, DType::Float64), complex_moved = tensor({1.0, 32e-8}, DType::Float64);
+  const Tensor complex_less = tensor({1.0, 2e-8}, DType::Float64);
+  CHECK(linear_sensitivity(view_as_complex(complex_exact), view_as_complex(complex_moved),
+                           view_as_complex(complex_less), 16.0) == doctest::Approx(32e-8));  // parts apart
+  CHECK_THROWS_AS(linear_sensitivity(exact, tensor({1.0}), tensor({1.0}), 16.0), Error);
+}
+
 // -------------------------------------------------------------------- inputs ---
 
 TEST_CASE("interpreter: set_grad gives a grad input; its type is checked") {

@@ -18,8 +18,10 @@ What check does (DESIGN.md, "Numbers and precision"):
    (refgrad.torch.UnsupportedError), R is eager's backward instead: the engines are checked against
    eager, report.uncovered names each node refgrad could not capture and why, and no divergence is
    localized nor reproducer written (there is no program).
-3. Per gradient, the rule (docs/check.md, "The rule, and why"): noise = max|R' - R|, R' refgrad's run of
-   the same program in the other precision (the rounding error of this very gradient in float32); eager
+3. Per gradient, the rule (docs/check.md, "The rule, and why"): noise = max(max|R' - R|, max|R~ - R|), R'
+   refgrad's run of the same program in the other precision (the rounding error of this very gradient in
+   float32), R~ the float64 run from values moved by one rounding of their dtypes (how far the gradient
+   moves with its inputs' last bits: it keeps a gradient that cancels to nearly 0 from being all error); eager
    passes when max|eager - R| <= rtol max|R| + 32 noise, engine E when max|E - R| <= rtol max|R| +
    32 max(noise, max|eager - R|), rtol torch.testing.assert_close's for the dtype. A float64 gradient (no
    noise to measure) keeps assert_close's atol: max|E - R| <= 2 max|eager - R| + atol + rtol max|R|.

@@ -11,7 +11,7 @@ import refgrad
 import refgrad.torch as refgrad_torch
 from refgrad import engines as engines_module
 from refgrad.check.report import Divergence
-from refgrad.check.rule import _Measured, _max_abs
+from refgrad.check.rule import SENSITIVITY_RATIO, SENSITIVITY_SEED, _Measured, _max_abs, _sensitivity
 from refgrad.check.subject import _HookMode, _Subject, _ones
 
 
@@ -59,8 +59,30 @@ class _Oracle:
         # At precision "float32" R is that run, and R' the float64 one.
         self.other = self.capture.machine("float32" if precision == "float64" else "float64", keep_values=True)
         self.other.run()
-        self.noise = {name: self._noise(self.other.leaf_grad(name), self.machine.leaf_grad(name))
-                      for name in self.grads}
+        # R~ and R~', the float64 runs with every number the program starts from moved by up to one rounding
+        # of its dtype, and by 1/16 of one: how far the result moves with its inputs' last bits (linearly:
+        # rule._sensitivity), a floor under any dtype computation's noise that R' misses where refgrad's own
+        # formula cancels exactly and another's does not (layer_norm over equal values; docs/check.md).
+        # A node may refuse moved values: a saved float tensor that holds marks, not numbers (multilabel
+        # margin loss's is_target must be 0 or 1, in torch too). Then R' alone is the noise, the stricter rule.
+        try:
+            self.perturbed = [self.capture.machine("float64", keep_values=True, perturbed=scale,
+                                                   seed=SENSITIVITY_SEED) for scale in (1.0, 1.0 / SENSITIVITY_RATIO)]
+            for machine in self.perturbed:
+                machine.run()
+        except refgrad.Error:
+            self.perturbed = None
+        self.float64 = self.machine if precision == "float64" else self.other
+        self.noise = {name: self._noise_of(lambda machine: machine.leaf_grad(name)) for name in self.grads}
+
+    def _noise_of(self, value_of) -> Optional[float]:
+        """The rule's noise of one value (``value_of(machine)`` reads it from a run): max(max|R' - R|,
+        max|R~ - R|), None where R' says nothing (see _noise)."""
+        measured = self._noise(value_of(self.other), value_of(self.machine))
+        if measured is None or self.perturbed is None:
+            return measured
+        moved, moved_less = (_torch(value_of(machine)) for machine in self.perturbed)
+        return max(measured, _sensitivity(_torch(value_of(self.float64)), moved, moved_less))
 
     @staticmethod
     def _noise(other, reference) -> Optional[float]:
@@ -76,10 +98,10 @@ class _Oracle:
         return noise if math.isfinite(noise) else None
 
     def register_noise(self, name: Optional[str]) -> Optional[float]:
-        """The rounding noise of register ``name`` (see _noise)."""
+        """The rounding noise of register ``name`` (see _noise_of)."""
         if name is None:
             return None
-        return self._noise(self.other.register_value(name), self.machine.register_value(name))
+        return self._noise_of(lambda machine: machine.register_value(name))
 
     def python_calls(self) -> list[str]:
         """The host functions the program calls (hooks, autograd.Function backwards): these need Python."""

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 class GradientResult:
     """One gradient of one engine against R: max|E - R|, max|E - R| / max|R| (0/0 counts as 0), the
     bound it must stay under, and the verdict; ``note`` says why when it failed without figures, or
-    what NaN and Inf it has. ``noise`` is max|R' - R|, the rule's measure of the gradient's rounding
-    (NaN where there is none: a float64 gradient)."""
+    what NaN and Inf it has. ``noise`` is max(max|R' - R|, max|R~ - R|), the rule's measure of the
+    gradient's rounding (NaN where there is none: a float64 gradient)."""
 
     max_abs: float
     max_rel: float

@@ -7,6 +7,7 @@ from typing import Optional
 
 import torch
 
+import refgrad
 from refgrad.check.report import GradientResult
 
 # torch.testing.assert_close's defaults (torch.testing._comparison._DTYPE_PRECISIONS): (rtol, atol).
@@ -38,15 +39,18 @@ class _Rule:
             return f"plain rule: max|E - R| <= atol + rtol max|R| (rtol {self.rtol:g}, atol {self.atol:g})"
         return ("eager passes when max|eager - R| <= rtol max|R| + 32 noise,\n"
                 "  engine E when max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|);\n"
-                "  noise: max|R' - R|, R' refgrad's run in the other precision (float32 and float64);\n"
+                "  noise: max(max|R' - R|, max|R~ - R|), R' refgrad's run in the other precision (float32 and\n"
+                "  float64), R~ its float64 run from values moved by one rounding of their dtypes;\n"
                 "  rtol: torch.testing.assert_close's for E's dtype (float64 leaves: atol too, no noise)")
 
     def bound(self, dtype: torch.dtype, max_reference: float, eager_error: float, is_eager: bool,
               noise: Optional[float] = None) -> float:
         """The most max|E - R| may be for one gradient (or intermediate) whose R has largest magnitude
-        ``max_reference``. ``noise`` is max|R' - R| for it, R' refgrad's run of the same program in the
-        other precision: the rounding error that this very computation has in E's dtype, measured
-        (None where it cannot be: a float64 gradient, whose program "as captured" is R itself)."""
+        ``max_reference``. ``noise`` is max(max|R' - R|, max|R~ - R|) for it: R' refgrad's run of the same
+        program in the other precision (the rounding error that this very computation has in E's dtype,
+        measured), R~ the float64 run from values moved by one rounding of their dtypes (how far the exact
+        result moves with its inputs' last bits); None where it cannot be measured: a float64 gradient,
+        whose program "as captured" is R itself."""
         rtol, atol = self.tolerances(dtype)
         if self.plain:
             return atol + rtol * max_reference
@@ -55,6 +59,22 @@ class _Rule:
             return slack + atol + rtol * max_reference
         spread = noise if is_eager else max(noise, eager_error)
         return rtol * max_reference + NOISE_FACTOR * spread + torch.finfo(dtype).tiny
+
+
+# The sensitivity runs of the noise: R~ moves each number the program starts from by up to one rounding of
+# its dtype, R~' by 1/SENSITIVITY_RATIO of one, with the same draw (refgrad.perturbed_to_float64); the part
+# of R~ - R that is linear in the move (refgrad.linear_sensitivity) is how far the exact gradient moves with
+# its inputs' last bits. The seed is fixed so that a check's verdicts are the same run after run.
+SENSITIVITY_SEED = 0
+SENSITIVITY_RATIO = 16.0
+
+
+def _sensitivity(exact, moved, moved_less) -> float:
+    """max|R~ - R| of one value where it is linear in the move (0 where a run has no such value)."""
+    values = (exact, moved, moved_less)
+    if any(value is None for value in values) or len({tuple(value.shape) for value in values}) != 1:
+        return 0.0
+    return refgrad.linear_sensitivity(*(value.detach().cpu() for value in values), SENSITIVITY_RATIO)
 
 
 # How many times the measured float32 noise a correct engine may be off by: two float32 computations of

@@ -80,24 +80,37 @@ class Capture:
             host.functions[name] = _function_backward(fn, promote)
         return host
 
+    def _bundle(self, precision: str, perturbed: Optional[float], seed: int, who: str) -> tuple[refgrad.Bundle, bool]:
+        """The bundle a run at ``precision`` starts from, and whether it is promoted to float64."""
+        promote = _promotes(precision, who)
+        if perturbed is not None:
+            if not promote:
+                raise refgrad.Error(f"{who}: perturbed= moves the values of the float64 run; precision must be "
+                                    f"'float64', got {precision!r}")
+            return refgrad.perturbed_to_float64(self.bundle, seed, perturbed), True
+        return (refgrad.promote_to_float64(self.bundle) if promote else self.bundle), promote
+
     @_refgrad_errors("Capture.machine")
-    def machine(self, precision: str = "float64", keep_values: bool = False) -> refgrad.Machine:
+    def machine(self, precision: str = "float64", keep_values: bool = False, perturbed: Optional[float] = None,
+                seed: int = 0) -> refgrad.Machine:
         """A refgrad Machine over the program, ready to step or run: as captured ("float32") or
-        promoted to float64; keep_values keeps every register (for reading them after a run)."""
-        promote = _promotes(precision, "Capture.machine")
-        bundle = refgrad.promote_to_float64(self.bundle) if promote else self.bundle
+        promoted to float64; keep_values keeps every register (for reading them after a run).
+        perturbed=SCALE: the float64 program with each number it starts from moved by up to SCALE
+        roundings of its own dtype, drawn from seed (refgrad.perturbed_to_float64): the check rule's
+        sensitivity runs."""
+        bundle, promote = self._bundle(precision, perturbed, seed, "Capture.machine")
         host = self._host(promote)
         return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values)
 
     @_refgrad_errors("Capture.run")
-    def run(self, precision: str = "float64") -> dict[str, torch.Tensor]:
+    def run(self, precision: str = "float64", perturbed: Optional[float] = None,
+            seed: int = 0) -> dict[str, torch.Tensor]:
         """Runs the program in refgrad's Machine. precision "float64" promotes every float16, bfloat16
         and float32 tensor and type to float64 (complex64 to complex128) first; "as_captured" (or its
-        older spelling "float32") runs the program in its own dtypes. Returns what torch would
-        leave: for a backward(), each leaf's .grad (and retain_grad()'s grads) by name; for
-        torch.autograd.grad's inputs, their grads by name (None where unused)."""
-        promote = _promotes(precision, "Capture.run")
-        bundle = refgrad.promote_to_float64(self.bundle) if promote else self.bundle
+        older spelling "float32") runs the program in its own dtypes; perturbed and seed as for machine().
+        Returns what torch would leave: for a backward(), each leaf's .grad (and retain_grad()'s grads)
+        by name; for torch.autograd.grad's inputs, their grads by name (None where unused)."""
+        bundle, promote = self._bundle(precision, perturbed, seed, "Capture.run")
         host = self._host(promote)
         results = refgrad.run_program(bundle, hooks=host.hooks, functions=host.functions)
         if self.captures and not self.accumulate_grad:
