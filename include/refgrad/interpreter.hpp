@@ -57,6 +57,15 @@ struct Host {
 
 // ---------------------------------------------------------------- options ---
 
+// Rounding noise for the check rule's sensitivity runs: each instruction runs under a RoundingNoiseScope
+// (tensor.hpp) of eps = scale times unit_roundoff[pc], the unit roundoff of the dtype that instruction
+// computes in as captured, and a stream drawn from seed and pc. See rounding_noise_of.
+struct RoundingNoise {
+  std::uint64_t seed = 0;
+  double scale = 1.0;
+  std::vector<double> unit_roundoff;  // one per instruction
+};
+
 struct MachineOptions {
   bool keep_values = false;   // keep every register (no freeing after last use)
   bool trace = false;         // record a TraceEntry per instruction
@@ -67,6 +76,8 @@ struct MachineOptions {
   // allocated. nullopt: the limit in effect where the machine runs (default_memory_limit(), the
   // machine's physical memory, unless a MemoryLimitScope says otherwise).
   std::optional<std::size_t> memory_limit = std::nullopt;
+  // Run every instruction with this rounding noise (the program's size must match); nullopt: none.
+  std::optional<RoundingNoise> rounding_noise = std::nullopt;
 };
 
 // Runs a float32 program in float64: every f32 in declarations, metadata and
@@ -83,6 +94,15 @@ TensorMap promote_to_float64(const TensorMap& tensors);
 // number's index (the same u at every scale). Multiplying keeps zeros and signs.
 Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale = 1.0);
 TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, double scale = 1.0);
+
+// The rounding noise of `program` as captured (before promote_to_float64): an instruction's unit roundoff is
+// the largest of the dtypes it reads or makes (the saved values and grads it reads, the types its results are
+// validated to, the leaf it accumulates into); one that names none takes the largest of the program's
+// declared dtypes. Run with perturbed_to_float64's program at the same seed and scale, every rounding a
+// computation of the program in its own dtypes makes, inside nodes too, moves the exact result: where a
+// node's formula cancels exactly (layer_norm's input gradient sums to 0 over a row, for any values), that
+// is the only noise that shows how far a correct computation in float32 lands from 0.
+RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, double scale = 1.0);
 
 // How far a result moves when the values it comes from move by one rounding: `exact` from the float64
 // run, `moved` from the run perturbed_to_float64 at scale 1, `moved_less` at scale 1 / ratio (same seed).

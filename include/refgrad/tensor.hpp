@@ -440,4 +440,34 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 // torch.equal: same sizes and same values (compared after promotion).
 bool equal(const Tensor& a, const Tensor& b);
 
+// --------------------------------------------------------- rounding noise ---
+
+// Monte Carlo arithmetic for the check rule's sensitivity runs (refgrad/check/rule.py): while a
+// RoundingNoiseScope is active on this thread, every primitive that rounds (elementwise arithmetic,
+// reductions, matrix products, convolutions) multiplies each real number of its floating or complex result
+// by 1 + u eps, u uniform on [-1, 1] drawn from the scope's stream, the primitive's call count within the
+// scope and the number's index: the same calls give the same draws at any eps. A computation of the same
+// formula that rounds in a dtype of unit roundoff eps lands about that far from the exact one, even where
+// the exact arithmetic cancels to zero (1 - mean(1) = 0 exactly; rounded, it is about eps). Primitives that
+// only move values (views, copies, indexing, cat) add none. Outside a scope the primitives are unchanged.
+class RoundingNoiseScope {
+ public:
+  RoundingNoiseScope(std::uint64_t stream, double eps);
+  ~RoundingNoiseScope();
+  RoundingNoiseScope(const RoundingNoiseScope&) = delete;
+  RoundingNoiseScope& operator=(const RoundingNoiseScope&) = delete;
+
+ private:
+  std::uint64_t stream_;
+  double eps_;
+  std::uint64_t calls_ = 0;
+  RoundingNoiseScope* previous_;
+  friend Tensor with_rounding_noise(Tensor result);
+};
+// `result` (a tensor the calling primitive has just made, not a view of its inputs) with the active
+// scope's noise, in place; unchanged outside a scope and for dtypes that are not floating or complex.
+Tensor with_rounding_noise(Tensor result);
+// splitmix64's output function: a well-mixed 64-bit value of any 64-bit input, the same on every machine.
+std::uint64_t splitmix64(std::uint64_t x);
+
 }  // namespace refgrad

@@ -2,7 +2,7 @@
 // set the bundle stores with it, under the bundle's comparison rule
 // (bundle.hpp's Comparison; DESIGN.md, "Numbers and precision"):
 //   reference  R is refgrad's run in float64, R' its run as written (float32, say), R~
-//              the float64 run from values moved by one rounding of their dtypes,
+//              the float64 run with values and results moved by one rounding of their dtypes,
 //              noise = max(max|R' - R|, max|R~ - R| where linear in the move: the
 //              linear_sensitivity of interpreter.hpp). Engine E passes when
 //              max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|); eager when
@@ -107,7 +107,7 @@ double smallest_normal(DType dtype) {
 class Checker {
  public:
   // as_written: the program's results as written (R'); perturbed and perturbed_less: those of the float64
-  // runs from values moved by one rounding and by 1/16 of one (R~, R~'), for the noise; empty under other
+  // runs with values and results moved by one rounding and by 1/16 of one (R~, R~'), for the noise; empty under other
   // rules.
   Checker(const Comparison& comparison, const Results& reference, const Results& as_written, const Results& perturbed,
           const Results& perturbed_less, const ResultSet* eager)
@@ -245,8 +245,8 @@ std::string header(const std::string& file, const Comparison& comparison, bool h
   const std::string rule =
       comparison.rule == "allclose"
           ? "allclose: R = refgrad's run as written; E passes when |E - R| <= atol + rtol |R| at every element"
-          : fmt::format("reference: R = refgrad's run in float64, R' as written, R~ from values moved by one "
-                        "rounding, noise = max(max|R' - R|, max|R~ - R| where linear); "
+          : fmt::format("reference: R = refgrad's run in float64, R' as written, R~ with values and results "
+                        "moved by one rounding, noise = max(max|R' - R|, max|R~ - R| where linear); "
                         "E passes when max|E - R| <= bound = rtol max|R| + 32 {} "
                         "(float64 gradients, or atol given: {}atol + rtol max|R|)",
                         has_eager ? "max(noise, max|eager - R|)" : "noise", has_eager ? "2 max|eager - R| + " : "");

@@ -261,6 +261,7 @@ Machine make_perturbed_machine(const Bundle& bundle, const Host& host, std::uint
   Bundle perturbed;
   perturbed.program = perturbed_to_float64(bundle.program, seed, scale);
   perturbed.tensors = perturbed_to_float64(bundle.tensors, seed, scale);
+  options.rounding_noise = rounding_noise_of(bundle.program, seed, scale);
   return Machine(bind(perturbed), host, options);
 }
 

@@ -86,7 +86,8 @@ Host make_host(const Program& program, const std::vector<std::string>& specs, st
 // A machine for the bundle's program and tensors at `precision`.
 Machine make_machine(const Bundle& bundle, const Host& host, Precision precision, MachineOptions options = {});
 // The float64 program with the values it starts from moved by `scale` roundings of their dtypes
-// (perturbed_to_float64): the check rule's sensitivity runs.
+// (perturbed_to_float64), and every instruction's results by `scale` roundings of the dtype it computes in
+// (rounding_noise_of): the check rule's sensitivity runs.
 Machine make_perturbed_machine(const Bundle& bundle, const Host& host, std::uint64_t seed, double scale,
                                MachineOptions options = {});
 

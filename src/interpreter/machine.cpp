@@ -156,6 +156,11 @@ struct Machine::Impl {
         plan(interpreter::make_plan(bound, host, options.keep_values, [this](std::size_t at) { return label(at); })),
         grad_inputs(bound.grad_defaults),
         initial_leaf_grads(bound.leaf_grads) {
+    if (options.rounding_noise) {
+      check(options.rounding_noise->unit_roundoff.size() == bound.bytecode.code.size(), "Machine: the rounding noise has ",
+            options.rounding_noise->unit_roundoff.size(), " unit roundoffs for a program of ", bound.bytecode.code.size(),
+            " instructions (make it with rounding_noise_of(program) of this very program)");
+    }
     reset();
   }
 
@@ -429,6 +434,10 @@ struct Machine::Impl {
     Grads results;
     try {
       const MemoryLimitScope limit(options.memory_limit.value_or(memory_limit()));
+      std::optional<RoundingNoiseScope> noise;
+      if (const std::optional<RoundingNoise>& rounding = options.rounding_noise) {
+        noise.emplace(splitmix64(rounding->seed ^ splitmix64(pc)), rounding->scale * rounding->unit_roundoff[pc]);
+      }
       results = dispatch(code, step);
     } catch (const std::exception& error) {
       give_back_operands(code, step);

@@ -77,14 +77,6 @@ double unit_roundoff(DType dtype) {
   }
 }
 
-// splitmix64's output function: a well-mixed 64-bit value of any 64-bit input, the same on every machine.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t fnv1a(std::string_view text) {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
   for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
@@ -101,10 +93,10 @@ Tensor perturbed(const Tensor& value, std::string_view name, std::uint64_t seed,
   const bool complex_values = is_complex(value.dtype());
   const Tensor exact = contiguous(to(value, complex_values ? DType::ComplexDouble : DType::Float64));
   const Tensor parts = complex_values ? view_as_real(exact) : exact;
-  const std::uint64_t stream = mix(seed ^ fnv1a(name));
+  const std::uint64_t stream = splitmix64(seed ^ fnv1a(name));
   std::vector<double> factors(static_cast<std::size_t>(parts.numel()));
   for (std::size_t i = 0; i < factors.size(); ++i) {
-    const double u = static_cast<double>(mix(stream + i) >> 11) * 0x1p-52 - 1.0;  // 53 bits: [-1, 1)
+    const double u = static_cast<double>(splitmix64(stream + i) >> 11) * 0x1p-52 - 1.0;  // 53 bits: [-1, 1)
     factors[i] = 1.0 + u * eps;
   }
   const Tensor moved = mul(parts, from_vector(factors, parts.sizes()));
@@ -122,7 +114,66 @@ std::vector<double> real_numbers(const Tensor& value) {
   return (is_complex(value.dtype()) ? contiguous(view_as_real(exact)) : exact).to_vector<double>();
 }
 
+// The largest unit roundoff among the floating and complex dtypes an instruction reads or makes (0: none).
+double instruction_unit_roundoff(const Program& program, std::size_t pc) {
+  const Instr& instr = program.code[pc];
+  double largest = 0.0;
+  const auto take = [&](DType dtype) {
+    if (is_floating_point(dtype) || is_complex(dtype)) largest = std::max(largest, unit_roundoff(dtype));
+  };
+  const auto take_saved = [&](const SavedRef& ref) {
+    if (const SavedDecl* saved = program.find_saved(ref.name)) take(saved->type.dtype);
+  };
+  const auto take_metadata = [&](const Instr& validate) {
+    for (const std::optional<InputMetadata>& metadata : validate.metadata) {
+      if (metadata) take(metadata->dtype);
+    }
+  };
+  for (const Attr& attr : instr.attrs) {
+    if (const auto* ref = std::get_if<SavedRef>(&attr.value)) take_saved(*ref);
+    if (const auto* refs = std::get_if<std::vector<SavedRef>>(&attr.value)) {
+      for (const SavedRef& ref : *refs) take_saved(ref);
+    }
+    if (const auto* refs = std::get_if<std::vector<std::optional<SavedRef>>>(&attr.value)) {
+      for (const std::optional<SavedRef>& ref : *refs) {
+        if (ref) take_saved(*ref);
+      }
+    }
+  }
+  for (const std::optional<std::string>& operand : instr.operands) {
+    if (const GradDecl* grad = operand ? program.find_grad(*operand) : nullptr) take(grad->type.dtype);
+  }
+  if (instr.op == Opcode::Validate || instr.op == Opcode::Zeros) take_metadata(instr);
+  if (instr.op == Opcode::AccumulateGrad) {
+    if (const LeafDecl* leaf = program.find_leaf(instr.target)) take(leaf->type.dtype);
+  }
+  // the types the results are validated to, by the validate that follows
+  if (pc + 1 < program.code.size() && program.code[pc + 1].op == Opcode::Validate &&
+      program.code[pc + 1].operands == instr.results) {
+    take_metadata(program.code[pc + 1]);
+  }
+  return largest;
+}
+
 }  // namespace
+
+RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, double scale) {
+  double program_largest = 0.0;
+  const auto take = [&](DType dtype) {
+    if (is_floating_point(dtype) || is_complex(dtype)) program_largest = std::max(program_largest, unit_roundoff(dtype));
+  };
+  for (const GradDecl& grad : program.grads) take(grad.type.dtype);
+  for (const SavedDecl& saved : program.saved) take(saved.type.dtype);
+  for (const LeafDecl& leaf : program.leaves) take(leaf.type.dtype);
+  for (const OutputDecl& output : program.outputs) take(output.type.dtype);
+  RoundingNoise noise{seed, scale, {}};
+  noise.unit_roundoff.reserve(program.code.size());
+  for (std::size_t pc = 0; pc < program.code.size(); ++pc) {
+    const double own = instruction_unit_roundoff(program, pc);
+    noise.unit_roundoff.push_back(own > 0.0 ? own : program_largest);
+  }
+  return noise;
+}
 
 Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale) {
   Program out = promote_to_float64(program);  // the declared types and the dtypes instructions name

@@ -271,20 +271,23 @@ void bind_machine_class(py::module_& m) {
                         "Registers, leaves and outputs are named without their sigil: register_value('3'), "
                         "leaf_grad('W1'), output('x').")
       .def(py::init([](py::handle program, py::handle tensors, py::handle hooks, py::handle functions,
-                       bool keep_values, bool trace, bool check_finite, std::optional<std::size_t> memory_limit) {
-             return std::make_unique<PyMachine>(bound_from_python(program, tensors), hooks, functions,
-                                                MachineOptions{keep_values, trace, check_finite, memory_limit});
+                       bool keep_values, bool trace, bool check_finite, std::optional<std::size_t> memory_limit,
+                       std::optional<RoundingNoise> rounding_noise) {
+             return std::make_unique<PyMachine>(
+                 bound_from_python(program, tensors), hooks, functions,
+                 MachineOptions{keep_values, trace, check_finite, memory_limit, std::move(rounding_noise)});
            }),
            py::arg("program"), py::arg("tensors") = py::none(), py::kw_only(), py::arg("hooks") = py::none(),
            py::arg("functions") = py::none(), py::arg("keep_values") = false, py::arg("trace") = false,
-           py::arg("check_finite") = false, py::arg("memory_limit") = py::none(),
+           py::arg("check_finite") = false, py::arg("memory_limit") = py::none(), py::arg("rounding_noise") = py::none(),
            "program: a Program, a Bundle or a BoundProgram; tensors: values by sigiled name ('$x', '%g', '@w') "
            "bound with a Program or Bundle; hooks: {name: callable} for the program's `hook &name` "
            "declarations; functions: {name: callable} for its `function &name` declarations; keep_values: "
            "keep every register; trace: record a TraceEntry per instruction; check_finite: raise at the first "
            "NaN or Inf; memory_limit: the most bytes one tensor an instruction makes may hold (a larger one "
            "raises refgrad.Error naming the instruction and the shape; None: refgrad.default_memory_limit(), "
-           "this machine's memory).")
+           "this machine's memory); rounding_noise: refgrad.rounding_noise_of(program as captured, seed, scale), "
+           "the check rule's sensitivity runs (with perturbed_to_float64's program).")
       .def(
           "set_grad",
           [](Self& s, const std::string& name, py::handle value) {
@@ -360,18 +363,19 @@ void bind_machine(py::module_& m) {
   m.def(
       "run_program",
       [](py::handle program, py::handle grads, py::handle tensors, py::handle hooks, py::handle functions,
-         bool check_finite, std::optional<std::size_t> memory_limit) {
+         bool check_finite, std::optional<std::size_t> memory_limit, std::optional<RoundingNoise> rounding_noise) {
         BoundProgram bound = bound_from_python(program, tensors);
         const auto errors = std::make_shared<HostErrors>();
         Host host = host_from_python(bound.bytecode, hooks, functions, errors);
         const TensorMap inputs = tensor_map_from_python(grads, "grads");
         return tensor_map_to_python(with_host_errors(*errors, [&] {
-          return run_program(std::move(bound), inputs, std::move(host), MachineOptions{false, false, check_finite, memory_limit});
+          return run_program(std::move(bound), inputs, std::move(host),
+                             MachineOptions{false, false, check_finite, memory_limit, std::move(rounding_noise)});
         }));
       },
       py::arg("program"), py::arg("grads") = py::none(), py::arg("tensors") = py::none(), py::kw_only(),
       py::arg("hooks") = py::none(), py::arg("functions") = py::none(), py::arg("check_finite") = false,
-      py::arg("memory_limit") = py::none(),
+      py::arg("memory_limit") = py::none(), py::arg("rounding_noise") = py::none(),
       "Runs a program to the end; returns leaf grads ('@w') and outputs ('^x'). grads by sigiled name ('%g').");
 
   m.def("default_memory_limit", &default_memory_limit,
@@ -407,6 +411,28 @@ void bind_machine(py::module_& m) {
       py::arg("bundle"), py::arg("seed") = 0, py::arg("scale") = 1.0,
       "promote_to_float64, with every value the program starts from (saved values, incoming grads, leaves' "
       "grads) moved by up to `scale` roundings of its own dtype, number by number, drawn from seed.");
+  py::class_<RoundingNoise>(m, "RoundingNoise",
+                            "Rounding noise for a Machine's sensitivity run (include/refgrad/interpreter.hpp): "
+                            "each instruction's results are moved by scale roundings of unit_roundoff[pc], drawn "
+                            "from seed.")
+      .def_readonly("seed", &RoundingNoise::seed)
+      .def_readonly("scale", &RoundingNoise::scale)
+      .def_readonly("unit_roundoff", &RoundingNoise::unit_roundoff)
+      .def("__repr__", [](const RoundingNoise& noise) {
+        return fmt::format("<refgrad.RoundingNoise seed={} scale={} over {} instructions>", noise.seed, noise.scale,
+                           noise.unit_roundoff.size());
+      });
+  m.def(
+      "rounding_noise_of",
+      [](py::handle program, std::uint64_t seed, double scale) {
+        if (py::isinstance<Bundle>(program)) return rounding_noise_of(program.cast<const Bundle&>().program, seed, scale);
+        check(py::isinstance<Program>(program), "rounding_noise_of: expected a Program or a Bundle, got ",
+              python_type_name(program));
+        return rounding_noise_of(program.cast<const Program&>(), seed, scale);
+      },
+      py::arg("program"), py::arg("seed") = 0, py::arg("scale") = 1.0,
+      "The rounding noise of a Program (or a Bundle's) as captured, before promotion: each instruction's unit "
+      "roundoff is that of the dtypes it reads or makes. Run it with perturbed_to_float64's program.");
   m.def(
       "linear_sensitivity",
       [](py::handle exact, py::handle moved, py::handle moved_less, double ratio) {

@@ -190,7 +190,7 @@ Tensor scatter_impl(const Tensor& self, std::int64_t dim, const Tensor& index, c
                           else target = v;
                         });
   });
-  return out;
+  return mode == ScatterMode::Add ? with_rounding_noise(out) : out;  // a plain scatter moves values: no rounding
 }
 
 // --------------------------------------------------- advanced indexing ---
@@ -493,7 +493,7 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
                           target = accumulated(target, multiplied(a, src[o[0]]));
                         });
   });
-  return out;
+  return with_rounding_noise(out);
 }
 
 // ------------------------------------------------------------------ index ---

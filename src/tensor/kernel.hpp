@@ -330,7 +330,7 @@ Tensor map(const Shape& sizes, F f, const Tensors&... inputs) {
   // xtensor 0.24.3 stores the functor by value only when it is moved in. The
   // copies made by contiguous() live until the end of this statement.
   result = xt::make_lambda_xfunction(std::move(f), adapt_flat<In>(broadcast_to(inputs, sizes).contiguous())...);
-  return out;
+  return with_rounding_noise(out);  // under a RoundingNoiseScope (tensor.hpp), one rounding's noise
 }
 
 // c[m,n] = op(a)[m,k] @ op(b)[k,n] with a, b, c row-major and contiguous, op

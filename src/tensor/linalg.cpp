@@ -277,7 +277,7 @@ Tensor product(const Tensor& a, const Tensor& b, const char* op) {
     if constexpr (std::is_same_v<T, bool>) fail(concat(op, ": not implemented for bool tensors"));
     else batched_gemm<T>(a, b, out, op);
   });
-  return out;
+  return with_rounding_noise(out);
 }
 
 // The same storage seen with other sizes and strides.
@@ -327,7 +327,7 @@ Tensor dot(const Tensor& self, const Tensor& other) {
       *out.data_ptr<T>() = sum;
     }
   });
-  return out;
+  return with_rounding_noise(out);
 }
 
 Tensor mm(const Tensor& self, const Tensor& mat2) {

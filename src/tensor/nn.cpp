@@ -306,7 +306,7 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
     if constexpr (!std::is_same_v<T, bool>)
       convolution_kernel<T>(input5, weight5, bias1, output5, transposed, groups, window, columns);
   });
-  return output;
+  return with_rounding_noise(output);
 }
 
 // conv1d/conv2d/conv_transpose*d accept an unbatched input (one dim fewer):

@@ -115,7 +115,7 @@ Tensor reduce_with_xtensor(const Tensor& stored_input, const std::vector<bool>& 
     using Out = typename decltype(tag)::type;
     std::transform(result.begin(), result.end(), out.data_ptr<Out>(), [](Acc v) { return cast_to<Out>(v); });
   });
-  return kernel::rounded_to(out, out_dtype);
+  return with_rounding_noise(kernel::rounded_to(out, out_dtype));
 }
 
 // xt::sum<Acc> starts from an Acc zero and adds each element to it, so the
@@ -247,7 +247,7 @@ Tensor from_rows(const std::vector<T>& values, const Shape& sizes, const std::ve
     kernel::for_each_offset(moved.sizes(), moved.strides(),
                             [&](std::int64_t offset) { base[offset] = cast_to<Out>(values[i++]); });
   });
-  return kernel::rounded_to(out, dtype);
+  return with_rounding_noise(kernel::rounded_to(out, dtype));
 }
 
 // Position of the first largest (or smallest) element of a non-empty row. A
@@ -515,7 +515,7 @@ Tensor var(const Tensor& self, const IntList& dim, double correction, bool keepd
       dst[i] = static_cast<T>(squares / divisor);
     }
   });
-  return kernel::rounded_to(out, self.dtype());
+  return with_rounding_noise(kernel::rounded_to(out, self.dtype()));
 }
 
 // ----------------------------------------------------------------- norms ---
@@ -686,7 +686,7 @@ Tensor logsumexp(const Tensor& self, const IntList& dim, bool keepdim) {
       dst[i] = static_cast<T>(std::log(total) + max);
     }
   });
-  return kernel::rounded_to(out, out_dtype);
+  return with_rounding_noise(kernel::rounded_to(out, out_dtype));
 }
 
 // ------------------------------------------------------ softmax, log_softmax ---

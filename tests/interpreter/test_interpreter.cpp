@@ -703,6 +703,64 @@ TEST_CASE("interpreter: perturbed_to_float64 moves each number by up to one roun
   CHECK_FALSE(equal(*perturbed.saved[0].value, *promote_to_float64(program).saved[0].value));
 }
 
+TEST_CASE("interpreter: rounding_noise_of gives each instruction the unit roundoff of the dtypes it computes in") {
+  // float32 throughout: every instruction rounds as float32 does
+  const Program mul = parse_program(read_text(kExamples / "mul.bwd"));
+  const RoundingNoise noise = rounding_noise_of(mul, 7, 0.5);
+  CHECK(noise.seed == 7);
+  CHECK(noise.scale == 0.5);
+  CHECK(noise.unit_roundoff == std::vector<double>(mul.code.size(), 0x1p-24));
+  // a float16 node beside float32 ones (autocast): each instruction its own dtype's
+  const Program mixed = parse_program(R"(program mixed
+  grad %g : f32[2]
+  saved $a : f16[2] = [1.0, 2.0]
+  saved $b : f16[2] = [3.0, 4.0]
+  leaf @a : f16[2]
+  leaf @b : f16[2]
+  leaf @w : f32[2]
+code
+  %0 = validate %g : f32[2]
+  %1, _ = AddBackward0 %0  alpha=1 other_scalar_type=f32 self_scalar_type=f32 need=[1,0]
+  %2, _ = validate %1, none : f32[2], _
+  accumulate_grad @w %2
+  %3 = validate %0 : f16[2]
+  %4, %5 = MulBackward0 %3  other=$b other_scalar_type=f16 self=$a self_scalar_type=f16
+  %6, %7 = validate %4, %5 : f16[2], f16[2]
+  accumulate_grad @a %6
+  accumulate_grad @b %7
+)");
+  const RoundingNoise mixed_noise = rounding_noise_of(mixed, 0);
+  REQUIRE(mixed_noise.unit_roundoff.size() == mixed.code.size());
+  CHECK(mixed_noise.unit_roundoff[1] == 0x1p-24);  // AddBackward0: validated to f32
+  CHECK(mixed_noise.unit_roundoff[3] == 0x1p-24);  // accumulate into the f32 leaf
+  CHECK(mixed_noise.unit_roundoff[5] == 0x1p-11);  // MulBackward0 of f16 saved values
+  CHECK(mixed_noise.unit_roundoff[8] == 0x1p-11);
+}
+
+TEST_CASE("interpreter: a machine with rounding noise moves each result by up to its dtype's rounding") {
+  const Program mul = parse_program(read_text(kExamples / "mul.bwd"));
+  const auto x_grad = [&](std::optional<RoundingNoise> noise) {
+    Machine machine(bind(assemble(promote_to_float64(mul))), {}, MachineOptions{.rounding_noise = std::move(noise)});
+    machine.run();
+    return machine.leaf_grad("x")->to_vector<double>();
+  };
+  const std::vector<double> exact = x_grad(std::nullopt), moved = x_grad(rounding_noise_of(mul, 3));
+  const std::vector<double> moved_less = x_grad(rounding_noise_of(mul, 3, 1.0 / 16)), again = x_grad(rounding_noise_of(mul, 3));
+  CHECK(exact == std::vector<double>{4.0, 5.0, 12.0});
+  CHECK(moved == again);  // the same seed, the same draws
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    CHECK(moved[i] != exact[i]);
+    CHECK(std::abs(moved[i] - exact[i]) <= 3 * 0x1p-24 * exact[i]);  // a few float32 roundings at most
+    CHECK((moved_less[i] - exact[i]) * 16 == doctest::Approx(moved[i] - exact[i]).epsilon(1e-3));
+  }
+  // made for another program: refused when the machine is made
+  RoundingNoise wrong = rounding_noise_of(mul, 3);
+  wrong.unit_roundoff.pop_back();
+  CHECK_THROWS_WITH_AS(Machine(bind(assemble(promote_to_float64(mul))), {}, MachineOptions{.rounding_noise = wrong}),
+                       doctest::Contains("the rounding noise has 4 unit roundoffs for a program of 5 instructions"),
+                       Error);
+}
+
 TEST_CASE("interpreter: linear_sensitivity keeps the moves that are linear in the perturbation") {
   const Tensor exact = tensor({0.0, 1.0, 2.0, 5.0}, DType::Float64);
   // element 0 and 1: 16 times less move, 16 times less step (linear); element 2: a jump, the same at both

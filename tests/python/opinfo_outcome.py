@@ -392,7 +392,7 @@ def _compare_all(dtype, reference, expected, as_captured, torch_float64, finite_
         else:
             both_finite = None
         e_error, t_error = _max_abs(e, r), _max_abs(t, r)
-        # R~ (the float64 run from values moved by one rounding of their dtype) bounds the noise from below
+        # R~ (the float64 run with values and results moved by one rounding of their dtype) bounds the noise from below
         # where refgrad's own rounding cancels exactly and torch's does not (refgrad.check's rule)
         sensitivity = _masked_sensitivity(r, None if perturbed is None else perturbed[k], both_finite)
         checks = (("torch", t, max(e_error, sensitivity)), (f"refgrad {dtype_name(dtype)}", e, max(t_error, sensitivity)))

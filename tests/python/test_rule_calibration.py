@@ -146,3 +146,39 @@ def test_a_node_that_refuses_moved_values_keeps_the_rule_without_the_sensitivity
     report = refgrad_check.check(lambda x: torch.nn.functional.multilabel_margin_loss(x, target), x,
                                  engines=("eager",), reproducer_dir=str(tmp_path))
     assert_passes(report)
+
+
+def _seeded_leaf(shape, seed):
+    """A float32 leaf of standard normal values drawn in float64 from its own seed (refgrad.fuzz's leaves)."""
+    values = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return values.to(torch.float32).requires_grad_()
+
+
+def test_a_gradient_that_a_node_cancels_for_any_values_is_not_a_finding(tmp_path):
+    """refgrad.fuzz case 100445, minimized: b's gradient is the sum of layer_norm's input gradient, which is 0
+    over every row whatever the values (layer_norm does not see a shift), so moving the values the backward
+    starts from leaves it at 1e-14. Eager's float32 kernel rounds inside the node and lands 1.07e-6 away: only
+    rounding inside the computation (the sensitivity runs' rounding noise, refgrad.rounding_noise_of) says
+    how far a correct float32 computation may land. Without it the rule failed eager: an oracle bug."""
+    def shifted_layer_norm(x, b):
+        v = x.clone()
+        v.add_(b)
+        return torch.nn.functional.layer_norm(v, (5,)).narrow(1, 0, 2)
+
+    x, b = _seeded_leaf((3, 3, 5), 37885), _seeded_leaf((1,), 20095)
+    report = refgrad_check.check(shifted_layer_norm, x, b, engines=("eager",), reproducer_dir=str(tmp_path))
+    assert_passes(report)
+    b_grad = report.results["eager"]["arg1"]
+    assert b_grad.max_abs > 1e-7, report.format(eager=True)  # eager is far from R's 1e-14: the case is still there
+    assert b_grad.noise > 1e-8, report.format(eager=True)
+
+
+def test_a_conv_bias_that_batch_norm_undoes_is_not_a_finding(tmp_path):
+    """A convolution's bias before a training-mode batch_norm has a gradient of exactly 0 for any values
+    (batch_norm subtracts each channel's mean); a float32 kernel leaves its rounding there."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Tanh())
+    x = torch.randn(4, 3, 8, 8)
+    report = refgrad_check.check(lambda x: model(x).square().sum(), x, engines=("eager",),
+                                 reproducer_dir=str(tmp_path))
+    assert_passes(report)

@@ -193,6 +193,45 @@ TEST_CASE("memory limit: a tensor larger than the limit raises before it is allo
   CHECK(memory_limit() == default_memory_limit());
 }
 
+TEST_CASE("a RoundingNoiseScope moves the results of the primitives that round, by up to eps, and no others") {
+  const Tensor x = tensor({1.0, 2.0, 3.0, -4.0}, DType::Float64), ones4 = ones({4}, DType::Float64);
+  const double eps = 0x1p-24;
+  // 1 - mean(1) cancels exactly; with rounding noise it is about eps, as a float32 kernel's rounding leaves it
+  CHECK(sum(sub(ones4, mean(ones4))).item<double>() == 0.0);
+  std::vector<double> noisy_sum, noisy_less, products;
+  {
+    const RoundingNoiseScope noise(7, eps);
+    const double moved = sum(sub(ones4, mean(ones4))).item<double>();
+    CHECK(moved != 0.0);
+    CHECK(std::abs(moved) <= 16 * eps);
+    noisy_sum = add(x, x).to_vector<double>();
+    // moving values is not rounding: views, copies and indexing are left alone
+    CHECK(equal(transpose(reshape(x, {2, 2}), 0, 1), transpose(reshape(x, {2, 2}), 0, 1).contiguous()));
+    CHECK(equal(cat({x, x}, 0), tensor({1.0, 2.0, 3.0, -4.0, 1.0, 2.0, 3.0, -4.0}, DType::Float64)));
+    CHECK(equal(index_select(x, 0, tensor({3, 0})), tensor({-4.0, 1.0}, DType::Float64)));
+    CHECK(equal(add(tensor({1, 2}), tensor({3, 4})), tensor({4, 6})));  // integers are exact
+    products = mm(reshape(x, {2, 2}), reshape(x, {2, 2})).to_vector<double>();
+  }
+  {
+    const RoundingNoiseScope noise(7, eps / 16);  // the same draws, 16 times smaller
+    noisy_less = add(x, x).to_vector<double>();
+  }
+  const std::vector<double> exact = add(x, x).to_vector<double>();
+  int moved = 0;
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    CHECK(std::abs(noisy_sum[i] - exact[i]) <= std::abs(exact[i]) * eps);
+    CHECK((noisy_less[i] - exact[i]) * 16 == doctest::Approx(noisy_sum[i] - exact[i]).epsilon(1e-6));
+    moved += noisy_sum[i] != exact[i];
+  }
+  CHECK(moved == 4);
+  const std::vector<double> exact_products = mm(reshape(x, {2, 2}), reshape(x, {2, 2})).to_vector<double>();
+  CHECK(products != exact_products);
+  for (std::size_t i = 0; i < products.size(); ++i)
+    CHECK(std::abs(products[i] - exact_products[i]) <= std::abs(exact_products[i]) * eps);
+  // outside any scope, nothing moves: the same bits as before
+  CHECK(equal(add(x, x), tensor({2.0, 4.0, 6.0, -8.0}, DType::Float64)));
+}
+
 TEST_CASE("casts convert like torch, NaN to int included") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor x = tensor({-2.7, -0.5, 0.0, 0.5, 2.7, 1e30}, DType::Float64);

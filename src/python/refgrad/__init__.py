@@ -39,6 +39,7 @@ from refgrad._refgrad import (
     OutputDecl,
     Program,
     ResultSet,
+    RoundingNoise,
     SavedDecl,
     SavedField,
     SourceLocation,
@@ -62,6 +63,7 @@ from refgrad._refgrad import (
     perturbed_to_float64,
     promote_to_float64,
     read_safetensors,
+    rounding_noise_of,
     run_program,
     write_safetensors,
 )
@@ -92,6 +94,7 @@ __all__ = [
     "OutputDecl",
     "Program",
     "ResultSet",
+    "RoundingNoise",
     "SavedDecl",
     "SavedField",
     "SourceLocation",
@@ -116,6 +119,7 @@ __all__ = [
     "perturbed_to_float64",
     "promote_to_float64",
     "read_safetensors",
+    "rounding_noise_of",
     "run_program",
     "write_safetensors",
 ]

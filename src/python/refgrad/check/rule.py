@@ -40,7 +40,7 @@ class _Rule:
         return ("eager passes when max|eager - R| <= rtol max|R| + 32 noise,\n"
                 "  engine E when max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|);\n"
                 "  noise: max(max|R' - R|, max|R~ - R|), R' refgrad's run in the other precision (float32 and\n"
-                "  float64), R~ its float64 run from values moved by one rounding of their dtypes;\n"
+                "  float64), R~ its float64 run with values and results moved by one rounding of their dtypes;\n"
                 "  rtol: torch.testing.assert_close's for E's dtype (float64 leaves: atol too, no noise)")
 
     def bound(self, dtype: torch.dtype, max_reference: float, eager_error: float, is_eager: bool,
@@ -48,7 +48,7 @@ class _Rule:
         """The most max|E - R| may be for one gradient (or intermediate) whose R has largest magnitude
         ``max_reference``. ``noise`` is max(max|R' - R|, max|R~ - R|) for it: R' refgrad's run of the same
         program in the other precision (the rounding error that this very computation has in E's dtype,
-        measured), R~ the float64 run from values moved by one rounding of their dtypes (how far the exact
+        measured), R~ the float64 run with values and results moved by one rounding of their dtypes (how far the exact
         result moves with its inputs' last bits); None where it cannot be measured: a float64 gradient,
         whose program "as captured" is R itself."""
         rtol, atol = self.tolerances(dtype)

@@ -68,7 +68,12 @@ class Capture:
         return self._host(promote=False)
 
     def _host(self, promote: bool) -> Host:
+        """The host callables the program declares: under torch.autograd.grad's inputs it leaves out what no
+        captured grad needs (the hooks of a leaf that is not an input, every post-accumulate-grad hook, the
+        nodes it does not run), and a Machine refuses a callable its program does not declare."""
         builder = self._builder
+        program = self.program
+        hooks, functions = {hook.name for hook in program.hooks}, {function.name for function in program.functions}
         host = Host()
         for name, hook in builder.tensor_hooks.items():
             host.hooks[name] = _tensor_hook(hook)
@@ -78,29 +83,36 @@ class Capture:
             host.hooks[name] = _module_hook(hook, fn, promote)
         for name, fn in builder.function_nodes.items():
             host.functions[name] = _function_backward(fn, promote)
+        host.hooks = {name: hook for name, hook in host.hooks.items() if name in hooks}
+        host.functions = {name: function for name, function in host.functions.items() if name in functions}
         return host
 
-    def _bundle(self, precision: str, perturbed: Optional[float], seed: int, who: str) -> tuple[refgrad.Bundle, bool]:
-        """The bundle a run at ``precision`` starts from, and whether it is promoted to float64."""
+    def _bundle(self, precision: str, perturbed: Optional[float], seed: int,
+                who: str) -> tuple[refgrad.Bundle, bool, Optional[refgrad.RoundingNoise]]:
+        """The bundle a run at ``precision`` starts from, whether it is promoted to float64, and the
+        rounding noise its instructions run with (None but for a sensitivity run)."""
         promote = _promotes(precision, who)
         if perturbed is not None:
             if not promote:
                 raise refgrad.Error(f"{who}: perturbed= moves the values of the float64 run; precision must be "
                                     f"'float64', got {precision!r}")
-            return refgrad.perturbed_to_float64(self.bundle, seed, perturbed), True
-        return (refgrad.promote_to_float64(self.bundle) if promote else self.bundle), promote
+            return (refgrad.perturbed_to_float64(self.bundle, seed, perturbed), True,
+                    refgrad.rounding_noise_of(self.bundle, seed, perturbed))
+        return (refgrad.promote_to_float64(self.bundle) if promote else self.bundle), promote, None
 
     @_refgrad_errors("Capture.machine")
     def machine(self, precision: str = "float64", keep_values: bool = False, perturbed: Optional[float] = None,
                 seed: int = 0) -> refgrad.Machine:
         """A refgrad Machine over the program, ready to step or run: as captured ("float32") or
         promoted to float64; keep_values keeps every register (for reading them after a run).
-        perturbed=SCALE: the float64 program with each number it starts from moved by up to SCALE
-        roundings of its own dtype, drawn from seed (refgrad.perturbed_to_float64): the check rule's
-        sensitivity runs."""
-        bundle, promote = self._bundle(precision, perturbed, seed, "Capture.machine")
+        perturbed=SCALE: the check rule's sensitivity run, the float64 program with each number it starts
+        from moved by up to SCALE roundings of its own dtype (refgrad.perturbed_to_float64) and each
+        instruction's arithmetic results by up to SCALE roundings of the dtype it computes in as captured
+        (refgrad.rounding_noise_of), drawn from seed."""
+        bundle, promote, noise = self._bundle(precision, perturbed, seed, "Capture.machine")
         host = self._host(promote)
-        return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values)
+        return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values,
+                               rounding_noise=noise)
 
     @_refgrad_errors("Capture.run")
     def run(self, precision: str = "float64", perturbed: Optional[float] = None,
@@ -110,9 +122,9 @@ class Capture:
         older spelling "float32") runs the program in its own dtypes; perturbed and seed as for machine().
         Returns what torch would leave: for a backward(), each leaf's .grad (and retain_grad()'s grads)
         by name; for torch.autograd.grad's inputs, their grads by name (None where unused)."""
-        bundle, promote = self._bundle(precision, perturbed, seed, "Capture.run")
+        bundle, promote, noise = self._bundle(precision, perturbed, seed, "Capture.run")
         host = self._host(promote)
-        results = refgrad.run_program(bundle, hooks=host.hooks, functions=host.functions)
+        results = refgrad.run_program(bundle, hooks=host.hooks, functions=host.functions, rounding_noise=noise)
         if self.captures and not self.accumulate_grad:
             return {name: _to_torch(results.get("^" + name)) for name in self.captures}
         return {name[1:]: _to_torch(value) for name, value in results.items()}
