@@ -1,20 +1,27 @@
 """refgrad-fuzz report: a findings directory as markdown.
 
-The campaign's numbers (campaign.json), then one section per distinct finding, oracle bugs first: its
-signature, how many cases found it and which seeds, what happened, and its repro: the minimized
-program when the minimizer ran, else the case's.
+The campaign's numbers (campaign.json); a table of the bugs, one row per distinct bug (Finding.distinct_bug:
+the signatures that differ only in their op sets, and for a ``where`` that names no node the same gist of
+the detail), with the folder that holds its minimized repro; then one section per distinct finding,
+oracle bugs first: its signature, how many cases found it and which seeds, what happened, and its repro:
+the minimized program when the minimizer ran on it, else the case's, with the folder where its bug was
+minimized (a campaign's --minimize minimizes one folder per distinct bug, summary.json's "minimized_as").
 """
 from __future__ import annotations
 
 import json
 import os
 
-from refgrad.fuzz.triage import KINDS
+from refgrad.fuzz.triage import KINDS, Finding
 
 
 def _read(path: str) -> str:
     with open(path) as f:
         return f.read()
+
+
+def _minimized(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, "minimized.py"))
 
 
 def findings(directory: str) -> list[dict]:
@@ -38,19 +45,25 @@ def markdown(directory: str) -> str:
                   f"({numbers['cases_per_second']} cases/s, {numbers['workers']} workers), engines "
                   f"{', '.join(numbers['engines'])}, shard {numbers['shard']}, seeds from {numbers['seed_start']}, "
                   f"generator version {numbers['generator_version']}; {numbers['cases_not_covered_by_refgrad']} "
-                  "cases not covered by refgrad (checked against eager).", ""]
+                  "cases not covered by refgrad (checked against eager)."
+                  + (f" Then {len(numbers['minimized'])} folders minimized, one per distinct bug, in "
+                     f"{numbers['minimize_seconds']} s." if numbers.get("minimized") else ""), ""]
         kinds = numbers["findings_by_kind"]
         lines += ["| kind | cases |", "|---|---|"] + [f"| {k} | {v} |" for k, v in sorted(kinds.items())] + [""]
     found = findings(directory)
-    lines += [f"{len(found)} distinct findings.", ""]
-    # one row per bug, (engine, kind, where): the signatures that differ only in their op sets
+    # one row per distinct bug: the signatures that differ only in their op sets (and in the detail's
+    # gist, where ``where`` names no node)
     bugs: dict[tuple, list[dict]] = {}
     for summary in found:
-        bugs.setdefault((summary["engine"], summary["kind"], summary["where"]), []).append(summary)
-    lines += ["| kind | engine | where | findings | cases | what (first) |", "|---|---|---|---|---|---|"]
-    for (engine, kind, where), group in bugs.items():
+        bugs.setdefault(Finding.from_dict(summary).distinct_bug, []).append(summary)
+    lines += [f"{len(found)} distinct findings, of {len(bugs)} distinct bugs.", ""]
+    lines += ["| kind | engine | where | findings | cases | what (first) | minimized in |",
+              "|---|---|---|---|---|---|---|"]
+    for (engine, kind, where, _), group in bugs.items():
         detail = group[0].get("detail", "")[:160].replace("|", "\\|")
-        lines.append(f"| {kind} | {engine} | {where} | {len(group)} | {sum(s['count'] for s in group)} | {detail} |")
+        minimized = next((f"`{os.path.basename(s['folder'])}`" for s in group if _minimized(s["folder"])), "-")
+        lines.append(f"| {kind} | {engine} | {where} | {len(group)} | {sum(s['count'] for s in group)} | {detail} "
+                     f"| {minimized} |")
     lines.append("")
     for summary in found:
         folder = summary["folder"]
@@ -61,8 +74,12 @@ def markdown(directory: str) -> str:
                   f"torch {summary.get('torch', '?')}",
                   f"- what: {summary.get('detail', '')}",
                   f"- folder: `{folder}`" + (" (reproducer.safetensors: `refgrad check` re-runs it)"
-                                             if os.path.exists(os.path.join(folder, "reproducer.safetensors")) else ""),
-                  ""]
+                                             if os.path.exists(os.path.join(folder, "reproducer.safetensors")) else "")]
+        if "minimized_as" in summary and not _minimized(folder):
+            there = os.path.join(directory, summary["minimized_as"])
+            lines.append(f"- same bug as `{there}`, " + ("minimized there" if _minimized(there)
+                                                         else "to be minimized there (not done)"))
+        lines.append("")
         minimized = os.path.join(folder, "minimized.py")
         repro = minimized if os.path.exists(minimized) else os.path.join(folder, "case.py")
         label = "minimized repro" if repro == minimized else "repro (not minimized)"

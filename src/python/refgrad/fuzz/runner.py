@@ -26,6 +26,14 @@ The findings directory: one folder per signature (refgrad.fuzz.triage), holding
     reproducer.safetensors   refgrad's bundle, when check wrote one (`refgrad check` re-runs it)
     minimized.py, minimized.txt   after `refgrad-fuzz minimize` (or --minimize)
 and campaign.json (the numbers of the last campaign) and cases.jsonl (one line per case run).
+
+--minimize: one bug files many folders (one per op set), so after the cases the campaign minimizes one
+folder per distinct bug (refgrad.fuzz.triage's Finding.distinct_bug) among its new folders: the one whose
+case has the fewest ops, then the lowest seed. The other new folders of that bug get "minimized_as" (the
+minimized folder's name) in their summary.json, which `refgrad-fuzz report` shows; a bug that a folder
+of an earlier campaign holds minimized already is not minimized again, its new folders point there. A
+worker crash or a timeout is not minimized (refgrad.fuzz.minimize says why). campaign.json's ``seconds``
+and cases/s count the cases only; ``minimize_seconds`` is the minimization's time.
 """
 from __future__ import annotations
 
@@ -34,13 +42,14 @@ import collections
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 # --- the worker: a process that runs cases until told to stop ---
 
@@ -126,12 +135,15 @@ class Campaign:
     seed_list: Optional[list[int]] = None  # exactly these seeds (--seeds), instead of a shard's range
     recycle: int = 200  # a worker is replaced after this many jobs (what torch caches per process stays bounded)
     startup_timeout: float = 300.0
+    worker_main: Callable = _worker_main  # what each worker process runs (a test's fake, which imports no torch)
     # what it found
     ran: int = 0
     by_kind: collections.Counter = field(default_factory=collections.Counter)
     new: list[str] = field(default_factory=list)  # folders made by this campaign
     uncovered: int = 0
-    elapsed: float = 0.0
+    elapsed: float = 0.0  # the cases' seconds
+    minimized: list[str] = field(default_factory=list)  # the folders --minimize minimized, one per distinct bug
+    minimize_elapsed: float = 0.0  # the minimization's seconds, after the cases
 
     def seeds(self):
         if self.seed_list is not None:
@@ -158,6 +170,7 @@ class Campaign:
         bar = _Progress(self.cases, self.progress)
         minimize_queue: list[str] = []
         exhausted = minimizing = False
+        minimize_start = 0.0
         try:
             while True:
                 now = time.monotonic()
@@ -183,9 +196,15 @@ class Campaign:
                         worker = workers[i] = self._ready(self._spawn(context, config))
                     self._send(worker, *job)
                 if all(worker is None or worker.job is None for worker in workers):
-                    if self.minimize and self.new and not minimizing:  # the cases are done: minimize what they found
-                        minimizing = True
-                        minimize_queue.extend(self.new)
+                    if self.minimize and not minimizing:  # the cases are done: minimize what they found
+                        minimizing, minimize_start = True, time.monotonic()
+                        self.elapsed = minimize_start - start
+                        bar.close()  # its time and rate are the cases'
+                        self.minimized = self._minimize_plan()
+                        minimize_queue.extend(self.minimized)
+                        if self.progress and self.minimized:
+                            bar.write(f"minimizing {len(self.minimized)} of the {len(self.new)} new folders, "
+                                      "one per distinct bug")
                         continue
                     break
                 busy = [worker for worker in workers if worker is not None and worker.job is not None]
@@ -219,17 +238,22 @@ class Campaign:
                     self._stop(worker)
             bar.close()
             shutil.rmtree(os.path.join(self.findings, ".work"), ignore_errors=True)
-        self.elapsed = time.monotonic() - start
+        if minimizing:
+            self.minimize_elapsed = time.monotonic() - minimize_start
+        else:
+            self.elapsed = time.monotonic() - start
         numbers = self.numbers()
         with open(os.path.join(self.findings, "campaign.json"), "w") as f:
             json.dump(numbers, f, indent=2)
         return numbers
 
     def numbers(self) -> dict:
-        """The campaign's numbers; ``seconds`` counts from the moment the workers were ready (their startup,
-        importing torch, is not counted)."""
+        """The campaign's numbers; ``seconds`` is the cases' time, from the moment the workers were ready
+        (their startup, importing torch, is not counted) to the last case's end; ``minimize_seconds`` is the
+        time --minimize took after that."""
         return {"engines": self.engine_names, "cases": self.ran, "seconds": round(self.elapsed, 2),
                 "cases_per_second": round(self.ran / self.elapsed, 3) if self.elapsed else None,
+                "minimized": list(self.minimized), "minimize_seconds": round(self.minimize_elapsed, 2),
                 "workers": self.workers, "shard": f"{self.shard[0]}/{self.shard[1]}", "seed_start": self.seed_start,
                 "findings_by_kind": dict(self.by_kind), "new_findings": list(self.new),
                 "cases_not_covered_by_refgrad": self.uncovered, "generator_version": _version()}
@@ -238,7 +262,7 @@ class Campaign:
 
     def _spawn(self, context, config: dict) -> _Worker:
         parent, child = context.Pipe()
-        process = context.Process(target=_worker_main, args=(child, config), daemon=True)
+        process = context.Process(target=self.worker_main, args=(child, config), daemon=True)
         process.start()
         child.close()
         return _Worker(process, parent)
@@ -345,6 +369,59 @@ class Campaign:
             json.dump(summary, f, indent=2)
         self.new.append(folder)
 
+    def _minimize_plan(self) -> list[str]:
+        """The folders to minimize after the cases: of this campaign's new folders, one per distinct bug
+        (Finding.distinct_bug), the one whose case has the fewest ops (the minimizer's work), then the
+        lowest seed; smallest first. Each other new folder of a bug gets "minimized_as" in its summary.json,
+        the minimized folder's name. A bug that a folder of the directory holds minimized already (from an
+        earlier campaign) is not minimized again: its new folders point to that folder."""
+        from refgrad.fuzz.triage import Finding
+
+        new_by_bug: dict[tuple, list[tuple[int, int, str]]] = {}  # (ops, seed, folder) each: min() is the one
+        for folder in self.new:
+            summary = _summary(folder)
+            if summary["kind"] in _NOT_MINIMIZED:
+                continue
+            new_by_bug.setdefault(Finding.from_dict(summary).distinct_bug, []).append(
+                (_case_ops(folder), summary["seed"], folder))
+        minimized_before: dict[tuple, str] = {}
+        for name in sorted(os.listdir(self.findings)):
+            folder = os.path.join(self.findings, name)
+            if all(os.path.exists(os.path.join(folder, file)) for file in ("summary.json", "minimized.py")):
+                minimized_before.setdefault(Finding.from_dict(_summary(folder)).distinct_bug, folder)
+        plan = []
+        for bug, candidates in new_by_bug.items():
+            if bug in minimized_before:
+                chosen = minimized_before[bug]
+            else:
+                smallest = min(candidates)
+                plan.append(smallest)
+                chosen = smallest[2]
+            for _, _, folder in candidates:
+                if folder != chosen:
+                    summary = _summary(folder)
+                    summary["minimized_as"] = os.path.basename(chosen)
+                    with open(os.path.join(folder, "summary.json"), "w") as f:
+                        json.dump(summary, f, indent=2)
+        return [folder for _, _, folder in sorted(plan)]
+
+
+# not minimized in a worker: the minimizer would crash or hang it too (refgrad.fuzz.minimize)
+_NOT_MINIMIZED = ("worker_crashed", "timeout")
+
+
+def _summary(folder: str) -> dict:
+    with open(os.path.join(folder, "summary.json")) as f:
+        return json.load(f)
+
+
+def _case_ops(folder: str) -> int:
+    """How many ops the folder's case has, as the first line of its case.py says ("...: 14 ops, 8 leaves,
+    ..."); a very large number when it does not say."""
+    with open(os.path.join(folder, "case.py")) as f:
+        found = re.search(r"\b([0-9]+) ops,", f.readline())
+    return int(found.group(1)) if found else sys.maxsize
+
 
 def _shown_engine(engines: Sequence[str]) -> str:
     return next((e for e in engines if e != "eager" and not e.startswith("py:")), "compiled_autograd:aot_eager")
@@ -374,7 +451,7 @@ class _Progress:
 
     def __init__(self, total: Optional[int], enabled: bool):
         self.enabled, self.total, self.done, self.start = enabled, total, 0, time.monotonic()
-        self.bar = None
+        self.bar, self.closed = None, False
         if enabled:
             try:
                 from tqdm import tqdm
@@ -406,10 +483,12 @@ class _Progress:
             sys.stderr.write("\n" + text + "\n")
 
     def close(self) -> None:
+        """Ends the line; a second call does nothing (the bar closes when the cases end, before --minimize)."""
         if self.bar is not None:
             self.bar.close()
-        elif self.enabled and self.done:
+        elif self.enabled and self.done and not self.closed:
             sys.stderr.write("\n")
+        self.closed = True
 
 
 # --- the command line ---
@@ -441,8 +520,10 @@ def _run_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--findings", default="fuzz-findings", help="the findings directory (default fuzz-findings)")
     parser.add_argument("--no-repeat", action="store_true",
                         help="run each engine once (no nondeterminism check; faster)")
-    parser.add_argument("--minimize", action="store_true", help="minimize each new finding after the campaign")
-    parser.add_argument("--minimize-seconds", type=float, default=300.0, help="budget per finding (default 300)")
+    parser.add_argument("--minimize", action="store_true",
+                        help="after the cases, minimize one new folder per distinct bug (the bug's others point to it)")
+    parser.add_argument("--minimize-seconds", type=float, default=300.0,
+                        help="budget per minimized folder (default 300)")
     parser.add_argument("--recycle", type=int, default=200,
                         help="replace a worker after this many cases (bounds what torch caches; default 200)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -22,6 +22,9 @@ The signature is (engine, kind, where, ops): ``where`` is the node (PyTorch's na
 check could not name one) or the error's type, and ``ops`` the sorted set of the program's op kinds. Two
 cases with one signature are one finding; the findings directory keeps one folder per signature
 (Finding.slug). The minimizer keeps (engine, kind, where), the bug, while the ops shrink (Finding.bug).
+Where ``where`` names no node (an error's type, which many bugs share, or "unlocalized"), the gist of
+the detail tells bugs apart too (Finding.distinct_bug): a campaign's --minimize minimizes one folder
+per distinct bug.
 """
 from __future__ import annotations
 
@@ -35,6 +38,9 @@ KINDS = ("oracle_raised", "oracle_disagrees", "engine_raised", "wrong_gradient",
 
 # engines.TorchCompile's error when the forward ran no compiled code
 _FELL_BACK = "the forward ran no compiled code"
+
+# the kinds whose ``where`` is an error's type, which says little ("InductorError" holds many bugs)
+_WHERE_IS_AN_ERROR_TYPE = ("oracle_raised", "engine_raised", "fuzzer_error")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,15 @@ class Finding:
         return (self.engine, self.kind, self.where)
 
     @property
+    def distinct_bug(self) -> tuple[str, str, str, str]:
+        """The bug, told apart from other bugs of the same ``where`` when ``where`` names no node (an
+        error's type, or "unlocalized"): ``bug`` and the gist of the detail (gist()); elsewhere the gist is
+        "", since the detail there tells cases apart, not bugs (which leaves, which hooks)."""
+        if self.kind in _WHERE_IS_AN_ERROR_TYPE or self.where == "unlocalized":
+            return (*self.bug, gist(self.detail))
+        return (*self.bug, "")
+
+    @property
     def slug(self) -> str:
         """The finding's folder name: readable parts, then a hash of the whole signature."""
         digest = hashlib.sha1(repr(self.signature).encode()).hexdigest()[:8]
@@ -76,6 +91,20 @@ def error_type(text: str) -> str:
     """"RuntimeError" of check's error text "RuntimeError: message"; the text itself when it has none."""
     head = text.split(":", 1)[0].strip()
     return head if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", head) else (text.strip()[:60] or "error")
+
+
+def gist(detail: str) -> str:
+    """A finding's detail less what differs between the cases of one bug, its first 120 characters: of a
+    failing gradient, the leaves that fail (why its divergence could not be localized is kept); of any,
+    numbers (shapes, counts, line numbers), hashes and addresses, files' paths, runs of spaces.
+    "gradients failing the rule: arg1, arg3; first divergence: not localized: the engine ran 1 compiled
+    backward(s) ..." becomes "not localized: the engine ran N compiled backward(s) ..."."""
+    if detail.startswith("gradients failing the rule:"):
+        detail = detail.partition("; first divergence: ")[2]
+    detail = re.sub(r"(?:/[\w.-]+){2,}", "PATH", detail)
+    detail = re.sub(r"\b(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*\b", "N", detail)  # numbers, hashes, addresses
+    detail = re.sub(r"[0-9]+", "N", detail)  # the numbers in names: arg1, buf0
+    return " ".join(detail.split())[:120]
 
 
 def _node(divergence: Any) -> str:
