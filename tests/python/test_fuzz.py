@@ -9,20 +9,24 @@
   times 1.01) finds it in the cases that have a MulBackward0 and only there, classifies it as a wrong
   gradient at MulBackward0, files one folder per signature, and counts a second finding of a signature in
   its folder;
-- the minimizer shrinks such a finding's program to a multiplication and little else, still finding the
-  bug, without autocast, in float64;
+- --minimize minimizes one folder of that bug, and the other points to it; the minimizer shrinks such a
+  finding's program to a multiplication and little else, still finding the bug, without autocast, in
+  float64;
 - a worker whose engine dies (os._exit) or hangs is a finding, and the campaign goes on;
 - one case through compiled autograd (aot_eager) passes, and a smoke campaign of two seeds through the
   runner against it finds nothing.
 """
 import json
 import os
+import subprocess
+import sys
+from dataclasses import replace
 
 import pytest
 import torch
 
 from refgrad.fuzz import GENERATOR_VERSION, generate, run_case
-from refgrad.fuzz.minimize import minimize, minimize_finding
+from refgrad.fuzz.minimize import minimize, minimize_finding, without
 from refgrad.fuzz.program import load, run_eager
 from refgrad.fuzz.report import markdown
 from refgrad.fuzz.runner import Campaign, main
@@ -106,17 +110,87 @@ def test_programs_cover_the_dtypes():
     assert {("float32", None), ("float64", None), ("float32", "bfloat16"), ("float32", "float16")} <= modes
 
 
-# Seed 13 holds layer_norm over equal values: its weight gradient is zero in exact arithmetic, and torch's
-# kernel computes it by a formula that cancels (4.5e-6 in float32) where refgrad's float32 run gives 0. The
-# rule's noise includes how far the gradient moves when the values it starts from move by one rounding
-# (R~), so eager passes there; it failed as `oracle_disagrees` before (docs/fuzzing.md).
-LAYER_NORM_OVER_EQUAL_VALUES = 13
+# Seed 252 (generator version 3; it was seed 13 at version 2) holds layer_norm over equal values (`w8 - w8`)
+# and a gradient that is zero in exact arithmetic (w8's, about 2e-13 in R), which torch's float32 kernels
+# compute by formulas that cancel (eager is 2.2e-4 from R). The rule's noise includes how far the gradient
+# moves when the values it starts from move by one rounding (R~), so eager passes there; such a case failed
+# as `oracle_disagrees` before (docs/fuzzing.md).
+LAYER_NORM_OVER_EQUAL_VALUES = 252
 
 
 def test_a_gradient_that_cancels_to_zero_is_not_a_finding():
     program = generate(LAYER_NORM_OVER_EQUAL_VALUES)
     result = run_case(program, ["eager"])
     assert "F.layer_norm" in program.source() and result.findings == [], result.report
+
+
+def test_some_cases_ask_for_autograd_grad_over_a_subset_of_the_leaves(tmp_path):
+    """One case in four (a draw from the seed) differentiates with torch.autograd.grad over a non-empty subset
+    of the leaves its backward reaches (a proper one where it reaches two or more): refgrad.check is given
+    it as inputs=, and the case's script does the same with torch alone."""
+    programs = [generate(seed) for seed in range(40)]
+    chosen = [p for p in programs if p.inputs is not None]
+    assert 4 <= len(chosen) <= 20, [p.seed for p in chosen]
+    for program in chosen:
+        names = [leaf.name for leaf in program.leaves]
+        reached = [name for name, grad in zip(names, run_eager(replace(program, inputs=None))) if grad is not None]
+        assert program.inputs and set(program.inputs) <= set(reached), program.seed
+        assert len(program.inputs) < len(reached) or len(reached) == 1, program.seed
+        grads = run_eager(program)
+        assert [name for name, grad in zip(names, grads) if grad is not None] == list(program.inputs), program.seed
+        assert f"GRAD_INPUTS = {program.grad_inputs!r}" in program.source()
+    assert "GRAD_INPUTS = None" in next(p for p in programs if p.inputs is None).source()
+    program = max(chosen, key=lambda p: len(p.leaves) - len(p.inputs))
+    result = run_case(program, ["eager"], repeat=False)
+    assert result.findings == [] and "torch.autograd.grad over arg" in result.report, result.report
+    assert sorted(line.split()[1] for line in result.report.splitlines() if line.startswith("eager ")) == \
+        sorted(f"arg{i}" for i in program.grad_inputs), result.report
+    # the case's script, torch alone: eager against eager over the same leaves
+    path = tmp_path / "case.py"
+    path.write_text(program.source())
+    run = subprocess.run([sys.executable, str(path), "eager"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert [line.split(":")[0] for line in run.stdout.splitlines()] == [f"arg{i}" for i in program.grad_inputs]
+    assert all(line.endswith("= 0") for line in run.stdout.splitlines()), run.stdout
+    # and what its gradients() returns is torch.autograd.grad's over those leaves
+    namespace = {"__name__": "__main__"}
+    argv, sys.argv = sys.argv, ["case.py", "eager"]
+    try:
+        exec(compile(program.source(), str(path), "exec"), namespace)
+    finally:
+        sys.argv = argv
+    inputs = namespace["make_inputs"]()
+    outputs = namespace["program"](*inputs)
+    expected = torch.autograd.grad(outputs, [inputs[i] for i in program.grad_inputs],
+                                   [torch.ones_like(output) for output in outputs], allow_unused=True)
+    got = namespace["gradients"]("eager")
+    assert len(got) == len(expected) and all(map(torch.equal, got, expected))
+
+
+def test_the_minimizer_keeps_autograd_grads_inputs_valid():
+    """Dropping ops and leaves keeps torch.autograd.grad's inputs among the leaves left (Program.pruned), and a
+    candidate left with none is not valid (run_eager refuses it)."""
+    program = max((generate(seed) for seed in range(40)), key=lambda p: len(p.inputs or ()) * len(p.ops))
+    assert program.inputs is not None and len(program.inputs) >= 2
+    seen = []
+
+    def keeps_inputs(candidate):
+        if candidate.inputs is None:  # the step that tries a backward into every leaf instead
+            return False
+        assert candidate.inputs and set(candidate.inputs) <= {leaf.name for leaf in candidate.leaves}, candidate
+        seen.append(candidate)
+        return len(candidate.inputs) == len(program.inputs)
+
+    small, log = minimize(program, ["eager"], ("eager", "any", "any"), seconds=60, reproduces=keeps_inputs)
+    assert seen and len(small.ops) < len(program.ops), log
+    assert small.inputs == program.inputs and run_eager(small)
+    first = program.inputs[0]
+    cut = without(program, [i for i, op in enumerate(program.ops) if first in op.uses])
+    left = {leaf.name for leaf in cut.leaves}
+    assert first not in left and cut.inputs == tuple(name for name in program.inputs if name in left), cut.inputs
+    none_left = replace(program, inputs=())
+    with pytest.raises(ValueError, match="over no leaf"):
+        run_eager(none_left)
 
 
 @pytest.mark.parametrize("chunk", range(4))
@@ -147,7 +221,11 @@ def test_smoke_campaign_against_compiled_autograd(tmp_path):
 
 
 def test_run_case_finds_the_planted_bug_only_where_there_is_a_mul():
-    with_mul, without = seeds_with("MulBackward0", 1, node=True), seeds_with("MulBackward0", 1, True, True)
+    # the first float64 program with a MulBackward0: no float32 rounding noise in the rule's bound to hide the
+    # 1% error (at generator version 3 the first such seed of all, 0, is float32, and its noise hides it)
+    with_mul = [seed for seed in seeds_with("MulBackward0", 8, node=True)
+                if (generate(seed).dtype, generate(seed).autocast) == ("float64", None)]
+    without = seeds_with("MulBackward0", 1, True, True)
     found = run_case(generate(with_mul[0]), ["eager", fuzz_planted.wrong_mul], repeat=False)
     assert [f.bug for f in found.findings] == [MUL_BUG], found.report
     assert run_case(generate(without[0]), ["eager", fuzz_planted.wrong_mul], repeat=False).findings == []
@@ -185,24 +263,28 @@ def test_campaign_finds_classifies_and_dedups(tmp_path):
     assert counts == [1, 2]
     lines = open(os.path.join(findings, "cases.jsonl")).read().splitlines()
     assert len(lines) == 5
-    # --minimize: each new finding was minimized (in a worker), its program beside the case
-    for folder in folders:
-        small = open(os.path.join(folder, "minimized.py")).read()
-        assert "minimized from case" in small and "* " in small.split("def program")[1]
-        assert "MulBackward0" in open(os.path.join(folder, "minimized.txt")).read()
-        assert os.path.exists(os.path.join(folder, "minimized.safetensors"))
-    # minimize_finding again on one (what `refgrad-fuzz minimize FOLDER` does), then the markdown report
-    os.remove(os.path.join(folders[0], "minimized.py"))
-    assert "ops to" in minimize_finding(folders[0], seconds=60)
-    assert os.path.exists(os.path.join(folders[0], "minimized.py"))
+    # --minimize: one folder of the bug was minimized (in a worker), its program beside the case; the
+    # other points to it (tests/python/test_fuzz_runner.py tests the choice)
+    (chosen,) = campaign.minimized
+    (other,) = set(folders) - {chosen}
+    small = open(os.path.join(chosen, "minimized.py")).read()
+    assert "minimized from case" in small and "* " in small.split("def program")[1]
+    assert "MulBackward0" in open(os.path.join(chosen, "minimized.txt")).read()
+    assert os.path.exists(os.path.join(chosen, "minimized.safetensors"))
+    assert not os.path.exists(os.path.join(other, "minimized.py"))
+    assert json.load(open(os.path.join(other, "summary.json")))["minimized_as"] == os.path.basename(chosen)
+    assert f"- same bug as `{chosen}`, minimized there" in markdown(findings)
+    # minimize_finding on the other (what `refgrad-fuzz minimize FOLDER` does), then the markdown report
+    assert "ops to" in minimize_finding(other, seconds=60)
+    assert os.path.exists(os.path.join(other, "minimized.py"))
     text = markdown(findings)
     assert "2 distinct findings" in text and text.count("## wrong_gradient: wrong_MulBackward0 at MulBackward0") == 2
-    assert text.count("minimized repro") == 2
+    assert text.count("minimized repro") == 2 and "same bug as" not in text
     assert "| wrong_gradient | wrong_MulBackward0 | MulBackward0 | 2 | 3 |" in text  # one bug: 2 signatures, 3 cases
 
 
 def test_minimizer_shrinks_and_keeps_the_bug():
-    seed = max(planted_seeds(3), key=lambda s: len(generate(s).ops))
+    seed = max(planted_seeds(5), key=lambda s: len(generate(s).ops))  # version 3: seed 24, 14 ops
     program = generate(seed)
     small, log = minimize(program, ["eager", fuzz_planted.wrong_mul], MUL_BUG, seconds=60)
     assert len(program.ops) >= 8 and len(small.ops) == 1, (log, small.source())

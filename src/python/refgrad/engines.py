@@ -13,11 +13,14 @@ The Engine protocol (any object with these two members is an engine):
     gradients(forward, grad_outputs, *, observe=None) -> dict[str, torch.Tensor | None]
         forward(transform=None) -> Forward
             Runs fn(*args) afresh and returns a Forward: ``.outputs`` (the
-            list of tensors to differentiate) and ``.leaves`` (name -> the
+            list of tensors to differentiate), ``.leaves`` (name -> the
             leaf tensors of this forward that require grad, by the names the
-            report uses). ``transform``, when given, is applied to fn before
-            the call (``transform=torch.compile`` compiles the forward).
-            Call it exactly once.
+            report uses) and ``.inputs``: None for a backward into every leaf
+            (torch.autograd.backward), or the names of the leaves to
+            differentiate with respect to, as torch.autograd.grad's inputs
+            (refgrad.check's inputs=, and any probes). ``transform``, when
+            given, is applied to fn before the call (``transform=torch.compile``
+            compiles the forward). Call it exactly once.
         grad_outputs: list[torch.Tensor]
             One incoming gradient per output (ones), as
             torch.autograd.backward(outputs, grad_outputs) takes them.
@@ -32,6 +35,11 @@ The Engine protocol (any object with these two members is an engine):
             engine should return the gradient of every leaf in Forward.leaves.
         Returns each leaf's gradient by name (what .grad holds after the
         backward; None for a leaf the backward did not reach), on any device.
+        When ``run.inputs`` is given, only those: what
+        torch.autograd.grad(run.outputs, [leaves...], grad_outputs,
+        allow_unused=True) returns, by name; no .grad is written, and
+        post-accumulate-grad hooks do not fire. differentiate(run,
+        grad_outputs) does either, as the forward asks.
 
     Example, an engine that scales one gradient:
 
@@ -39,13 +47,12 @@ The Engine protocol (any object with these two members is an engine):
             name = "scaled"
             def gradients(self, forward, grad_outputs):
                 run = forward()
-                torch.autograd.backward(run.outputs, grad_outputs)
-                grads = {name: leaf.grad for name, leaf in run.leaves.items()}
+                grads = refgrad.engines.differentiate(run, grad_outputs)
                 grads["0.weight"] = grads["0.weight"] * 1.01
                 return grads
 
 Engines by name (engine()):
-    "eager"                       torch.autograd.backward
+    "eager"                       torch.autograd.backward (torch.autograd.grad given Forward.inputs)
     "compiled_autograd"           compiled autograd (torch._dynamo.compiled_autograd) with backend aot_eager
     "compiled_autograd:BACKEND"   the same with any torch.compile backend ("compiled_autograd:inductor")
     "torch_compile"               fn under torch.compile (backend inductor); its backward is AOT autograd's
@@ -72,7 +79,7 @@ import torch
 import refgrad
 
 __all__ = ["CompiledAutograd", "Eager", "Engine", "EngineError", "Forward", "NoDevice", "TorchCompile",
-           "accepts_observe", "backend_name", "engine", "leaf_grads"]
+           "accepts_observe", "backend_name", "differentiate", "engine", "leaf_grads"]
 
 
 class EngineError(refgrad.Error):
@@ -85,10 +92,13 @@ class NoDevice(EngineError):
 
 @dataclass
 class Forward:
-    """One fresh forward: fn's outputs and the leaves (by name) they were computed from."""
+    """One fresh forward: fn's outputs and the leaves (by name) they were computed from. ``inputs``: None
+    (a backward into every leaf), or the names of the leaves whose gradients the backward is to compute, as
+    torch.autograd.grad(outputs, inputs) does (refgrad.check's inputs=)."""
 
     outputs: list[torch.Tensor]
     leaves: dict[str, torch.Tensor]
+    inputs: Optional[list[str]] = None
 
 
 class Engine(Protocol):
@@ -111,24 +121,36 @@ def leaf_grads(run: Forward) -> dict[str, Optional[torch.Tensor]]:
     return {name: leaf.grad for name, leaf in run.leaves.items()}
 
 
-def _backward(run: Forward, grad_outputs: list[torch.Tensor], observe: Optional[Callable]) -> None:
+def differentiate(run: Forward, grad_outputs: list[torch.Tensor]) -> dict[str, Optional[torch.Tensor]]:
+    """The backward ``run`` asks for, by name: torch.autograd.backward into every leaf and each leaf's .grad
+    (run.inputs None), or torch.autograd.grad(run.outputs, the leaves named by run.inputs, grad_outputs,
+    allow_unused=True), the gradients it returns (None where unused) and no other."""
+    device = run.outputs[0].device
+    grads = [g.to(device) for g in grad_outputs]
+    if run.inputs is None:
+        torch.autograd.backward(run.outputs, grads)
+        return leaf_grads(run)
+    found = torch.autograd.grad(run.outputs, [run.leaves[name] for name in run.inputs], grads, allow_unused=True)
+    return dict(zip(run.inputs, found))
+
+
+def _backward(run: Forward, grad_outputs: list[torch.Tensor],
+              observe: Optional[Callable]) -> dict[str, Optional[torch.Tensor]]:
     if observe is not None:
         observe(run)
-    device = run.outputs[0].device
-    torch.autograd.backward(run.outputs, [g.to(device) for g in grad_outputs])
+    return differentiate(run, grad_outputs)
 
 
 class Eager:
-    """torch.autograd.backward: the engine every other one is measured against."""
+    """torch.autograd.backward (torch.autograd.grad over Forward.inputs, when given): the engine every other
+    one is measured against."""
 
     def __init__(self, device: str = "cpu"):
         self.device = device
         self.name = "eager" if device == "cpu" else f"eager:{device}"
 
     def gradients(self, forward, grad_outputs, *, observe=None):
-        run = forward()
-        _backward(run, grad_outputs, observe)
-        return leaf_grads(run)
+        return _backward(forward(), grad_outputs, observe)
 
 
 class _CountingBackend:
@@ -181,7 +203,12 @@ class CompiledAutograd:
     ``fullgraph`` is torch.compile's for the backward's graph. It is False by default, as under
     torch._dynamo.config.compiled_autograd, which compiles the backward with the user's torch.compile
     arguments (torch.compile's default; config.compiled_autograd_kwargs_override may set it): dynamo then
-    breaks the graph where it cannot trace (a checkpoint's recomputation) instead of failing."""
+    breaks the graph where it cannot trace (a checkpoint's recomputation) instead of failing.
+
+    Given Forward.inputs, the backward is torch.autograd.grad(outputs, inputs, allow_unused=True) under
+    compiled autograd, which compiles it too (torch 2.13: the engine hands compiled autograd the graph task
+    with its captures, accumulate_grad=False; the traced graph returns the captured grads where a backward's
+    graph calls call_accumulate_grad, and no .grad is written)."""
 
     def __init__(self, backend: Union[str, Callable] = "aot_eager", device: str = "cpu", name: Optional[str] = None,
                  fullgraph: bool = False):
@@ -201,14 +228,14 @@ class CompiledAutograd:
         captures, (_, calls) = counters["compiled_autograd"]["captures"], _CountingBackend.snapshot()
         compiled_autograd.reset()  # never reuse a graph compiled earlier, perhaps by another backend
         with compiled_autograd._enable(lambda gm: torch.compile(gm, backend=backend, fullgraph=self.fullgraph)):
-            _backward(run, grad_outputs, observe)
+            grads = _backward(run, grad_outputs, observe)
         compiled_autograd.reset()
         self.captures = counters["compiled_autograd"]["captures"] - captures
         self.compiled_calls = _CountingBackend.calls - calls
         if self.captures == 0 or self.compiled_calls == 0:
             raise EngineError(f"{self.name}: the backward ran without compiled autograd (graphs captured: "
                               f"{self.captures}, compiled calls: {self.compiled_calls})")
-        return leaf_grads(run)
+        return grads
 
 
 def _engine_name(kind: str, backend: Union[str, Callable], default_backend: str, device: str) -> str:
@@ -221,7 +248,9 @@ def _engine_name(kind: str, backend: Union[str, Callable], default_backend: str,
 class TorchCompile:
     """fn under torch.compile(backend=...): AOT autograd compiles the forward and its backward, and the
     backward runs as one CompiledFunctionBackward node (a black box to refgrad: not localized).
-    ``compiled_calls`` counts the calls of compiled code in the last forward; 0 raises EngineError."""
+    ``compiled_calls`` counts the calls of compiled code in the last forward; 0 raises EngineError.
+    Given Forward.inputs, torch.autograd.grad runs that graph (AOT autograd's backward is an ordinary
+    autograd node, so autograd.grad runs it as it runs any)."""
 
     def __init__(self, backend: Union[str, Callable] = "inductor", device: str = "cpu", name: Optional[str] = None):
         self.backend = backend
@@ -239,8 +268,7 @@ class TorchCompile:
         self.compiled_calls = _CountingBackend.calls - calls
         if self.compiled_calls == 0:
             raise EngineError(f"{self.name}: the forward ran no compiled code (torch.compile fell back to eager)")
-        _backward(run, grad_outputs, None)
-        return leaf_grads(run)
+        return _backward(run, grad_outputs, None)
 
 
 @dataclass

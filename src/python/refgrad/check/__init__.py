@@ -20,7 +20,7 @@ What check does (DESIGN.md, "Numbers and precision"):
    localized nor reproducer written (there is no program).
 3. Per gradient, the rule (docs/check.md, "The rule, and why"): noise = max(max|R' - R|, max|R~ - R|), R'
    refgrad's run of the same program in the other precision (the rounding error of this very gradient in
-   float32), R~ the float64 run from values moved by one rounding of their dtypes (how far the gradient
+   float32), R~ the float64 run with values and results moved by one rounding of their dtypes (how far the gradient
    moves with its inputs' last bits: it keeps a gradient that cancels to nearly 0 from being all error); eager
    passes when max|eager - R| <= rtol max|R| + 32 noise, engine E when max|E - R| <= rtol max|R| +
    32 max(noise, max|eager - R|), rtol torch.testing.assert_close's for the dtype. A float64 gradient (no
@@ -69,6 +69,15 @@ What check does (DESIGN.md, "Numbers and precision"):
 7. Each failed engine writes one bundle into ``reproducer_dir``: the program and its tensors, eager's
    and the engine's gradients as result sets, the rule and tolerances, and provenance (torch version,
    engine, backend, fn's qualname, date). ``build/refgrad check BUNDLE`` re-runs it without Python.
+8. ``inputs=NAMES`` (leaf names, as above) asks for torch.autograd.grad(outputs, [those leaves],
+   grad_outputs, allow_unused=True) instead of a backward into every leaf: every engine computes those
+   gradients only (Forward.inputs: eager and compiled autograd by torch.autograd.grad, which compiled
+   autograd compiles too; torch_compile runs its compiled backward under it), and writes no .grad; the
+   oracle captures the same backward (refgrad.torch.capture's inputs: the program's `output ^name`
+   instructions), and the report lists those gradients only. Post-accumulate-grad hooks do not fire
+   under torch.autograd.grad, in any engine, nor do tensor hooks on leaves outside inputs; the hook
+   records compare what fired. Localization reads the captured gradients where it read the leaves'
+   .grad (their AccumulateGrad nodes are not run).
 """
 from __future__ import annotations
 
@@ -99,6 +108,25 @@ def _rule_from(rtol: Optional[float], atol: Optional[float]) -> _Rule:
     if (rtol is None) != (atol is None):
         raise refgrad.Error("refgrad.check: give both rtol and atol, or neither (as torch.testing.assert_close)")
     return _Rule(rtol, atol)
+
+
+def _inputs_from(inputs: Optional[Union[str, Sequence[str]]], keep_grad: bool) -> Optional[list[str]]:
+    """check's inputs= as a list of leaf names (None: a backward into every leaf); refuses what is not one."""
+    if inputs is None:
+        return None
+    names = [inputs] if isinstance(inputs, str) else list(inputs) if isinstance(inputs, (list, tuple)) else None
+    if names is None or not all(isinstance(name, str) for name in names):
+        raise refgrad.Error(f"refgrad.check: inputs must be a leaf's name or a sequence of them (as the report names "
+                            f"leaves: 'net.0.weight', 'arg0'), got {inputs!r}")
+    if not names:
+        raise refgrad.Error("refgrad.check: inputs is empty: name at least one leaf (None differentiates every leaf)")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise refgrad.Error(f"refgrad.check: inputs names {', '.join(map(repr, repeated))} more than once")
+    if keep_grad:
+        raise refgrad.Error("refgrad.check: keep_grad=True checks the accumulation into .grad, which "
+                            "torch.autograd.grad over inputs does not do: give one of keep_grad and inputs")
+    return names
 
 
 def _kind(value: Any) -> str:
@@ -173,6 +201,7 @@ class _Checker:
 
     def compare(self, engine: Any, grads: dict, eager_grads: dict) -> dict[str, GradientResult]:
         is_eager = engine is self.eager
+        inputs = self.subject.inputs
         results = {}
         for name, reference in self.oracle.grads.items():
             eager_error = 0.0
@@ -183,7 +212,11 @@ class _Checker:
                                      is_eager, self.oracle.noise.get(name), eager_grads.get(name))
         for name, grad in grads.items():
             if name not in self.oracle.grads and grad is not None:
-                results[name] = GradientResult(math.nan, math.nan, math.nan, False, "R computes no gradient")
+                note = "R computes no gradient"
+                if inputs is not None and name not in inputs:
+                    note = ("not among inputs: torch.autograd.grad over inputs gives no gradient for it (the engine "
+                            "ignored Forward.inputs?)")
+                results[name] = GradientResult(math.nan, math.nan, math.nan, False, note)
         return results
 
     def run(self, engines: list[Any]) -> None:
@@ -349,7 +382,7 @@ class _Checker:
 def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled_autograd"), precision: str = "float64",
           rtol: Optional[float] = None, atol: Optional[float] = None,
           reproducer_dir: Optional[str] = "refgrad-reproducers", keep_grad: bool = False,
-          swap: Optional[str] = None) -> Report:
+          swap: Optional[str] = None, inputs: Optional[Union[str, Sequence[str]]] = None) -> Report:
     """Checks each engine's gradients of fn(*args) against refgrad's oracle; see the module docstring.
 
     fn: a callable or an nn.Module returning the tensor(s) to differentiate (each gets a grad of
@@ -366,8 +399,14 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
       its backward again with node calls of compiled autograd's graph swapped for refgrad's implementation,
       and report.swaps[engine] names the call whose swap alone makes it pass (only_one), or each call whose
       torch implementation alone, among refgrad's, makes it fail (all_but_one). None (the default): no swap.
+    inputs: None (the default: a backward into every leaf), or the names of some leaves (a name, or a
+      non-empty sequence of names, as the report names leaves): every engine and the oracle compute
+      torch.autograd.grad(outputs, [those leaves], grad_outputs, allow_unused=True), and only those
+      gradients are compared and reported (see the module docstring, 8). A name that is not a leaf of
+      fn(*args) raises refgrad.Error naming it.
     """
     rule = _rule_from(rtol, atol)
+    inputs = _inputs_from(inputs, keep_grad)
     if swap is not None and swap not in SWAP_MODES:
         raise refgrad.Error(f"refgrad.check: swap must be None, {' or '.join(map(repr, SWAP_MODES))}, got {swap!r}")
     notes, compiled_engine = [], None
@@ -387,15 +426,18 @@ def check(fn: Callable, *args: Any, engines: Sequence[Any] = ("eager", "compiled
             args[i] = inner.original
             notes.append(f"arg{i} is torch.compile'd (backend {inner.backend_name}): every engine runs its original "
                          f"{_kind(inner.original)} (pass the compiled module as fn to check torch.compile)")
-    subject = _Subject(fn, args, keep_grad)
+    subject = _Subject(fn, args, keep_grad, inputs)
     try:
         oracle = _oracle_for(subject, precision)
-        report = Report(fn=subject.qualname, precision=precision, rule=rule.describe(), notes=notes)
+        report = Report(fn=subject.qualname, precision=precision, rule=rule.describe(), notes=notes, inputs=inputs)
         if isinstance(oracle, _EagerOracle):  # capture refused the backward: the engines are checked against eager
             report.uncovered = oracle.uncovered
             if reproducer_dir is not None:
                 report.notes.append("no reproducers: refgrad could not capture the backward as a program")
             reproducer_dir = None
+        if inputs is not None:
+            report.notes.append(f"inputs: torch.autograd.grad over {', '.join(inputs)} in every engine (the other "
+                                "leaves get no gradient; post-accumulate-grad hooks do not fire)")
         calls = oracle.python_calls()
         if calls:
             report.notes.append("the program calls Python (reproducers need it; refgrad check takes --hook for "

@@ -47,7 +47,7 @@ import torch
 import torch.fx
 
 import refgrad
-from refgrad.check.localize import _Point, _Readings, _slot_error
+from refgrad.check.localize import _Point, _Readings, _consumer_of, _slot_error
 from refgrad.check.oracle import _Oracle, _node_label
 from refgrad.check.report import Divergence
 
@@ -500,8 +500,7 @@ class _CompiledRegions(_Readings):
         return self.oracle.capture.graph.nodes[self.oracle.capture.node_of_instruction[pc]]
 
     def _consumer(self, point: _Point) -> str:
-        instr = self.oracle.capture.program.code[point.pc]
-        return f"AccumulateGrad(@{instr.target})" if instr.op == "accumulate_grad" else instr.node
+        return _consumer_of(self.oracle.capture.program.code[point.pc])
 
     def describe(self) -> str:
         own = sum(1 for region in self.regions if not region.problem and not region.replayed)

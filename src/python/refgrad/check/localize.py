@@ -20,6 +20,17 @@ def _clone_all(grads) -> tuple:
     return tuple(None if g is None else g.detach().clone() for g in grads)
 
 
+def _walk(run: Forward) -> refgrad_torch._Walk:
+    """torch's graph of the forward's backward, walked as refgrad.torch.capture walks it, so that node k is the
+    oracle's graph node k: from the outputs' nodes, and under torch.autograd.grad (check's inputs=) from the
+    AccumulateGrad of each input too (capture starts there as well: an input no output reaches has a node)."""
+    starts = [torch.autograd.graph.get_gradient_edge(output).node for output in run.outputs]
+    if run.inputs is not None:
+        starts += [torch.autograd.graph.get_gradient_edge(run.leaves[name]).node for name in run.inputs
+                   if not name.startswith(_PROBE)]
+    return refgrad_torch._Walk(starts)
+
+
 class _NodeRecorder:
     """observe= for engines that run torch's autograd graph: hooks every grad_fn node of the forward
     (walked as refgrad.torch.capture walks it, so that node k is the oracle's graph node k) to record
@@ -32,8 +43,7 @@ class _NodeRecorder:
         self.leaves: dict[str, Optional[torch.Tensor]] = {}
 
     def __call__(self, run: Forward) -> None:
-        roots = [torch.autograd.graph.get_gradient_edge(output).node for output in run.outputs]
-        walk = refgrad_torch._Walk(roots)
+        walk = _walk(run)
         self.names = [node.name() for node in walk.order]
         incoming, outgoing = self.incoming, self.outgoing
         for index, node in enumerate(walk.order):
@@ -183,6 +193,17 @@ class _Localizer:
                    self.oracle.register_noise(register))
 
 
+def _consumer_of(instr) -> str:
+    """The node whose incoming grad an instruction reads, for the report: AccumulateGrad(@leaf) for a leaf's
+    accumulation, and for torch.autograd.grad's capture of an input (`output ^name`) its AccumulateGrad too,
+    which captures the grad without running."""
+    if instr.op == "accumulate_grad":
+        return f"AccumulateGrad(@{instr.target})"
+    if instr.op == "output":
+        return f"AccumulateGrad(@{instr.target}), captured by torch.autograd.grad"
+    return instr.node
+
+
 @dataclass
 class _Point:
     """A place where the engine's gradient can be read: the incoming grad ``slot`` of the oracle's
@@ -208,10 +229,13 @@ class _Readings:
         self.defined_at = {r: pc for pc, instr in enumerate(code) for r in instr.results if r is not None}
 
     def add_leaf_points(self) -> None:
-        """A reading for each leaf: its .grad is the incoming grad of its AccumulateGrad."""
+        """A reading for each leaf: its .grad is the incoming grad of its AccumulateGrad; under
+        torch.autograd.grad (check's inputs=), the gradient the engine returned for an input is the grad the
+        program captures (`output ^name`: the incoming grad of its AccumulateGrad, which does not run)."""
         for pc, instr in enumerate(self.oracle.capture.program.code):
-            if instr.op == "accumulate_grad" and instr.operands[0] is not None:
-                self.points.append(_Point(pc, instr.operands[0], instr.target, f"@{instr.target}"))
+            if instr.op in ("accumulate_grad", "output") and instr.operands[0] is not None:
+                marker = "@" if instr.op == "accumulate_grad" else "^"
+                self.points.append(_Point(pc, instr.operands[0], instr.target, f"{marker}{instr.target}"))
         self.points.sort(key=lambda point: point.pc)
 
     def producers(self, register: str) -> list[int]:
@@ -271,8 +295,7 @@ class _Readings:
 
     def _consumer(self, point: _Point) -> str:
         """The node whose incoming grad ``point`` reads."""
-        instr = self.oracle.capture.program.code[point.pc]
-        return f"AccumulateGrad(@{instr.target})" if instr.op == "accumulate_grad" else instr.node
+        return _consumer_of(self.oracle.capture.program.code[point.pc])
 
 
 class _Probing(_Readings):
@@ -285,7 +308,7 @@ class _Probing(_Readings):
         super().__init__(oracle)
         recording = _ProbeMode(record=True)
         run = subject.forward(mode=recording)
-        walk = refgrad_torch._Walk(torch.autograd.graph.get_gradient_edge(o).node for o in run.outputs)
+        walk = _walk(run)
         graph_nodes = oracle.capture.graph.nodes
         self.matches = len(walk.order) == len(graph_nodes) and all(
             map(_same_node, graph_nodes, [node.name() for node in walk.order]))

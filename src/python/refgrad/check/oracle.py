@@ -27,6 +27,14 @@ def _node_label(graph_node) -> str:
 _NODE_OPS = ("call", "CopySlices", "accumulate_grad", "call_backward")
 
 
+def _grad_of(capture, machine, name: str):
+    """Leaf ``name``'s gradient from a run: under torch.autograd.grad (capture's inputs) the captured grad the
+    program outputs (`output ^name`; None for an input no output reaches), else the leaf's .grad."""
+    if not capture.captures:
+        return machine.leaf_grad(name)
+    return machine.output(name) if name in {output.name for output in capture.program.outputs} else None
+
+
 class _Oracle:
     """The captured program of one fresh forward, run by refgrad's Machine (keeping every register)."""
 
@@ -41,7 +49,10 @@ class _Oracle:
             run = subject.forward(mode=hooks)
         self.grad_outputs = _ones(run.outputs)
         names = {**run.leaves, **{f"hooked{i}": tensor for i, tensor in enumerate(hooks.non_leaves)}}
-        self.capture = refgrad_torch.capture(run.outputs, grad_outputs=self.grad_outputs, names=names)
+        # check's inputs=: the backward torch.autograd.grad(outputs, those leaves, allow_unused=True) runs
+        inputs = None if run.inputs is None else [run.leaves[name] for name in run.inputs]
+        self.capture = refgrad_torch.capture(run.outputs, inputs=inputs, grad_outputs=self.grad_outputs, names=names,
+                                             allow_unused=inputs is not None)
         strangers = sorted(set(self.capture.leaves) - set(run.leaves))
         if strangers:
             raise refgrad.Error(f"refgrad.check: {subject.qualname} reaches leaves that are neither parameters of fn, "
@@ -51,7 +62,8 @@ class _Oracle:
         self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
         self.machine = self.capture.machine(precision, keep_values=True)
         self.machine.run()
-        self.grads = {name: _torch(self.machine.leaf_grad(name)) for name in self.capture.leaves}
+        self.grads = {name: _torch(_grad_of(self.capture, self.machine, name))
+                      for name in (self.capture.captures or self.capture.leaves)}
         self.grads = {name: grad for name, grad in self.grads.items() if grad is not None}
         # The rounding noise of each gradient (and register) in its own dtype, measured: R', refgrad's
         # run of the program as captured (float32, say); max|R' - R| is how far one correct float32
@@ -63,17 +75,29 @@ class _Oracle:
         # of its dtype, and by 1/16 of one: how far the result moves with its inputs' last bits (linearly:
         # rule._sensitivity), a floor under any dtype computation's noise that R' misses where refgrad's own
         # formula cancels exactly and another's does not (layer_norm over equal values; docs/check.md).
-        # A node may refuse moved values: a saved float tensor that holds marks, not numbers (multilabel
-        # margin loss's is_target must be 0 or 1, in torch too). Then R' alone is the noise, the stricter rule.
-        try:
-            self.perturbed = [self.capture.machine("float64", keep_values=True, perturbed=scale,
-                                                   seed=SENSITIVITY_SEED) for scale in (1.0, 1.0 / SENSITIVITY_RATIO)]
-            for machine in self.perturbed:
-                machine.run()
-        except refgrad.Error:
-            self.perturbed = None
+        # Made on first use: a float64 program has no noise to measure, and never runs them.
+        self._perturbed: Optional[list] = None
+        self._perturbed_made = False
         self.float64 = self.machine if precision == "float64" else self.other
-        self.noise = {name: self._noise_of(lambda machine: machine.leaf_grad(name)) for name in self.grads}
+        self.noise = {name: self._noise_of(lambda machine: _grad_of(self.capture, machine, name))
+                      for name in self.grads}
+
+    @property
+    def perturbed(self) -> Optional[list]:
+        """The two sensitivity runs (scales 1 and 1/SENSITIVITY_RATIO), run on first use; None where a node
+        refuses moved values: a saved float tensor that holds marks, not numbers (multilabel margin loss's
+        is_target must be 0 or 1, in torch too). Then R' alone is the noise, the stricter rule."""
+        if not self._perturbed_made:
+            self._perturbed_made = True
+            try:
+                machines = [self.capture.machine("float64", keep_values=True, perturbed=scale, seed=SENSITIVITY_SEED)
+                            for scale in (1.0, 1.0 / SENSITIVITY_RATIO)]
+                for machine in machines:
+                    machine.run()
+                self._perturbed = machines
+            except refgrad.Error:
+                self._perturbed = None
+        return self._perturbed
 
     def _noise_of(self, value_of) -> Optional[float]:
         """The rule's noise of one value (``value_of(machine)`` reads it from a run): max(max|R' - R|,

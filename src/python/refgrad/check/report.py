@@ -221,6 +221,7 @@ class Report:
     # The nodes refgrad could not capture, and why: R is then eager's backward, not refgrad's run.
     uncovered: list[str] = field(default_factory=list)
     swaps: dict[str, Swap] = field(default_factory=dict)  # engine -> what swap mode found (check's swap=)
+    inputs: Optional[list[str]] = None  # check's inputs=: torch.autograd.grad over these leaves (None: backward())
 
     @property
     def reference(self) -> str:
@@ -257,6 +258,7 @@ class Report:
             "hooks": {e: list(calls) for e, calls in self.hooks.items()},
             "hooks_not_recorded": {e: list(labels) for e, labels in self.hooks_not_recorded.items()},
             "swaps": {e: {**asdict(swap), "node": swap.node, "pc": swap.pc} for e, swap in self.swaps.items()},
+            "inputs": None if self.inputs is None else list(self.inputs),
         }
 
     def summary(self) -> str:

@@ -16,8 +16,10 @@ from refgrad.check.rule import _Rule
 from refgrad.check.subject import _Subject
 
 
-def _result_tensors(grads: dict[str, Optional[torch.Tensor]]) -> dict[str, torch.Tensor]:
-    return {f"@{name}": grad.detach().cpu().contiguous() for name, grad in grads.items() if grad is not None}
+def _result_tensors(grads: dict[str, Optional[torch.Tensor]], marker: str = "@") -> dict[str, torch.Tensor]:
+    """The gradients as a result set's tensors: "@leaf" for a leaf's .grad, "^name" for a gradient
+    torch.autograd.grad captured (the program's `output ^name`), as `refgrad check` names its results."""
+    return {f"{marker}{name}": grad.detach().cpu().contiguous() for name, grad in grads.items() if grad is not None}
 
 
 def _config(engine: Any) -> dict[str, str]:
@@ -59,17 +61,21 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
                       eager: Any, eager_grads: dict, engine: Any, engine_grads: dict,
                       divergence: Optional[Divergence] = None) -> str:
     """One bundle: the program, eager's and the engine's gradients, the rule, provenance (with the first
-    divergence check found, when it found one). The engine's result set holds its leaf grads ("@w") and,
+    divergence check found, when it found one). The engine's result set holds its leaf grads ("@w"; "^w"
+    under torch.autograd.grad, check's inputs=, whose program outputs them) and,
     when the divergence was localized, its values at the divergence under the program's register names
     ("%12": docs/program.md, "Bundles"), which `refgrad check` and `refgrad step` show beside refgrad's.
     Returns its path."""
     bundle = refgrad.Bundle(oracle.capture.program, oracle.capture.bundle.tensors)
     at_divergence = divergence.values if divergence is not None and divergence.localized else {}
+    marker = "^" if oracle.capture.captures else "@"
     if engine is eager:
-        results = [refgrad.ResultSet("eager", {**_result_tensors(eager_grads), **at_divergence}, _config(eager))]
+        results = [refgrad.ResultSet("eager", {**_result_tensors(eager_grads, marker), **at_divergence},
+                                     _config(eager))]
     else:
-        results = [refgrad.ResultSet("eager", _result_tensors(eager_grads), _config(eager)),
-                   refgrad.ResultSet(engine.name, {**_result_tensors(engine_grads), **at_divergence}, _config(engine))]
+        results = [refgrad.ResultSet("eager", _result_tensors(eager_grads, marker), _config(eager)),
+                   refgrad.ResultSet(engine.name, {**_result_tensors(engine_grads, marker), **at_divergence},
+                                     _config(engine))]
     bundle.results = results
     bundle.comparison = refgrad.Comparison("plain" if rule.plain else "reference", "refgrad", rule.rtol, rule.atol)
     calls = oracle.python_calls()
@@ -87,6 +93,8 @@ def _write_reproducer(directory: str, oracle: _Oracle, subject: _Subject, rule: 
         "python_calls": "none" if not calls else (
             "needs Python (refgrad check cannot replay them; give --hook where it can): " + ", ".join(calls)),
     }
+    if subject.inputs is not None:  # check's inputs=: the program outputs those grads (^name), as autograd.grad
+        bundle.provenance = {**bundle.provenance, "inputs": ", ".join(subject.inputs)}
     if divergence is not None:  # (bundle.provenance is a copy each time it is read: assign it whole)
         bundle.provenance = {**bundle.provenance, **_divergence_provenance(divergence, engine.name)}
     os.makedirs(directory, exist_ok=True)

@@ -154,12 +154,16 @@ class _ProbeMode(TorchFunctionMode):
 
 
 class _Subject:
-    """fn and its args, and fresh forwards of them: modules deep-copied, tensors cloned, RNG restored."""
+    """fn and its args, and fresh forwards of them: modules deep-copied, tensors cloned, RNG restored.
+    ``inputs``: None (a backward into every leaf), or the names of the leaves to differentiate with respect
+    to (check's inputs=): each forward carries them, with its probes, as Forward.inputs."""
 
-    def __init__(self, fn: Callable, args: Sequence[Any], keep_grad: bool = False):
+    def __init__(self, fn: Callable, args: Sequence[Any], keep_grad: bool = False,
+                 inputs: Optional[Sequence[str]] = None):
         self.fn = fn
         self.args = list(args)
         self.keep_grad = keep_grad
+        self.inputs = None if inputs is None else list(inputs)
         self.rng_state = torch.random.get_rng_state()
         self.cuda_rng_state = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
 
@@ -184,16 +188,31 @@ class _Subject:
             keep = self.keep_grad and original.grad is not None
             leaf.grad = original.grad.detach().to(device, copy=True) if keep else None
             leaves[name] = leaf
+        inputs = self._inputs(leaves)
         self.restore_rng()
         if mode is not None:
             mode.bind(leaves)
+            if inputs is not None:  # a probe's gradient is asked for as a leaf's
+                inputs += [name for name in leaves if name.startswith(_PROBE)]
         with mode if mode is not None else contextlib.nullcontext():
             outputs = (transform(fn) if transform else fn)(*args)
         outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
         for i, output in enumerate(outputs):
             if not isinstance(output, torch.Tensor) or not output.requires_grad:
                 raise refgrad.Error(f"refgrad.check: output {i} of {self.qualname} is not a tensor that requires grad")
-        return Forward(outputs, leaves)
+        return Forward(outputs, leaves, inputs)
+
+    def _inputs(self, leaves: dict[str, torch.Tensor]) -> Optional[list[str]]:
+        """check's inputs= for this forward's leaves; a name that is not one of them is refused, naming it."""
+        if self.inputs is None:
+            return None
+        unknown = [name for name in self.inputs if name not in leaves]
+        if unknown:
+            raise refgrad.Error(f"refgrad.check: inputs names {', '.join(map(repr, unknown))}, which "
+                                f"{'is' if len(unknown) == 1 else 'are'} not among the leaves of {self.qualname} "
+                                f"(tensors that require grad, named as check names them): "
+                                f"{', '.join(leaves) or 'none'}")
+        return list(self.inputs)
 
     @staticmethod
     def _fresh(value: Any, name: str, leaves: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str) -> Any:

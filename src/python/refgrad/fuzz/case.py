@@ -171,7 +171,9 @@ def run_case(program: Program, engines: Sequence[Union[str, Any]] = ("eager", "c
             chosen.append(again)
             recorded.append(again)
     try:
-        report = refgrad.check(loaded.program, *loaded.make_inputs(), engines=chosen, reproducer_dir=reproducer_dir)
+        # a program whose GRAD_INPUTS names some leaves asks every engine for torch.autograd.grad over them
+        report = refgrad.check(loaded.program, *loaded.make_inputs(), engines=chosen, reproducer_dir=reproducer_dir,
+                               inputs=loaded.check_inputs)
     except Exception as error:  # check itself raised: capture or refgrad's run of the program
         trace = traceback.format_exc(limit=-8)
         result.findings.append(Finding("oracle_raised", "refgrad", type(error).__name__, program.op_kinds,

@@ -14,10 +14,13 @@ finite or grew beyond 1e4 in magnitude, is dropped (and the next op drawn). Ever
 random.Random; torch only says whether an op fits, so the same seed gives the same program for the same
 torch. At the end the whole program runs forward and backward in eager once more (refgrad.fuzz.program.
 run_eager); a program that fails there (an in-place op on a tensor that a backward needs) is drawn again
-from the next attempt's stream.
+from the next attempt's stream. Then, one case in four (drawn from the seed and the attempt, in a stream
+of its own), the program asks for torch.autograd.grad over a random non-empty subset of the leaves its
+backward reaches (a proper subset where it reaches two or more) instead of a backward into every leaf:
+every engine computes those gradients only (refgrad.check's inputs=), and the case's script does the same.
 
-What programs hold (GENERATOR_VERSION 2; version 1 lacked the ops along a dim, stack, pooling and
-resampling, and the losses): elementwise unary ops and binary ops with broadcasting, scalar ops, views
+What programs hold (GENERATOR_VERSION 3; version 2 lacked torch.autograd.grad over a subset of the
+leaves, version 1 the ops along a dim, stack, pooling and resampling, and the losses): elementwise unary ops and binary ops with broadcasting, scalar ops, views
 (view, reshape, permute, transpose, t, narrow, strided slices, select, expand, unsqueeze, squeeze),
 in-place ops on views of a clone (CopySlices), reductions (sum, mean, amax, logsumexp, var), softmax and
 log_softmax, ops along a dim (cumsum, flip, roll, std, vector_norm, max, sort, topk, prod, split,
@@ -26,7 +29,7 @@ unbind, repeat_interleave), tril, masked_fill, lerp, addcmul, indexing with repe
 pooling, pad, interpolate, pixel_unshuffle, layer_norm, batch_norm, scaled_dot_product_attention,
 losses, an autograd.Function, tensor hooks on leaves and intermediates, post-accumulate-grad hooks,
 retain_grad; leaves used several times, one to three outputs; float32 or float64 leaves, and float16
-or bfloat16 under torch.autocast.
+or bfloat16 under torch.autocast; a backward into every leaf, or torch.autograd.grad over some of them.
 
 Bump GENERATOR_VERSION whenever a change would change what any seed generates (tests/python/
 test_fuzz.py pins a few seeds' programs, so a silent change fails).
@@ -36,13 +39,16 @@ from __future__ import annotations
 import math
 import random
 import warnings
+from dataclasses import replace
 from typing import Callable, Optional
 
 import torch
 
 from refgrad.fuzz.program import Leaf, Op, Program, run_eager
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
+
+GRAD_INPUTS_CHANCE = 0.25  # how often a case asks for torch.autograd.grad over some leaves
 
 _UNARY = {  # kind -> source of out from {a}
     "sin": "torch.sin({a})", "cos": "torch.cos({a})", "tanh": "torch.tanh({a})",
@@ -570,14 +576,29 @@ def _draw(seed: int, attempt: int, max_ops: int) -> Program:
     return program.pruned()
 
 
+def _with_grad_inputs(program: Program, grads: list, seed: int, attempt: int) -> Program:
+    """The program asking for torch.autograd.grad over a random non-empty subset of the leaves its backward
+    reaches (``grads``: eager's, per leaf), one case in GRAD_INPUTS_CHANCE; else as it is. Its own random
+    stream, from the seed and the attempt: the ops drawn do not depend on it."""
+    rng = random.Random(f"refgrad.fuzz:{GENERATOR_VERSION}:{seed}:{attempt}:grad_inputs")
+    reached = [leaf.name for leaf, grad in zip(program.leaves, grads) if grad is not None]
+    if rng.random() >= GRAD_INPUTS_CHANCE or not reached:
+        return program
+    chosen = set(rng.sample(reached, rng.randint(1, max(1, len(reached) - 1))))
+    return replace(program, inputs=tuple(name for name in reached if name in chosen))
+
+
 def generate(seed: int, max_ops: int = 16) -> Program:
     """The program of ``seed``: drawn, then run forward and backward in eager; a draw that fails there is
-    drawn again from the next attempt's random stream (deterministically)."""
+    drawn again from the next attempt's random stream (deterministically). Some ask for torch.autograd.grad
+    over a subset of their leaves (_with_grad_inputs), which runs in eager too."""
     error = None
     for attempt in range(20):
         program = _draw(seed, attempt, max_ops)
         try:
-            run_eager(program)
+            program = _with_grad_inputs(program, run_eager(program), seed, attempt)
+            if program.inputs is not None:
+                run_eager(program)
             return program
         except Exception as caught:  # an in-place op on a saved tensor, ...: draw again
             error = caught

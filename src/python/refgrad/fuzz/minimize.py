@@ -8,11 +8,14 @@ A candidate is kept when it is a valid program (it runs forward and backward in 
 finds the same bug: the finding's (engine, kind, where) — its signature less the op set, which shrinks
 as ops go. The steps, each tried until none helps:
 
-1. dtypes: a program under autocast tried in float64 without it, a float32 one in float64;
-2. outputs: each output but the last dropped;
+1. dtypes: a program under autocast tried in float64 without it, a float32 one in float64; a program
+   that asks for torch.autograd.grad over some leaves (Program.inputs) tried with a backward into every
+   leaf instead;
+2. outputs: each output but the last dropped; then each leaf of torch.autograd.grad's inputs but one;
 3. ops (ddmin): chunks of ops, halving down to single ones, each replaced by leaves (an op that defines a
    variable becomes a leaf of the same name, shape and dtype, so that no other op changes; a hook or
-   retain_grad just goes); what no output needs any more is pruned;
+   retain_grad just goes); what no output needs any more is pruned, and torch.autograd.grad's inputs with
+   it (Program.pruned keeps those left; a candidate left with none is not valid: run_eager refuses it);
 4. ops bypassed, last first: an op's output replaced by its input of the same shape and dtype (the ops
    between the bug's node and the outputs, which step 3 would cut off from it);
    steps 2 to 4 repeat while they shrink the program;
@@ -147,6 +150,8 @@ def minimize(program: Program, engines: Sequence[Any], bug: Bug, seconds: float 
             attempt(replace(program, autocast=None), f"{program.dtype} without autocast")
     elif program.dtype == "float32":
         attempt(replace(program, dtype="float64"), "float64")
+    if program.inputs is not None:
+        attempt(replace(program, inputs=None), "a backward into every leaf instead of torch.autograd.grad")
     size = None
     while size != (len(program.ops), len(program.outputs)) and time.monotonic() < deadline:
         size = (len(program.ops), len(program.outputs))
@@ -154,6 +159,10 @@ def minimize(program: Program, engines: Sequence[Any], bug: Bug, seconds: float 
             if len(program.outputs) > 1:
                 attempt(replace(program, outputs=tuple(o for o in program.outputs if o != output)).pruned(),
                         f"output {output} dropped")
+        for name in list(program.inputs or ()):
+            if program.inputs is not None and len(program.inputs) > 1:
+                attempt(replace(program, inputs=tuple(i for i in program.inputs if i != name)),
+                        f"{name} dropped from torch.autograd.grad's inputs")
         chunk = max(1, len(program.ops) // 2)
         while chunk >= 1 and time.monotonic() < deadline:
             start, changed = 0, False

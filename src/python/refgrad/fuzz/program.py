@@ -13,8 +13,12 @@ alone:
     def make_inputs():                 # the leaves, each from its own seed
         return [leaf((3, 4), 101), ...]
 
+    GRAD_INPUTS = [0, 2]               # torch.autograd.grad over these leaves; None: backward() into all
+
 and, run as a script, it compares eager's gradients with one engine's (torch only: ready for an
-upstream bug report). Every case runs exactly this source (refgrad.fuzz.case.load), so what ran is what
+upstream bug report). A program whose ``inputs`` names some of its leaves differentiates with
+torch.autograd.grad(outputs, [those leaves], allow_unused=True) in every engine (refgrad.check's
+inputs=, the leaves named arg0, arg1, ... by their place in make_inputs()), and its script does too. Every case runs exactly this source (refgrad.fuzz.case.load), so what ran is what
 the finding shows.
 
 Ops refer to variables by name. A leaf and an op's output never share a name, so that the minimizer can
@@ -72,6 +76,13 @@ _MAIN = '''if __name__ == "__main__":
     # "torch_compile:BACKEND"; default the engine this case was written for), on fresh inputs each.
     import sys
 
+    def differentiate(inputs, outputs, grads):
+        """backward() into every leaf, or torch.autograd.grad over the leaves GRAD_INPUTS names."""
+        if GRAD_INPUTS is None:
+            torch.autograd.backward(outputs, grads)
+            return [x.grad for x in inputs]
+        return list(torch.autograd.grad(outputs, [inputs[i] for i in GRAD_INPUTS], grads, allow_unused=True))
+
     def gradients(engine):
         inputs = make_inputs()
         kind, _, backend = engine.partition(":")
@@ -85,15 +96,14 @@ _MAIN = '''if __name__ == "__main__":
             from torch._dynamo import compiled_autograd
             compiled_autograd.reset()
             with compiled_autograd._enable(torch.compile(backend=backend or "aot_eager")):
-                torch.autograd.backward(outputs, grads)
-        else:
-            torch.autograd.backward(outputs, grads)
-        return [x.grad for x in inputs]
+                return differentiate(inputs, outputs, grads)
+        return differentiate(inputs, outputs, grads)
 
     engine = sys.argv[1] if len(sys.argv) > 1 else ENGINE
-    for i, (e, g) in enumerate(zip(gradients("eager"), gradients(engine))):
+    names = [f"arg{i}" for i in (range(len(make_inputs())) if GRAD_INPUTS is None else GRAD_INPUTS)]
+    for name, e, g in zip(names, gradients("eager"), gradients(engine)):
         diff = "no grad" if e is None or g is None else f"max|{engine} - eager| = {(g.double() - e.double()).abs().max().item():.3g}"
-        print(f"arg{i}: {diff}")
+        print(f"{name}: {diff}")
 '''
 
 
@@ -129,7 +139,8 @@ class Program:
     """A generated forward: leaves, ops in order, the outputs returned. ``dtype`` is the leaves'
     ("float32" or "float64"); ``autocast`` ("float16", "bfloat16") runs the ops under
     torch.autocast("cpu", dtype=...). ``seed`` and ``version`` name the case; ``note`` says what was
-    done to it since (the minimizer's steps)."""
+    done to it since (the minimizer's steps). ``inputs``: None (a backward into every leaf), or the names
+    of the leaves torch.autograd.grad differentiates with respect to (non-empty; in the leaves' order)."""
 
     seed: int
     version: int
@@ -139,6 +150,7 @@ class Program:
     ops: tuple[Op, ...]
     outputs: tuple[str, ...]
     note: str = ""
+    inputs: Optional[tuple[str, ...]] = None
 
     @property
     def op_kinds(self) -> tuple[str, ...]:
@@ -152,8 +164,17 @@ class Program:
     def describe(self) -> str:
         """One line: how many ops and leaves, the dtype, the op kinds."""
         mode = self.dtype + (f" under autocast({self.autocast})" if self.autocast else "")
-        return (f"{self.name}: {len(self.ops)} ops, {len(self.leaves)} leaves, {len(self.outputs)} outputs, "
+        grad = "" if self.inputs is None else f", autograd.grad over {', '.join(self.inputs)}"
+        return (f"{self.name}: {len(self.ops)} ops, {len(self.leaves)} leaves, {len(self.outputs)} outputs{grad}, "
                 f"{mode}: {', '.join(self.op_kinds)}")
+
+    @property
+    def grad_inputs(self) -> Optional[list[int]]:
+        """The places in make_inputs() of the leaves ``inputs`` names (None: every leaf, by backward())."""
+        if self.inputs is None:
+            return None
+        places = {leaf.name: i for i, leaf in enumerate(self.leaves)}
+        return [places[name] for name in self.inputs if name in places]
 
     def source(self, engine: str = "compiled_autograd:aot_eager") -> str:
         """The program as a standalone Python file (torch only); run as a script it compares eager with
@@ -180,6 +201,11 @@ class Program:
             dtype = "" if leaf.dtype is None else f", torch.{leaf.dtype}"
             inputs.append(f"        leaf({leaf.shape!r}, {leaf.seed}{dtype}),  # {leaf.name}")
         inputs.append("    ]")
+        places = self.grad_inputs
+        chosen = "" if places is None else "  # " + ", ".join(self.leaves[i].name for i in places)
+        inputs += ["", "",
+                   "# torch.autograd.grad over these leaves (their places in make_inputs()); None: backward() into all",
+                   f"GRAD_INPUTS = {places!r}{chosen}"]
         return "\n".join(head + body + lines + ["", ""] + inputs + ["", ""] + [_MAIN])
 
     # --- what the minimizer does to a program ---
@@ -208,17 +234,27 @@ class Program:
         ops = tuple(op for op in self.ops if op in kept or (op.out is None and set(op.uses) <= defined))
         leaves = tuple(leaf for leaf in self.leaves if leaf.name in live
                        or any(leaf.name in op.uses for op in ops))
-        return replace(self, ops=ops, leaves=leaves)
+        # the leaves autograd.grad differentiates that are left (empty: the program is not valid, see run_eager)
+        inputs = None if self.inputs is None else tuple(name for name in self.inputs
+                                                         if any(leaf.name == name for leaf in leaves))
+        return replace(self, ops=ops, leaves=leaves, inputs=inputs)
 
 
 @dataclass
 class Loaded:
-    """A program's source executed: ``program`` (the forward) and ``make_inputs``."""
+    """A program's source executed: ``program`` (the forward), ``make_inputs`` and ``grad_inputs`` (its
+    GRAD_INPUTS: the places in make_inputs() of the leaves torch.autograd.grad differentiates; None: all)."""
 
     program: "object"
     make_inputs: "object"
     source: str
     filename: str = field(default="")
+    grad_inputs: Optional[list[int]] = None
+
+    @property
+    def check_inputs(self) -> Optional[list[str]]:
+        """refgrad.check's inputs= for the leaves GRAD_INPUTS names: "arg0", "arg2", ... (None: every leaf)."""
+        return None if self.grad_inputs is None else [f"arg{i}" for i in self.grad_inputs]
 
 
 _REGISTERED: collections.deque = collections.deque()  # the sources linecache holds for us, oldest first
@@ -237,14 +273,23 @@ def load(program: Program, engine: str = "compiled_autograd:aot_eager") -> Loade
             linecache.cache.pop(_REGISTERED.popleft(), None)
     namespace: dict = {"__name__": "refgrad_fuzz_case"}
     exec(compile(source, filename, "exec"), namespace)
-    return Loaded(namespace["program"], namespace["make_inputs"], source, filename)
+    return Loaded(namespace["program"], namespace["make_inputs"], source, filename, namespace.get("GRAD_INPUTS"))
 
 
 def run_eager(program: Program) -> list[Optional[torch.Tensor]]:
-    """The program's forward and backward in eager autograd: its leaves' gradients. Raises whatever torch
-    raises (a program the generator made must never raise)."""
+    """The program's forward and backward in eager autograd (torch.autograd.grad over its inputs, when it
+    names some): each leaf's gradient (None for a leaf not among them). Raises whatever torch raises (a
+    program the generator made must never raise), and ValueError for inputs that name no leaf left (the
+    minimizer dropped them all)."""
+    if program.inputs is not None and not program.inputs:
+        raise ValueError(f"{program.name}: torch.autograd.grad over no leaf (the leaves it named are gone)")
     loaded = load(program)
     inputs = loaded.make_inputs()
     outputs = loaded.program(*inputs)
-    torch.autograd.backward(outputs, [torch.ones_like(output) for output in outputs])
-    return [x.grad for x in inputs]
+    grads = [torch.ones_like(output) for output in outputs]
+    if loaded.grad_inputs is None:
+        torch.autograd.backward(outputs, grads)
+        return [x.grad for x in inputs]
+    found = torch.autograd.grad(outputs, [inputs[i] for i in loaded.grad_inputs], grads, allow_unused=True)
+    by_place = dict(zip(loaded.grad_inputs, found))
+    return [by_place.get(i) for i in range(len(inputs))]
