@@ -20,7 +20,7 @@ ENTRIES = [
     ('as_strided_scatter', 'complex64', ALL, 'torch wrong: input 0: max|torch float64 - finite differences| 0.42, max|R - finite differences| 0'),
     ('as_strided_scatter', 'complex128', ALL, 'torch wrong: input 0: max|torch float64 - finite differences| 0.42, max|R - finite differences| 0'),
     ('grid_sampler_2d', 'float16', (0, 2, 10), 'torch inaccurate: input 1: max|torch - R| 24 > bound 1.6 (relative 0.43)'),
-    ('grid_sampler_2d', 'bfloat16', (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), 'torch inaccurate: input 1: max|torch - R| 33 > bound 17 (relative 0.49)'),
+    ('grid_sampler_2d', 'bfloat16', (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), 'torch inaccurate: input 1: max|torch - R| 33 > bound 17 (relative 0.49)'),
     ('grid_sampler_3d', 'float16', (2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 22, 23, 24, 26, 27, 28, 29), 'torch inaccurate: input 1: max|torch - R| 76 > bound 19 (relative 0.68)'),
     ('grid_sampler_3d', 'bfloat16', (2, 6, 9, 11, 12, 13, 14, 16, 17, 18, 19), 'torch inaccurate: input 1: max|torch - R| 1.8e+02 > bound 1.7e+02 (relative 1.7)'),
     ('matrix_exp', 'float16', ALL, 'torch inaccurate: input 0: max|torch - R| nan > bound 3.7e+03 (relative nan); NaN in 25 elements where R has none'),
