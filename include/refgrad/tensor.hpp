@@ -469,5 +469,8 @@ class RoundingNoiseScope {
 Tensor with_rounding_noise(Tensor result);
 // splitmix64's output function: a well-mixed 64-bit value of any 64-bit input, the same on every machine.
 std::uint64_t splitmix64(std::uint64_t x);
+// The index-th number of a random stream, uniform on [-1, 1) with 53 random bits: splitmix64 of stream + index.
+// The perturbations of the check rule's sensitivity runs (values moved, results rounded) draw from it.
+double uniform_minus_one_to_one(std::uint64_t stream, std::uint64_t index);
 
 }  // namespace refgrad

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -73,6 +74,31 @@ Difference difference(const Tensor& actual, const Tensor& reference, const Toler
   return d;
 }
 
+// Whether `moved` holds a NaN or an Inf where `reference` (of its shape) holds a finite number.
+bool not_finite_where_finite(const Tensor& moved, const Tensor& reference) {
+  if (moved.sizes() != reference.sizes()) return false;
+  const std::vector<double> m = moved.to_vector<double>(), r = reference.to_vector<double>();
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    if (std::isfinite(r[i]) && !std::isfinite(m[i])) return true;
+  }
+  return false;
+}
+
+// The names of the results that a sensitivity run (`moved`) has not finite where R (`reference`) has them
+// finite. Moving the numbers a program starts from one by one can break an equality the forward made exactly
+// and a node relies on: amax's saved result is one of its saved input's numbers, and its backward sends the
+// grad where the two are equal; moved apart, no number is, and the run gives NaN.
+std::set<std::string> broken_by_moving(const Results& moved, const Results& reference) {
+  std::set<std::string> broken;
+  for (const auto& [name, value] : moved) {
+    const auto exact = std::find_if(reference.begin(), reference.end(), [&](const auto& r) { return r.first == name; });
+    if (value && exact != reference.end() && exact->second && not_finite_where_finite(*value, *exact->second)) {
+      broken.insert(name);
+    }
+  }
+  return broken;
+}
+
 // One table row: one gradient of one result set.
 struct Row {
   std::string result, engine, config, grad, max_abs = "-", max_rel = "-", bound = "-", verdict;
@@ -91,8 +117,9 @@ std::string figure(double value) { return fmt::format("{:.3g}", value); }
 // (refgrad/check/rule.py's NOISE_FACTOR, which says why).
 constexpr double kNoiseFactor = 32.0;
 
-// The sensitivity runs R~ and R~' (refgrad/check/rule.py's SENSITIVITY_SEED and SENSITIVITY_RATIO).
-constexpr std::uint64_t kSensitivitySeed = 0;
+// The sensitivity runs R~ and R~', one pair per seed (refgrad/check/rule.py's SENSITIVITY_SEEDS and
+// SENSITIVITY_RATIO, which say why).
+constexpr std::array<std::uint64_t, 3> kSensitivitySeeds = {0, 1, 2};
 constexpr double kSensitivityRatio = 16.0;
 
 // The smallest normal number of a floating dtype: the bound's floor, so that 0 agrees with 0.
@@ -104,15 +131,57 @@ double smallest_normal(DType dtype) {
   }
 }
 
+// The results of one seed's pair of sensitivity runs: the float64 runs with values and results moved by one
+// rounding (R~) and by 1/16 of one (R~').
+struct SensitivityRuns {
+  Results moved, moved_less;
+};
+
+// One SensitivityRuns per seed of kSensitivitySeeds; none where a node refuses moved values (a saved float
+// tensor of marks: multilabel margin loss's is_target must hold 0 and 1): then R' alone is the noise, the
+// stricter rule. Where moving the starting values broke a result (broken_by_moving), R~ and R~' of that
+// result are the runs with the instructions' rounding noise alone.
+std::vector<SensitivityRuns> sensitivity_runs(const Bundle& bundle, const Host& host, const Results& reference,
+                                              MachineOptions options) {
+  const auto run = [&](std::uint64_t seed, double scale, bool move_values) {
+    Machine machine = make_perturbed_machine(bundle, host, seed, scale, options, move_values);
+    machine.run();
+    return results_of(machine);
+  };
+  std::vector<SensitivityRuns> runs;
+  for (const std::uint64_t seed : kSensitivitySeeds) {
+    SensitivityRuns pair;
+    try {
+      pair = {run(seed, 1.0, true), run(seed, 1.0 / kSensitivityRatio, true)};
+    } catch (const Error&) {
+      return {};
+    }
+    std::set<std::string> broken = broken_by_moving(pair.moved, reference);
+    broken.merge(broken_by_moving(pair.moved_less, reference));
+    if (!broken.empty()) {
+      const SensitivityRuns rounded = {run(seed, 1.0, false), run(seed, 1.0 / kSensitivityRatio, false)};
+      for (auto [moved, replacements] : {std::pair{&pair.moved, &rounded.moved}, std::pair{&pair.moved_less, &rounded.moved_less}}) {
+        for (std::size_t i = 0; i < moved->size(); ++i) {
+          if (broken.contains((*moved)[i].first)) (*moved)[i].second = (*replacements)[i].second;
+        }
+      }
+    }
+    runs.push_back(std::move(pair));
+  }
+  return runs;
+}
+
 class Checker {
  public:
-  // as_written: the program's results as written (R'); perturbed and perturbed_less: those of the float64
-  // runs with values and results moved by one rounding and by 1/16 of one (R~, R~'), for the noise; empty under other
-  // rules.
-  Checker(const Comparison& comparison, const Results& reference, const Results& as_written, const Results& perturbed,
-          const Results& perturbed_less, const ResultSet* eager)
+  // as_written: the program's results as written (R'); sensitivity: the sensitivity runs' (R~, R~'), for the
+  // noise; empty under other rules.
+  Checker(const Comparison& comparison, const Results& reference, const Results& as_written,
+          const std::vector<SensitivityRuns>& sensitivity, const ResultSet* eager)
       : comparison_(comparison), reference_(defined_results(reference)), as_written_(defined_results(as_written)),
-        perturbed_(defined_results(perturbed)), perturbed_less_(defined_results(perturbed_less)), eager_(eager) {
+        eager_(eager) {
+    for (const SensitivityRuns& runs : sensitivity) {
+      sensitivity_.emplace_back(defined_results(runs.moved), defined_results(runs.moved_less));
+    }
     for (const auto& [name, value] : reference) {
       if (value) names_.push_back(name);
     }
@@ -185,12 +254,16 @@ class Checker {
     }
     const double measured = difference(other->second, expected->second, {}).max_abs;
     if (!std::isfinite(measured)) return std::nullopt;
-    const auto moved = perturbed_.find(name), moved_less = perturbed_less_.find(name);
-    if (moved == perturbed_.end() || moved_less == perturbed_less_.end() ||
-        moved->second.sizes() != expected->second.sizes() || moved_less->second.sizes() != expected->second.sizes()) {
-      return measured;
+    double largest = measured;
+    for (const auto& [perturbed, perturbed_less] : sensitivity_) {
+      const auto moved = perturbed.find(name), moved_less = perturbed_less.find(name);
+      if (moved == perturbed.end() || moved_less == perturbed_less.end() ||
+          moved->second.sizes() != expected->second.sizes() || moved_less->second.sizes() != expected->second.sizes()) {
+        continue;
+      }
+      largest = std::max(largest, linear_sensitivity(expected->second, moved->second, moved_less->second, kSensitivityRatio));
     }
-    return std::max(measured, linear_sensitivity(expected->second, moved->second, moved_less->second, kSensitivityRatio));
+    return largest;
   }
 
   // max|eager - R| for a gradient; 0 when the bundle holds no eager result for it.
@@ -205,8 +278,7 @@ class Checker {
   Comparison comparison_;
   TensorMap reference_;
   TensorMap as_written_;
-  TensorMap perturbed_;
-  TensorMap perturbed_less_;
+  std::vector<std::pair<TensorMap, TensorMap>> sensitivity_;  // (R~, R~') per seed
   std::vector<std::string> names_;  // reference_'s, in declaration order
   const ResultSet* eager_;
 };
@@ -324,26 +396,15 @@ int check_command(const CheckOptions& options) {
   const auto eager = std::find_if(bundle.results.begin(), bundle.results.end(),
                                   [](const ResultSet& set) { return set.engine == "eager"; });
   const ResultSet* eager_set = eager == bundle.results.end() ? nullptr : &*eager;
-  Results as_written, perturbed, perturbed_less;
+  Results as_written;
+  std::vector<SensitivityRuns> sensitivity;
   if (comparison.rule == "reference") {
     Machine other = make_machine(bundle, host, Precision::AsWritten, {.memory_limit = options.memory_limit});
     other.run();
     as_written = results_of(other);
-    // A node may refuse moved values (a saved float tensor of marks: multilabel margin loss's is_target
-    // must hold 0 and 1); then R' alone is the noise, the stricter rule.
-    try {
-      for (const double scale : {1.0, 1.0 / kSensitivityRatio}) {
-        Machine sensitivity =
-            make_perturbed_machine(bundle, host, kSensitivitySeed, scale, {.memory_limit = options.memory_limit});
-        sensitivity.run();
-        (scale == 1.0 ? perturbed : perturbed_less) = results_of(sensitivity);
-      }
-    } catch (const Error&) {
-      perturbed.clear();
-      perturbed_less.clear();
-    }
+    sensitivity = sensitivity_runs(bundle, host, results_of(machine), {.memory_limit = options.memory_limit});
   }
-  const Checker checker(comparison, results_of(machine), as_written, perturbed, perturbed_less, eager_set);
+  const Checker checker(comparison, results_of(machine), as_written, sensitivity, eager_set);
   std::vector<Row> rows;
   for (std::size_t i = 0; i < bundle.results.size(); ++i) {
     for (Row& row : checker.rows(i, bundle.results[i])) rows.push_back(std::move(row));

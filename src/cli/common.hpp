@@ -87,9 +87,10 @@ Host make_host(const Program& program, const std::vector<std::string>& specs, st
 Machine make_machine(const Bundle& bundle, const Host& host, Precision precision, MachineOptions options = {});
 // The float64 program with the values it starts from moved by `scale` roundings of their dtypes
 // (perturbed_to_float64), and every instruction's results by `scale` roundings of the dtype it computes in
-// (rounding_noise_of): the check rule's sensitivity runs.
+// (rounding_noise_of): the check rule's sensitivity runs. move_values=false: the instructions' rounding noise
+// alone, from the values as captured.
 Machine make_perturbed_machine(const Bundle& bundle, const Host& host, std::uint64_t seed, double scale,
-                               MachineOptions options = {});
+                               MachineOptions options = {}, bool move_values = true);
 
 // ---------------------------------------------------------------- results ---
 

@@ -96,8 +96,7 @@ Tensor perturbed(const Tensor& value, std::string_view name, std::uint64_t seed,
   const std::uint64_t stream = splitmix64(seed ^ fnv1a(name));
   std::vector<double> factors(static_cast<std::size_t>(parts.numel()));
   for (std::size_t i = 0; i < factors.size(); ++i) {
-    const double u = static_cast<double>(splitmix64(stream + i) >> 11) * 0x1p-52 - 1.0;  // 53 bits: [-1, 1)
-    factors[i] = 1.0 + u * eps;
+    factors[i] = 1.0 + uniform_minus_one_to_one(stream, i) * eps;
   }
   const Tensor moved = mul(parts, from_vector(factors, parts.sizes()));
   return complex_values ? view_as_complex(moved) : moved;

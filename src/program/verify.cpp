@@ -603,8 +603,11 @@ class Verifier {
     for (const OutputDecl& output : program_.outputs) {
       if (!written_.contains(output.name)) declaration_warning(output.where, "output ^" + output.name + " is never written");
     }
+    // A program that accumulates into no leaf is torch.autograd.grad's: its grads go to outputs, and its
+    // leaves are declared for their names and types only.
     for (const LeafDecl& leaf : program_.leaves) {
-      if (!accumulated_.contains(leaf.name)) declaration_warning(leaf.where, "leaf @" + leaf.name + " is never accumulated");
+      if (!accumulated_.empty() && !accumulated_.contains(leaf.name))
+        declaration_warning(leaf.where, "leaf @" + leaf.name + " is never accumulated");
     }
     for (const SavedDecl& saved : program_.saved) {
       if (!referenced_.contains(saved.name)) declaration_warning(saved.where, "saved $" + saved.name + " is never referenced");

@@ -14,7 +14,7 @@ thread_local RoundingNoiseScope* active_scope = nullptr;
 template <class Real>
 void add_noise(Real* data, std::int64_t n, std::uint64_t stream, double eps) {
   for (std::int64_t i = 0; i < n; ++i) {
-    const double u = static_cast<double>(splitmix64(stream + static_cast<std::uint64_t>(i)) >> 11) * 0x1p-52 - 1.0;
+    const double u = uniform_minus_one_to_one(stream, static_cast<std::uint64_t>(i));
     data[i] = static_cast<Real>(static_cast<double>(data[i]) * (1.0 + u * eps));
   }
 }
@@ -26,6 +26,10 @@ std::uint64_t splitmix64(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+double uniform_minus_one_to_one(std::uint64_t stream, std::uint64_t index) {
+  return static_cast<double>(splitmix64(stream + index) >> 11) * 0x1p-52 - 1.0;
 }
 
 RoundingNoiseScope::RoundingNoiseScope(std::uint64_t stream, double eps)

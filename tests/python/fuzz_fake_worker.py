@@ -3,10 +3,13 @@ speaks the runner's protocol (refgrad.fuzz.runner._worker_main) but imports neit
 that it starts at once, and its cases and minimizations are made up:
 
 - a case of seed s finds what CASES[s] says, at once;
-- a minimization takes the campaign's whole --minimize-seconds, then writes minimized.py.
+- a minimization takes the campaign's whole --minimize-seconds, then writes minimized.py;
+- it says its resident memory is RESIDENT_MIB after every case.
 """
 import os
 import time
+
+RESIDENT_MIB = 100.0
 
 # seed -> (the program's op count, its op kinds, its findings as (kind, engine, where, detail))
 CASES = {
@@ -56,4 +59,4 @@ def fake_worker(conn, config):
             "seed": seed, "version": 0, "ops": list(ops), "uncovered": [], "report": "", "reproducers": {},
             "source": source, "seconds": 0.0,
             "findings": [{"kind": kind, "engine": engine, "where": where, "ops": list(ops), "detail": detail}
-                         for kind, engine, where, detail in findings]}))
+                         for kind, engine, where, detail in findings]}, RESIDENT_MIB))

@@ -73,7 +73,7 @@ import torch.utils._pytree as pytree
 
 import refgrad
 import refgrad.torch
-from refgrad.check.rule import (SENSITIVITY_RATIO, SENSITIVITY_SEED, _compare, _max_abs, _max_magnitude, _Rule,
+from refgrad.check.rule import (SENSITIVITY_RATIO, SENSITIVITY_SEEDS, _compare, _max_abs, _max_magnitude, _Rule,
                                 _sensitivity)
 
 from opinfo_samples import differentiable_call, dtype_name, op_id, samples, seed_of
@@ -216,8 +216,8 @@ def classify(op, dtype: torch.dtype, index: int, sample) -> Outcome:
     except refgrad.Error as error:
         return _refgrad_error(error)
     try:  # refgrad.check's sensitivity runs; a node may refuse moved values (is_target's marks): R' alone then
-        perturbed = None if tight else [capture.run("float64", perturbed=scale, seed=SENSITIVITY_SEED)
-                                        for scale in (1.0, 1.0 / SENSITIVITY_RATIO)]
+        perturbed = None if tight else [[capture.run("float64", perturbed=scale, seed=seed)
+                                         for scale in (1.0, 1.0 / SENSITIVITY_RATIO)] for seed in SENSITIVITY_SEEDS]
     except refgrad.Error:
         perturbed = None
     names = capture.captures  # the program's outputs, in the order of inputs
@@ -237,7 +237,9 @@ def classify(op, dtype: torch.dtype, index: int, sample) -> Outcome:
 
     return _compare_all(dtype, in_order(reference), list(expected), in_order(as_captured), torch_float64,
                         lambda: _finite_differences(fn, inputs, grad_outputs),
-                        None if perturbed is None else list(zip(*map(in_order, perturbed))))
+                        None if perturbed is None else [[(moved[k], moved_less[k]) for moved, moved_less in
+                                                         (map(in_order, pair) for pair in perturbed)]
+                                                        for k in range(len(names))])
 
 
 # The finite-difference verdict's limits: inputs of at most this many elements in all (two forwards an
@@ -434,14 +436,18 @@ def _compare_all(dtype, reference, expected, as_captured, torch_float64, finite_
 
 
 def _masked_sensitivity(reference: torch.Tensor, perturbed, elements) -> float:
-    """refgrad.check's sensitivity (rule._sensitivity) of one gradient: ``perturbed`` is its (R~, R~') pair,
-    ``elements`` the mask the comparison keeps (None: all); R has that mask applied already."""
+    """refgrad.check's sensitivity (rule._sensitivity) of one gradient: ``perturbed`` is its (R~, R~') pair
+    for each seed, the largest taken; ``elements`` the mask the comparison keeps (None: all); R has that mask
+    applied already."""
     if perturbed is None:
         return 0.0
-    moved, moved_less = (_real(value) for value in perturbed)
-    if elements is not None and moved is not None and moved_less is not None:
-        moved, moved_less = moved[elements], moved_less[elements]
-    return _sensitivity(reference, moved, moved_less)
+    largest = 0.0
+    for pair in perturbed:
+        moved, moved_less = (_real(value) for value in pair)
+        if elements is not None and moved is not None and moved_less is not None:
+            moved, moved_less = moved[elements], moved_less[elements]
+        largest = max(largest, _sensitivity(reference, moved, moved_less))
+    return largest
 
 
 def _overflowed_alike(refgrad_dtype: torch.Tensor, torch_dtype: torch.Tensor, reference: torch.Tensor) -> bool:

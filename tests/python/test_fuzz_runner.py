@@ -1,5 +1,6 @@
 """refgrad-fuzz's --minimize (issue 19): after the cases a campaign minimizes one folder per distinct bug,
-not every new folder, and campaign.json's seconds are the cases' only.
+not every new folder, and campaign.json's seconds are the cases' only; a worker past its memory limit is
+replaced.
 
 The campaigns here run a fake worker (tests/python/fuzz_fake_worker.py) that imports no torch: its cases
 find what its table says, at once, and its minimizer takes the campaign's whole --minimize-seconds.
@@ -14,7 +15,7 @@ from refgrad.fuzz.report import markdown
 from refgrad.fuzz.runner import Campaign
 from refgrad.fuzz.triage import Finding
 
-from fuzz_fake_worker import fake_worker
+from fuzz_fake_worker import RESIDENT_MIB, fake_worker
 
 MINIMIZE_SECONDS = 0.5
 
@@ -90,3 +91,12 @@ def test_a_bug_minimized_by_an_earlier_campaign_is_not_minimized_again(tmp_path)
     folders = folders_by_seed(tmp_path)
     assert numbers["minimized"] == [] and not minimized(folders[1][0]) and not minimized(folders[3][0])
     assert folders[1][1]["minimized_as"] == folders[3][1]["minimized_as"] == os.path.basename(folders[2][0])
+
+
+@pytest.mark.parametrize("limit, started", [(RESIDENT_MIB / 2, 3), (RESIDENT_MIB * 2, 1)])
+def test_a_worker_past_its_memory_limit_is_replaced_after_its_case(tmp_path, limit, started):
+    """Three cases on one worker that says it holds RESIDENT_MIB after each: under a lower limit the worker
+    is replaced after each case but the last (three started), under a higher one it runs all three."""
+    numbers = Campaign(engines=["eager"], findings=str(tmp_path), workers=1, seed_list=[9, 9, 9], progress=False,
+                       worker_memory=limit, worker_main=fake_worker).run()
+    assert numbers["cases"] == 3 and numbers["workers_started"] == started

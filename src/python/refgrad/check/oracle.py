@@ -11,7 +11,7 @@ import refgrad
 import refgrad.torch as refgrad_torch
 from refgrad import engines as engines_module
 from refgrad.check.report import Divergence
-from refgrad.check.rule import SENSITIVITY_RATIO, SENSITIVITY_SEED, _Measured, _max_abs, _sensitivity
+from refgrad.check.rule import SENSITIVITY_RATIO, SENSITIVITY_SEEDS, _Measured, _max_abs, _sensitivity
 from refgrad.check.subject import _HookMode, _Subject, _ones
 
 
@@ -33,6 +33,13 @@ def _grad_of(capture, machine, name: str):
     if not capture.captures:
         return machine.leaf_grad(name)
     return machine.output(name) if name in {output.name for output in capture.program.outputs} else None
+
+
+def _broken(exact: Optional[torch.Tensor], moved: Optional[torch.Tensor]) -> bool:
+    """Whether a sensitivity run's value is not finite where R's is (same shapes only)."""
+    if exact is None or moved is None or exact.shape != moved.shape:
+        return False
+    return bool((torch.isfinite(exact) & ~torch.isfinite(moved)).any())
 
 
 class _Oracle:
@@ -78,35 +85,62 @@ class _Oracle:
         # Made on first use: a float64 program has no noise to measure, and never runs them.
         self._perturbed: Optional[list] = None
         self._perturbed_made = False
+        self._rounded: Optional[list] = None
         self.float64 = self.machine if precision == "float64" else self.other
         self.noise = {name: self._noise_of(lambda machine: _grad_of(self.capture, machine, name))
                       for name in self.grads}
 
+    def _sensitivity_runs(self, move_values: bool) -> list[tuple[refgrad.Machine, refgrad.Machine]]:
+        """Per seed of SENSITIVITY_SEEDS, the pair of sensitivity runs (scales 1 and 1/SENSITIVITY_RATIO)."""
+        pairs = []
+        for seed in SENSITIVITY_SEEDS:
+            pair = tuple(self.capture.machine("float64", keep_values=True, perturbed=scale, seed=seed,
+                                              move_values=move_values) for scale in (1.0, 1.0 / SENSITIVITY_RATIO))
+            for machine in pair:
+                machine.run()
+            pairs.append(pair)
+        return pairs
+
     @property
     def perturbed(self) -> Optional[list]:
-        """The two sensitivity runs (scales 1 and 1/SENSITIVITY_RATIO), run on first use; None where a node
-        refuses moved values: a saved float tensor that holds marks, not numbers (multilabel margin loss's
-        is_target must be 0 or 1, in torch too). Then R' alone is the noise, the stricter rule."""
+        """The sensitivity runs (_sensitivity_runs), run on first use; None where a node refuses moved values:
+        a saved float tensor that holds marks, not numbers (multilabel margin loss's is_target must be 0 or 1,
+        in torch too). Then R' alone is the noise, the stricter rule."""
         if not self._perturbed_made:
             self._perturbed_made = True
             try:
-                machines = [self.capture.machine("float64", keep_values=True, perturbed=scale, seed=SENSITIVITY_SEED)
-                            for scale in (1.0, 1.0 / SENSITIVITY_RATIO)]
-                for machine in machines:
-                    machine.run()
-                self._perturbed = machines
+                self._perturbed = self._sensitivity_runs(move_values=True)
             except refgrad.Error:
                 self._perturbed = None
         return self._perturbed
 
+    @property
+    def rounded(self) -> list:
+        """The sensitivity runs without the moved starting values (their instructions' rounding noise alone),
+        run on first use: R~ where moving the values broke what a node relies on (_noise_of)."""
+        if self._rounded is None:
+            self._rounded = self._sensitivity_runs(move_values=False)
+        return self._rounded
+
     def _noise_of(self, value_of) -> Optional[float]:
         """The rule's noise of one value (``value_of(machine)`` reads it from a run): max(max|R' - R|,
-        max|R~ - R|), None where R' says nothing (see _noise)."""
+        max|R~ - R|), None where R' says nothing (see _noise).
+
+        Moving the numbers a program starts from one by one can break an equality that the forward made
+        exactly and a node relies on: amax's saved result is one of its saved input's numbers, and its
+        backward sends the grad where the two are equal; moved apart, no number is, and R~ is NaN. Where R~
+        is not finite but R is, R~ is the runs with the instructions' rounding noise alone (self.rounded)."""
         measured = self._noise(value_of(self.other), value_of(self.machine))
         if measured is None or self.perturbed is None:
             return measured
-        moved, moved_less = (_torch(value_of(machine)) for machine in self.perturbed)
-        return max(measured, _sensitivity(_torch(value_of(self.float64)), moved, moved_less))
+        exact = _torch(value_of(self.float64))
+        largest = measured
+        for index, pair in enumerate(self.perturbed):
+            moved, moved_less = (_torch(value_of(machine)) for machine in pair)
+            if _broken(exact, moved) or _broken(exact, moved_less):
+                moved, moved_less = (_torch(value_of(machine)) for machine in self.rounded[index])
+            largest = max(largest, _sensitivity(exact, moved, moved_less))
+        return largest
 
     @staticmethod
     def _noise(other, reference) -> Optional[float]:

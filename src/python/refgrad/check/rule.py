@@ -64,8 +64,11 @@ class _Rule:
 # The sensitivity runs of the noise: R~ moves each number the program starts from by up to one rounding of
 # its dtype, R~' by 1/SENSITIVITY_RATIO of one, with the same draw (refgrad.perturbed_to_float64); the part
 # of R~ - R that is linear in the move (refgrad.linear_sensitivity) is how far the exact gradient moves with
-# its inputs' last bits. The seed is fixed so that a check's verdicts are the same run after run.
-SENSITIVITY_SEED = 0
+# its inputs' last bits. One pair of runs per seed, and the largest of their sensitivities: one draw's signs
+# can cancel where another's add up (refgrad.fuzz cases 4381, 5627 and 8526 of generator version 3: eager's
+# float32 within 32 times the sensitivity of most draws, and over it for seed 0's alone, by up to 1.9x). The
+# seeds are fixed so that a check's verdicts are the same run after run.
+SENSITIVITY_SEEDS = (0, 1, 2)
 SENSITIVITY_RATIO = 16.0
 
 

@@ -13,7 +13,9 @@ Seeds: case k of shard i/n is seed ``seed_start + i + k n``, so that n machines 
 (refgrad.fuzz.GENERATOR_VERSION): rerunning a seed reruns the same program.
 
 Process isolation: each worker is a process of its own (multiprocessing, spawn), that runs case after
-case. The campaign waits on each with the per-case --timeout: a worker that dies (a segfault in torch,
+case, with torch's intra-op threads set to the cores shared among the workers (two workers of two threads
+each on two cores run at a third of the speed of two one-thread workers: generated programs are small, and
+their ops wait on each other's threads). The campaign waits on each with the per-case --timeout: a worker that dies (a segfault in torch,
 os._exit) is a worker_crashed finding, one that runs past the timeout is killed and is a timeout
 finding; either way a fresh worker takes its place and the campaign goes on. Each worker tells the
 campaign which engine it is running, so that the finding names the engine that crashed or hung
@@ -59,7 +61,9 @@ def _worker_main(conn, config: dict) -> None:
     ("minimized", folder, text); ("engine", seed, name) as each engine starts."""
     import warnings
 
-    import torch  # noqa: F401  (imported once per worker, not per case)
+    import torch  # imported once per worker, not per case
+
+    torch.set_num_threads(config["threads"])
 
     # torch's warnings and logs (dynamo's about what it cannot trace, fake tensors' tracebacks, ...) would
     # bury the progress bar: they go to the findings directory's workers.log (what matters of a case is in
@@ -99,7 +103,25 @@ def _worker_main(conn, config: dict) -> None:
             result = case_module.CaseResult(seed, 0, (), [Finding("fuzzer_error", "refgrad.fuzz", type(error).__name__,
                                                                   (), str(error).strip()[:200])],
                                             report=traceback.format_exc())
-        conn.send(("result", seed, result.to_dict()))
+        conn.send(("result", seed, result.to_dict(), _resident_mib()))
+
+
+def _resident_mib() -> float:
+    """This process's resident memory in MiB (0 where /proc is not there to say)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _default_worker_memory(workers: int) -> float:
+    """Half of the machine's memory shared among the workers, in MiB (4096 where it cannot be read)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError):
+        return 4096.0
+    return max(1024.0, total / 2 / max(1, workers))
 
 
 @dataclass
@@ -110,6 +132,7 @@ class _Worker:
     deadline: float = 0.0
     engine: str = ""  # the engine running now
     done: int = 0  # jobs it has finished
+    resident_mib: float = 0.0  # its resident memory after its last case
 
 
 # --- the campaign ---
@@ -133,7 +156,10 @@ class Campaign:
     minimize_seconds: float = 300.0
     progress: bool = True
     seed_list: Optional[list[int]] = None  # exactly these seeds (--seeds), instead of a shard's range
-    recycle: int = 200  # a worker is replaced after this many jobs (what torch caches per process stays bounded)
+    # a worker whose resident memory has passed this many MiB after a case is replaced (what torch caches per
+    # process, compiled graphs above all, stays bounded); None: half the machine's memory over the workers
+    worker_memory: Optional[float] = None
+    recycle: Optional[int] = None  # also replace a worker after this many jobs (None: only for its memory)
     startup_timeout: float = 300.0
     worker_main: Callable = _worker_main  # what each worker process runs (a test's fake, which imports no torch)
     # what it found
@@ -141,6 +167,7 @@ class Campaign:
     by_kind: collections.Counter = field(default_factory=collections.Counter)
     new: list[str] = field(default_factory=list)  # folders made by this campaign
     uncovered: int = 0
+    workers_started: int = 0  # worker processes started, replacements included
     elapsed: float = 0.0  # the cases' seconds
     minimized: list[str] = field(default_factory=list)  # the folders --minimize minimized, one per distinct bug
     minimize_elapsed: float = 0.0  # the minimization's seconds, after the cases
@@ -162,7 +189,9 @@ class Campaign:
         self.engine_names = [engine_name(spec) for spec in self.engines]  # fails early on a bad name
         context = multiprocessing.get_context("spawn")
         config = {"engines": list(self.engines), "findings": self.findings, "max_ops": self.max_ops,
-                  "repeat": self.repeat, "minimize_seconds": self.minimize_seconds}
+                  "repeat": self.repeat, "minimize_seconds": self.minimize_seconds,
+                  "threads": max(1, (os.cpu_count() or 1) // self.workers)}
+        memory_limit = self.worker_memory or _default_worker_memory(self.workers)
         # all start at once (each imports torch); one that dies is replaced when there is work for it
         workers: list[Optional[_Worker]] = [self._ready(w) for w in [self._spawn(context, config)
                                                                      for _ in range(self.workers)]]
@@ -178,7 +207,8 @@ class Campaign:
                 for i, worker in enumerate(workers):
                     if worker is not None and worker.job is not None:
                         continue
-                    if worker is not None and worker.done >= self.recycle:
+                    if worker is not None and (worker.resident_mib > memory_limit or
+                                               self.recycle is not None and worker.done >= self.recycle):
                         self._stop(worker)
                         worker = workers[i] = None
                     job = None
@@ -254,13 +284,15 @@ class Campaign:
         return {"engines": self.engine_names, "cases": self.ran, "seconds": round(self.elapsed, 2),
                 "cases_per_second": round(self.ran / self.elapsed, 3) if self.elapsed else None,
                 "minimized": list(self.minimized), "minimize_seconds": round(self.minimize_elapsed, 2),
-                "workers": self.workers, "shard": f"{self.shard[0]}/{self.shard[1]}", "seed_start": self.seed_start,
+                "workers": self.workers, "workers_started": self.workers_started,
+                "threads_per_worker": max(1, (os.cpu_count() or 1) // self.workers), "shard": f"{self.shard[0]}/{self.shard[1]}", "seed_start": self.seed_start,
                 "findings_by_kind": dict(self.by_kind), "new_findings": list(self.new),
                 "cases_not_covered_by_refgrad": self.uncovered, "generator_version": _version()}
 
     # --- workers ---
 
     def _spawn(self, context, config: dict) -> _Worker:
+        self.workers_started += 1
         parent, child = context.Pipe()
         process = context.Process(target=self.worker_main, args=(child, config), daemon=True)
         process.start()
@@ -303,6 +335,7 @@ class Campaign:
                 bar.write(f"minimized {message[1]}: {message[2]}")
             return
         worker.job = None
+        worker.resident_mib = message[3]
         from refgrad.fuzz.case import CaseResult
         self._record(CaseResult.from_dict(message[2]), bar)
 
@@ -524,8 +557,10 @@ def _run_parser(parser: argparse.ArgumentParser) -> None:
                         help="after the cases, minimize one new folder per distinct bug (the bug's others point to it)")
     parser.add_argument("--minimize-seconds", type=float, default=300.0,
                         help="budget per minimized folder (default 300)")
-    parser.add_argument("--recycle", type=int, default=200,
-                        help="replace a worker after this many cases (bounds what torch caches; default 200)")
+    parser.add_argument("--worker-memory", type=float, metavar="MIB",
+                        help="replace a worker whose resident memory has passed MIB after a case (bounds what torch "
+                             "caches; default: half the machine's memory shared among the workers)")
+    parser.add_argument("--recycle", type=int, metavar="N", help="also replace a worker after N cases (default: never)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -567,7 +602,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         seed_start=args.seed_start, max_ops=args.max_ops, repeat=not args.no_repeat,
                         minimize=args.minimize, minimize_seconds=args.minimize_seconds, progress=not args.quiet,
                         seed_list=[int(s) for s in args.seeds.split(",")] if args.seeds else None,
-                        recycle=max(1, args.recycle))
+                        worker_memory=args.worker_memory,
+                        recycle=None if args.recycle is None else max(1, args.recycle))
     numbers = campaign.run()
     print(json.dumps(numbers, indent=2))
     return 0
