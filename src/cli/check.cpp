@@ -58,12 +58,17 @@ struct Difference {
   bool allclose = true;  // |E - R| <= atol + rtol |R| at every element
 };
 
-Difference difference(const Tensor& actual, const Tensor& reference, const Tolerance& tolerance) {
+// `overflowed`: the elements where refgrad's own run in the captured dtypes has a NaN or an Inf and R a
+// finite number (an intermediate overflowed the dtype, as any computation in it may); a NaN or an Inf of E
+// there counts as equal.
+Difference difference(const Tensor& actual, const Tensor& reference, const Tolerance& tolerance,
+                      const std::vector<bool>& overflowed = {}) {
   const std::vector<double> e = actual.to_vector<double>(), r = reference.to_vector<double>();
   Difference d;
   bool any_nan = false;
   for (std::size_t i = 0; i < e.size(); ++i) {
-    const double abs = e[i] == r[i] ? 0.0 : std::abs(e[i] - r[i]);  // equal infinities count as equal
+    const bool shared_overflow = i < overflowed.size() && overflowed[i] && !std::isfinite(e[i]);
+    const double abs = e[i] == r[i] || shared_overflow ? 0.0 : std::abs(e[i] - r[i]);  // equal infinities count as equal
     any_nan = any_nan || std::isnan(abs);
     d.max_abs = std::max(d.max_abs, abs);
     d.max_reference = std::max(d.max_reference, std::abs(r[i]));
@@ -222,7 +227,7 @@ class Checker {
       return;
     }
     const Tolerance tolerance = tolerance_for(actual->second.dtype(), comparison_);
-    const Difference d = difference(actual->second, expected->second, tolerance);
+    const Difference d = difference(actual->second, expected->second, tolerance, overflowed(name));
     row.max_abs = figure(d.max_abs);
     row.max_rel = figure(d.max_rel);
     if (comparison_.rule == "allclose") {
@@ -264,6 +269,20 @@ class Checker {
       largest = std::max(largest, linear_sensitivity(expected->second, moved->second, moved_less->second, kSensitivityRatio));
     }
     return largest;
+  }
+
+  // Where refgrad's run as written (R') has a NaN or an Inf and R a finite number (empty: nowhere).
+  std::vector<bool> overflowed(const std::string& name) const {
+    const auto other = as_written_.find(name);
+    const auto expected = reference_.find(name);
+    if (other == as_written_.end() || expected == reference_.end() || other->second.sizes() != expected->second.sizes() ||
+        other->second.dtype() == DType::Float64) {
+      return {};
+    }
+    const std::vector<double> r_prime = other->second.to_vector<double>(), r = expected->second.to_vector<double>();
+    std::vector<bool> mask(r.size());
+    for (std::size_t i = 0; i < r.size(); ++i) mask[i] = !std::isfinite(r_prime[i]) && std::isfinite(r[i]);
+    return mask;
   }
 
   // max|eager - R| for a gradient; 0 when the bundle holds no eager result for it.

@@ -191,6 +191,30 @@ def test_moved_values_that_a_node_needs_equal_do_not_lose_the_rounding_noise(tmp
     assert 1e-8 < x_grad.noise < 1e-6, report.format(eager=True)
 
 
+def test_an_overflow_that_refgrads_own_float16_run_shares_is_not_a_finding(tmp_path):
+    """refgrad.fuzz case 721 (--max-ops 50), reduced: in float16 the gradient of `t` in `t * 1e5` is 1e5,
+    past float16's 65504, so eager's gradient of x is inf where R (float64) has 100. refgrad's own run in the
+    captured dtypes overflows alike: any float16 computation may, and the rule leaves those elements out,
+    with a note. Before, the rule failed eager there: an oracle bug."""
+    x = torch.tensor([1.0, 2.0, -3.0], dtype=torch.float16, requires_grad=True)
+    report = refgrad_check.check(lambda x: x * 0.001 * 1e5, x, engines=("eager",), reproducer_dir=str(tmp_path))
+    assert_passes(report)
+    assert "the dtype overflowed" in report.results["eager"]["arg0"].note, report.format(eager=True)
+
+
+def test_an_infinity_that_refgrads_own_dtype_run_does_not_share_still_fails():
+    """The rule leaves out only the elements where refgrad's own dtype run is not finite and R is."""
+    from refgrad.check.rule import _compare, _Rule
+    reference = torch.tensor([100.0, 1.0], dtype=torch.float64)
+    engine = torch.tensor([float("inf"), 1.0], dtype=torch.float16)
+    shared = _compare(engine, reference, torch.float16, _Rule(), 0.0, True, None, None,
+                      torch.tensor([float("inf"), 1.0], dtype=torch.float16))
+    not_shared = _compare(engine, reference, torch.float16, _Rule(), 0.0, True, None, None,
+                          torch.tensor([100.0, float("inf")], dtype=torch.float16))
+    alone = _compare(engine, reference, torch.float16, _Rule(), 0.0, True, None, None, None)
+    assert shared.passed and not not_shared.passed and not alone.passed
+
+
 def test_a_conv_bias_that_batch_norm_undoes_is_not_a_finding(tmp_path):
     """A convolution's bias before a training-mode batch_norm has a gradient of exactly 0 for any values
     (batch_norm subtracts each channel's mean); a float32 kernel leaves its rounding there."""

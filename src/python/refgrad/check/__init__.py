@@ -209,7 +209,8 @@ class _Checker:
                 eager_result = self.report.results[self.eager.name][name]
                 eager_error = eager_result.max_abs if eager_result.max_abs == eager_result.max_abs else 0.0
             results[name] = _compare(grads.get(name), reference, self.oracle.dtypes[name], self.rule, eager_error,
-                                     is_eager, self.oracle.noise.get(name), eager_grads.get(name))
+                                     is_eager, self.oracle.noise.get(name), eager_grads.get(name),
+                                     self.oracle.in_dtype.get(name))
         for name, grad in grads.items():
             if name not in self.oracle.grads and grad is not None:
                 note = "R computes no gradient"

@@ -89,6 +89,9 @@ class _Oracle:
         self.float64 = self.machine if precision == "float64" else self.other
         self.noise = {name: self._noise_of(lambda machine: _grad_of(self.capture, machine, name))
                       for name in self.grads}
+        # refgrad's own run in the captured dtypes: where it overflows and R does not, an engine may too
+        as_captured = self.other if precision == "float64" else self.machine
+        self.in_dtype = {name: _torch(_grad_of(self.capture, as_captured, name)) for name in self.grads}
 
     def _sensitivity_runs(self, move_values: bool) -> list[tuple[refgrad.Machine, refgrad.Machine]]:
         """Per seed of SENSITIVITY_SEEDS, the pair of sensitivity runs (scales 1 and 1/SENSITIVITY_RATIO)."""
@@ -212,6 +215,7 @@ class _EagerOracle:
         self.grads = {name: grad for name, grad in grads.items() if grad is not None}
         self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
         self.noise: dict[str, Optional[float]] = {}  # R's own rounding is unknown: the rule falls back on atol
+        self.in_dtype: dict[str, Optional[torch.Tensor]] = {}
 
     @property
     def capture(self):

@@ -111,32 +111,49 @@ def _as_float64(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().to(device="cpu", dtype=torch.float64)
 
 
-def _difference(actual: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _difference(actual: torch.Tensor, reference: torch.Tensor,
+                overflowed: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """|E - R| and R in float64; equal values (infinities too) and NaN on both sides count as 0, and so
     does an infinity in E where R itself rounds to that infinity in E's dtype (a float16 gradient of
-    70000 is inf: the dtype's overflow, not an error)."""
+    70000 is inf: the dtype's overflow, not an error), and a NaN or Inf of E where refgrad's own run in
+    the captured dtypes has one too and R has none (``overflowed``, _overflowed: an intermediate overflowed
+    the dtype in both)."""
     e, r = _as_float64(actual), _as_float64(reference)
     difference = (e - r).abs()
     difference[(e == r) | (torch.isnan(e) & torch.isnan(r))] = 0.0
     if actual.is_floating_point() and actual.dtype != torch.float64:
         r_rounded = r.to(actual.dtype).to(torch.float64)
         difference[torch.isinf(e) & (e == r_rounded)] = 0.0
+    if overflowed is not None and overflowed.shape == difference.shape:
+        difference[overflowed & ~torch.isfinite(e)] = 0.0
     return difference, r
 
 
-def _max_abs(actual: torch.Tensor, reference: torch.Tensor) -> float:
-    """max|E - R|; NaN when E has a NaN where R has none (or the other way round)."""
-    difference, _ = _difference(actual, reference)
+def _overflowed(in_dtype: Optional[torch.Tensor], reference: torch.Tensor) -> Optional[torch.Tensor]:
+    """Where refgrad's own run of the program in its captured dtypes (R' at precision float64) has a NaN
+    or an Inf and R has a finite number: an intermediate overflowed the dtype (a float16 sum past 65504,
+    then inf - inf), as any computation in that dtype may. None where there is no such run or no such
+    element."""
+    if in_dtype is None or list(in_dtype.shape) != list(reference.shape) or in_dtype.dtype == torch.float64:
+        return None
+    mask = ~torch.isfinite(in_dtype.detach().cpu()) & torch.isfinite(_as_float64(reference))
+    return mask if bool(mask.any()) else None
+
+
+def _max_abs(actual: torch.Tensor, reference: torch.Tensor, overflowed: Optional[torch.Tensor] = None) -> float:
+    """max|E - R|; NaN when E has a NaN where R has none (or the other way round), but where refgrad's own
+    dtype run overflowed too (``overflowed``)."""
+    difference, _ = _difference(actual, reference, overflowed)
     if difference.numel() == 0:
         return 0.0
     return math.nan if bool(torch.isnan(difference).any()) else float(difference.max())
 
 
-def _max_rel(actual: torch.Tensor, reference: torch.Tensor) -> float:
+def _max_rel(actual: torch.Tensor, reference: torch.Tensor, overflowed: Optional[torch.Tensor] = None) -> float:
     """max|E - R| / max|R|: the error in units of the gradient's scale, the scale the rule uses (an
     element-wise ratio is infinite wherever R is an exact zero, as attention's key bias gradient is);
     0/0 counts as 0."""
-    difference, r = _difference(actual, reference)
+    difference, r = _difference(actual, reference, overflowed)
     if difference.numel() == 0 or float(difference.max()) == 0:
         return 0.0
     magnitude = _max_magnitude(r)
@@ -166,9 +183,10 @@ def _nonfinite(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _nonfinite_note(actual: torch.Tensor, reference: torch.Tensor, eager: Optional[torch.Tensor],
-                    is_eager: bool) -> tuple[bool, str]:
-    """NaN and Inf called out: (fails, note). A NaN where R has none fails (max|E - R| is NaN then); so
-    does a NaN where eager has none, even where R has one; NaN or Inf that R has too pass, with a note."""
+                    is_eager: bool, overflowed: Optional[torch.Tensor] = None) -> tuple[bool, str]:
+    """NaN and Inf called out: (fails, note). A NaN where R has none fails (max|E - R| is NaN then), but
+    where refgrad's own dtype run has a NaN or an Inf too (``overflowed``); so does a NaN where eager has
+    none, even where R has one; NaN or Inf that R has too pass, with a note."""
     nan, inf = _nonfinite(actual)
     if not bool(nan.any()) and not bool(inf.any()):
         return False, ""
@@ -178,22 +196,29 @@ def _nonfinite_note(actual: torch.Tensor, reference: torch.Tensor, eager: Option
         if extra:
             return True, f"NaN in {extra} elements where eager has none"
     reference_nan, _ = _nonfinite(reference)
-    if bool((nan & ~reference_nan).any()):
-        return True, f"NaN in {int((nan & ~reference_nan).sum())} elements where R has none"
-    parts = [f"{kind} in {int(mask.sum())} elements, as R" for kind, mask in (("NaN", nan), ("Inf", inf))
-             if bool(mask.any())]
+    shared = torch.zeros_like(nan) if overflowed is None or overflowed.shape != nan.shape else overflowed
+    if bool((nan & ~reference_nan & ~shared).any()):
+        return True, f"NaN in {int((nan & ~reference_nan & ~shared).sum())} elements where R has none"
+    parts = [f"{kind} in {int((mask & ~shared).sum())} elements, as R" for kind, mask in (("NaN", nan), ("Inf", inf))
+             if bool((mask & ~shared).any())]
+    if bool(((nan | inf) & shared).any()):
+        parts.append(f"NaN or Inf in {int(((nan | inf) & shared).sum())} elements where R has none, as refgrad's own "
+                     "run in the captured dtypes: the dtype overflowed")
     return False, "; ".join(parts)
 
 
 def _compare(actual: Optional[torch.Tensor], reference: torch.Tensor, dtype: torch.dtype, rule: _Rule,
              eager_error: float, is_eager: bool, noise: Optional[float] = None,
-             eager: Optional[torch.Tensor] = None) -> GradientResult:
+             eager: Optional[torch.Tensor] = None, in_dtype: Optional[torch.Tensor] = None) -> GradientResult:
+    """One gradient against R under the rule; ``in_dtype`` is refgrad's own run of the gradient in the
+    captured dtypes, whose overflows (_overflowed) an engine may share."""
     note = _mismatch(actual, reference, dtype)
     if note:
         return GradientResult(math.nan, math.nan, math.nan, False, note)
-    max_abs = _max_abs(actual, reference)
+    overflowed = _overflowed(in_dtype, reference)
+    max_abs = _max_abs(actual, reference, overflowed)
     bound = rule.bound(dtype, _max_magnitude(reference), eager_error, is_eager, noise)
-    nonfinite_fails, note = _nonfinite_note(actual, reference, eager, is_eager)
+    nonfinite_fails, note = _nonfinite_note(actual, reference, eager, is_eager, overflowed)
     passed = max_abs <= bound and not nonfinite_fails  # NaN never passes
-    return GradientResult(max_abs, _max_rel(actual, reference), bound, passed, note,
+    return GradientResult(max_abs, _max_rel(actual, reference, overflowed), bound, passed, note,
                           math.nan if noise is None else noise)
