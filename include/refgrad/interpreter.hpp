@@ -107,8 +107,9 @@ RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, doub
 // How far a result moves when the values it comes from move by one rounding: `exact` from the float64
 // run, `moved` from the run perturbed_to_float64 at scale 1, `moved_less` at scale 1 / ratio (same seed).
 // The largest |moved - exact| among the numbers whose move is linear in the perturbation (ratio times the
-// move gives between ratio / 2 and 2 ratio times the step); a jump (a tie broken, a boundary crossed) is
-// left out. It bounds from below the rounding noise of any computation of the result in those dtypes: the
+// move gives between ratio / 2 and 2 ratio times the step) or quadratic (between ratio^2 / 2 and 2 ratio^2
+// times: a result whose first derivative is 0 by structure, as layer_norm's gradient over equal values); a
+// jump (a tie broken, a boundary crossed) is left out. It bounds from below the rounding noise of any computation of the result in those dtypes: the
 // check rule's noise takes it (a gradient that cancels to ~0, as layer_norm's over equal values, has a
 // large one). complex numbers count as their two parts; NaN and Inf are left out.
 double linear_sensitivity(const Tensor& exact, const Tensor& moved, const Tensor& moved_less, double ratio);

@@ -200,11 +200,15 @@ double linear_sensitivity(const Tensor& exact, const Tensor& moved, const Tensor
   double largest = 0.0;
   for (std::size_t i = 0; i < r.size(); ++i) {
     const double step = std::abs(far[i] - r[i]), small_step = std::abs(near[i] - r[i]);
-    // linear: `ratio` times the move gives about `ratio` times the step. A step that does not shrink with the
-    // move is a jump (a tie broken, a boundary crossed); one far more than linear, a boundary crossed only by
-    // the larger move. Neither is rounding noise: an engine decides ties and boundaries from the values it
-    // was given, as refgrad does.
-    if (std::isfinite(step) && small_step * ratio / 2 <= step && step <= small_step * ratio * 2) {
+    // linear: `ratio` times the move gives about `ratio` times the step. A step that grows like the square of
+    // the move counts too: where the first derivative is 0 by structure (layer_norm's gradient over equal
+    // values, x_hat = 0), rounding moves the result at second order, and as far as a correct computation
+    // lands. A step that does not shrink with the move is a jump (a tie broken, a boundary crossed); one that
+    // grows otherwise, a boundary crossed only by the larger move. Neither is rounding noise: an engine
+    // decides ties and boundaries from the values it was given, as refgrad does.
+    const bool linear = small_step * ratio / 2 <= step && step <= small_step * ratio * 2;
+    const bool quadratic = small_step * ratio * ratio / 2 <= step && step <= small_step * ratio * ratio * 2;
+    if (std::isfinite(step) && (linear || quadratic)) {
       largest = std::max(largest, step);
     }
   }

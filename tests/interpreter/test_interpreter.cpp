@@ -776,6 +776,16 @@ TEST_CASE("interpreter: linear_sensitivity keeps the moves that are linear in th
   CHECK_THROWS_AS(linear_sensitivity(exact, tensor({1.0}), tensor({1.0}), 16.0), Error);
 }
 
+TEST_CASE("interpreter: linear_sensitivity keeps the moves that grow like the square of the perturbation") {
+  // A gradient whose first derivative is 0 by structure (layer_norm's over equal values, x_hat = 0) moves at
+  // second order: 16 times less move, 256 times less step (refgrad.fuzz cases 124954 and 117447). Element 1
+  // does so; element 2 grows 64 times, neither linearly nor quadratically, and is left out.
+  const Tensor exact = tensor({0.0, 0.0, 0.0}, DType::Float64);
+  const Tensor moved = tensor({0.0, 2.56e-4, 6.4e-3}, DType::Float64);
+  const Tensor moved_less = tensor({0.0, 1e-6, 1e-4}, DType::Float64);
+  CHECK(linear_sensitivity(exact, moved, moved_less, 16.0) == doctest::Approx(2.56e-4));
+}
+
 // -------------------------------------------------------------------- inputs ---
 
 TEST_CASE("interpreter: set_grad gives a grad input; its type is checked") {

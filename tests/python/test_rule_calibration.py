@@ -215,6 +215,24 @@ def test_an_infinity_that_refgrads_own_dtype_run_does_not_share_still_fails():
     assert shared.passed and not not_shared.passed and not alone.passed
 
 
+def test_a_gradient_that_rounding_moves_at_second_order_is_not_a_finding(tmp_path):
+    """refgrad.fuzz case 124954 (generator version 3), reduced: layer_norm over two equal values (one element
+    indexed twice; x_hat = 0, rstd = 1/sqrt(1e-5)) of exp(exp(x)), about 1618. x's gradient is exactly 0 (the
+    two positions' gradients cancel), and so is its first derivative in the values: moving them by one
+    rounding moves it at second order (16 times less move, 256 times less step). Eager's float32 kernel is
+    335 off. The sensitivity kept only linear steps, so the bound was float32's smallest normal and the rule
+    failed eager: an oracle bug. Quadratic steps count now."""
+    def layer_norm_of_equal_values(x, w, b):
+        v = torch.exp(torch.exp(x))
+        return torch.nn.functional.layer_norm(v[:, torch.tensor([0, 0])], (2,), w, b) * torch.tensor([[1.3, -0.4]])
+
+    x = torch.tensor([[2.0], [1.9], [2.1]], requires_grad=True)
+    w, b = torch.tensor([0.5, -1.5], requires_grad=True), torch.tensor([0.1, 0.2], requires_grad=True)
+    report = refgrad_check.check(layer_norm_of_equal_values, x, w, b, engines=("eager",), reproducer_dir=str(tmp_path))
+    assert_passes(report)
+    assert report.results["eager"]["arg0"].max_abs > 1.0, report.format(eager=True)  # the case is still there
+
+
 def test_a_conv_bias_that_batch_norm_undoes_is_not_a_finding(tmp_path):
     """A convolution's bias before a training-mode batch_norm has a gradient of exactly 0 for any values
     (batch_norm subtracts each channel's mean); a float32 kernel leaves its rounding there."""
