@@ -172,6 +172,11 @@ class Campaign:
     minimized: list[str] = field(default_factory=list)  # the folders --minimize minimized, one per distinct bug
     minimize_elapsed: float = 0.0  # the minimization's seconds, after the cases
 
+    @property
+    def threads_per_worker(self) -> int:
+        """torch's intra-op threads in each worker: the cores shared among the workers, at least 1."""
+        return max(1, (os.cpu_count() or 1) // self.workers)
+
     def seeds(self):
         if self.seed_list is not None:
             yield from self.seed_list
@@ -190,7 +195,7 @@ class Campaign:
         context = multiprocessing.get_context("spawn")
         config = {"engines": list(self.engines), "findings": self.findings, "max_ops": self.max_ops,
                   "repeat": self.repeat, "minimize_seconds": self.minimize_seconds,
-                  "threads": max(1, (os.cpu_count() or 1) // self.workers)}
+                  "threads": self.threads_per_worker}
         memory_limit = self.worker_memory or _default_worker_memory(self.workers)
         # all start at once (each imports torch); one that dies is replaced when there is work for it
         workers: list[Optional[_Worker]] = [self._ready(w) for w in [self._spawn(context, config)
@@ -285,7 +290,7 @@ class Campaign:
                 "cases_per_second": round(self.ran / self.elapsed, 3) if self.elapsed else None,
                 "minimized": list(self.minimized), "minimize_seconds": round(self.minimize_elapsed, 2),
                 "workers": self.workers, "workers_started": self.workers_started,
-                "threads_per_worker": max(1, (os.cpu_count() or 1) // self.workers), "shard": f"{self.shard[0]}/{self.shard[1]}", "seed_start": self.seed_start,
+                "threads_per_worker": self.threads_per_worker, "shard": f"{self.shard[0]}/{self.shard[1]}", "seed_start": self.seed_start,
                 "findings_by_kind": dict(self.by_kind), "new_findings": list(self.new),
                 "cases_not_covered_by_refgrad": self.uncovered, "generator_version": _version()}
 
