@@ -91,9 +91,12 @@ TensorMap promote_to_float64(const TensorMap& tensors);
 // of its own dtype: each real number x of it (a complex one's parts apart) becomes x (1 + u scale eps),
 // eps the unit roundoff of the value's dtype as written (float32 2^-24, float16 2^-11, bfloat16 2^-8,
 // float64 2^-53), u uniform on [-1, 1], drawn from `seed`, the value's name ("$x", "%g0", "@w") and the
-// number's index (the same u at every scale). Multiplying keeps zeros and signs.
-Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale = 1.0);
-TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, double scale = 1.0);
+// number's index (the same u at every scale). Multiplying keeps zeros and signs. The values `held` names
+// (sigiled: "$n1_result") are promoted and not moved (saved_values_broken_by_moving says which need it).
+Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale = 1.0,
+                             const std::set<std::string>& held = {});
+TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, double scale = 1.0,
+                               const std::set<std::string>& held = {});
 
 // The rounding noise of `program` as captured (before promote_to_float64): an instruction's unit roundoff is
 // the largest of the dtypes it reads or makes (the saved values and grads it reads, the types its results are
@@ -113,6 +116,10 @@ RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, doub
 // check rule's noise takes it (a gradient that cancels to ~0, as layer_norm's over equal values, has a
 // large one). complex numbers count as their two parts; NaN and Inf are left out.
 double linear_sensitivity(const Tensor& exact, const Tensor& moved, const Tensor& moved_less, double ratio);
+
+// Whether `moved` holds a NaN or an Inf where `exact` (of its shape) holds a finite number: a sensitivity
+// run broken by its moves (complex numbers count as their two parts; other shapes: false).
+bool not_finite_where_finite(const Tensor& moved, const Tensor& exact);
 
 // ------------------------------------------------------------------ trace ---
 
@@ -200,6 +207,15 @@ class Machine {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The saved values (sigiled: "$n1_self", "$n1_result") of the nodes that moving the numbers a program starts
+// from broke: the calls whose results `moved` (a finished run of perturbed_to_float64's program, keeping its
+// values) has not finite where `exact` (the promote_to_float64 run of the same program, keeping its values)
+// has them finite, though none of their operands is. Moving numbers one by one can break an equality the
+// forward made exactly and a node relies on: amax's saved result is one of its saved input's numbers, and
+// its backward sends the grad where the two are equal; moved apart, none is, and it divides 0 by 0. A
+// sensitivity run holds these values still (perturbed_to_float64's `held`) and moves all the others.
+std::set<std::string> saved_values_broken_by_moving(const Machine& exact, const Machine& moved);
 
 // Runs a bound program to the end and returns leaf grads ("@w") and outputs
 // ("^x") — the values a bundle's result set holds. `grads` by sigiled name

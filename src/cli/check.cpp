@@ -79,16 +79,6 @@ Difference difference(const Tensor& actual, const Tensor& reference, const Toler
   return d;
 }
 
-// Whether `moved` holds a NaN or an Inf where `reference` (of its shape) holds a finite number.
-bool not_finite_where_finite(const Tensor& moved, const Tensor& reference) {
-  if (moved.sizes() != reference.sizes()) return false;
-  const std::vector<double> m = moved.to_vector<double>(), r = reference.to_vector<double>();
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    if (std::isfinite(r[i]) && !std::isfinite(m[i])) return true;
-  }
-  return false;
-}
-
 // The names of the results that a sensitivity run (`moved`) has not finite where R (`reference`) has them
 // finite. Moving the numbers a program starts from one by one can break an equality the forward made exactly
 // and a node relies on: amax's saved result is one of its saved input's numbers, and its backward sends the
@@ -142,29 +132,60 @@ struct SensitivityRuns {
   Results moved, moved_less;
 };
 
+// How many times a sensitivity run is made again holding still more values (refgrad/check/rule.py's
+// HOLD_ROUNDS): each round holds the nodes a move broke first, and a node further down may break next.
+constexpr int kHoldRounds = 3;
+
 // One SensitivityRuns per seed of kSensitivitySeeds; none where a node refuses moved values (a saved float
 // tensor of marks: multilabel margin loss's is_target must hold 0 and 1): then R' alone is the noise, the
-// stricter rule. Where moving the starting values broke a result (broken_by_moving), R~ and R~' of that
-// result are the runs with the instructions' rounding noise alone.
+// stricter rule. Where moving the starting values broke a result (broken_by_moving), the runs are made again
+// with the saved values of the nodes that broke held still (saved_values_broken_by_moving); where that does
+// not mend a result either, R~ and R~' of it are the runs with the instructions' rounding noise alone.
 std::vector<SensitivityRuns> sensitivity_runs(const Bundle& bundle, const Host& host, const Results& reference,
                                               MachineOptions options) {
-  const auto run = [&](std::uint64_t seed, double scale, bool move_values) {
-    Machine machine = make_perturbed_machine(bundle, host, seed, scale, options, move_values);
-    machine.run();
-    return results_of(machine);
+  const auto machine = [&](std::uint64_t seed, double scale, bool move_values, const std::set<std::string>& held,
+                           bool keep_values) {
+    MachineOptions run_options = options;
+    run_options.keep_values = keep_values;
+    Machine run = make_perturbed_machine(bundle, host, seed, scale, run_options, move_values, held);
+    run.run();
+    return run;
   };
+  const auto broken_in = [&](const SensitivityRuns& pair) {
+    std::set<std::string> broken = broken_by_moving(pair.moved, reference);
+    broken.merge(broken_by_moving(pair.moved_less, reference));
+    return broken;
+  };
+  std::optional<Machine> exact;  // the float64 run keeping its values, made where a move broke something
   std::vector<SensitivityRuns> runs;
   for (const std::uint64_t seed : kSensitivitySeeds) {
     SensitivityRuns pair;
     try {
-      pair = {run(seed, 1.0, true), run(seed, 1.0 / kSensitivityRatio, true)};
+      pair = {results_of(machine(seed, 1.0, true, {}, false)),
+              results_of(machine(seed, 1.0 / kSensitivityRatio, true, {}, false))};
+      std::set<std::string> held;
+      for (int round = 0; round < kHoldRounds && !broken_in(pair).empty(); ++round) {
+        if (!exact) {
+          exact.emplace(make_machine(bundle, host, Precision::Float64, {.keep_values = true,
+                                                                        .memory_limit = options.memory_limit}));
+          exact->run();
+        }
+        const Machine moved = machine(seed, 1.0, true, held, true);
+        const Machine moved_less = machine(seed, 1.0 / kSensitivityRatio, true, held, true);
+        std::set<std::string> more = saved_values_broken_by_moving(*exact, moved);
+        more.merge(saved_values_broken_by_moving(*exact, moved_less));
+        if (std::includes(held.begin(), held.end(), more.begin(), more.end())) break;  // nothing new to hold
+        held.merge(more);
+        pair = {results_of(machine(seed, 1.0, true, held, false)),
+                results_of(machine(seed, 1.0 / kSensitivityRatio, true, held, false))};
+      }
     } catch (const Error&) {
       return {};
     }
-    std::set<std::string> broken = broken_by_moving(pair.moved, reference);
-    broken.merge(broken_by_moving(pair.moved_less, reference));
+    const std::set<std::string> broken = broken_in(pair);
     if (!broken.empty()) {
-      const SensitivityRuns rounded = {run(seed, 1.0, false), run(seed, 1.0 / kSensitivityRatio, false)};
+      const SensitivityRuns rounded = {results_of(machine(seed, 1.0, false, {}, false)),
+                                       results_of(machine(seed, 1.0 / kSensitivityRatio, false, {}, false))};
       for (auto [moved, replacements] : {std::pair{&pair.moved, &rounded.moved}, std::pair{&pair.moved_less, &rounded.moved_less}}) {
         for (std::size_t i = 0; i < moved->size(); ++i) {
           if (broken.contains((*moved)[i].first)) (*moved)[i].second = (*replacements)[i].second;

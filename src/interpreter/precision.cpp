@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <set>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -113,6 +115,23 @@ std::vector<double> real_numbers(const Tensor& value) {
   return (is_complex(value.dtype()) ? contiguous(view_as_real(exact)) : exact).to_vector<double>();
 }
 
+// The names of the saved values an instruction's fields refer to (without '$').
+std::vector<std::string> saved_names(const Instr& instr) {
+  std::vector<std::string> names;
+  for (const Attr& attr : instr.attrs) {
+    if (const auto* ref = std::get_if<SavedRef>(&attr.value)) names.push_back(ref->name);
+    if (const auto* refs = std::get_if<std::vector<SavedRef>>(&attr.value)) {
+      for (const SavedRef& ref : *refs) names.push_back(ref.name);
+    }
+    if (const auto* refs = std::get_if<std::vector<std::optional<SavedRef>>>(&attr.value)) {
+      for (const std::optional<SavedRef>& ref : *refs) {
+        if (ref) names.push_back(ref->name);
+      }
+    }
+  }
+  return names;
+}
+
 // The largest unit roundoff among the floating and complex dtypes an instruction reads or makes (0: none).
 double instruction_unit_roundoff(const Program& program, std::size_t pc) {
   const Instr& instr = program.code[pc];
@@ -120,24 +139,13 @@ double instruction_unit_roundoff(const Program& program, std::size_t pc) {
   const auto take = [&](DType dtype) {
     if (is_floating_point(dtype) || is_complex(dtype)) largest = std::max(largest, unit_roundoff(dtype));
   };
-  const auto take_saved = [&](const SavedRef& ref) {
-    if (const SavedDecl* saved = program.find_saved(ref.name)) take(saved->type.dtype);
-  };
   const auto take_metadata = [&](const Instr& validate) {
     for (const std::optional<InputMetadata>& metadata : validate.metadata) {
       if (metadata) take(metadata->dtype);
     }
   };
-  for (const Attr& attr : instr.attrs) {
-    if (const auto* ref = std::get_if<SavedRef>(&attr.value)) take_saved(*ref);
-    if (const auto* refs = std::get_if<std::vector<SavedRef>>(&attr.value)) {
-      for (const SavedRef& ref : *refs) take_saved(ref);
-    }
-    if (const auto* refs = std::get_if<std::vector<std::optional<SavedRef>>>(&attr.value)) {
-      for (const std::optional<SavedRef>& ref : *refs) {
-        if (ref) take_saved(*ref);
-      }
-    }
+  for (const std::string& name : saved_names(instr)) {
+    if (const SavedDecl* saved = program.find_saved(name)) take(saved->type.dtype);
   }
   for (const std::optional<std::string>& operand : instr.operands) {
     if (const GradDecl* grad = operand ? program.find_grad(*operand) : nullptr) take(grad->type.dtype);
@@ -174,22 +182,56 @@ RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, doub
   return noise;
 }
 
-Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale) {
-  Program out = promote_to_float64(program);  // the declared types and the dtypes instructions name
+Program perturbed_to_float64(const Program& program, std::uint64_t seed, double scale,
+                             const std::set<std::string>& held) {
+  Program out = promote_to_float64(program);  // the declared types and the dtypes instructions name, values held
   // the values from the program's own, whose dtype says how far one rounding moves them
+  const auto move = [&](const std::optional<Tensor>& value, const std::string& name, std::optional<Tensor>& into) {
+    if (!held.contains(name)) into = perturbed(value, name, seed, scale);
+  };
   for (std::size_t i = 0; i < program.grads.size(); ++i)
-    out.grads[i].value = perturbed(program.grads[i].value, "%" + program.grads[i].name, seed, scale);
+    move(program.grads[i].value, "%" + program.grads[i].name, out.grads[i].value);
   for (std::size_t i = 0; i < program.saved.size(); ++i)
-    out.saved[i].value = perturbed(program.saved[i].value, "$" + program.saved[i].name, seed, scale);
+    move(program.saved[i].value, "$" + program.saved[i].name, out.saved[i].value);
   for (std::size_t i = 0; i < program.leaves.size(); ++i)
-    out.leaves[i].grad = perturbed(program.leaves[i].grad, "@" + program.leaves[i].name, seed, scale);
+    move(program.leaves[i].grad, "@" + program.leaves[i].name, out.leaves[i].grad);
   return out;
 }
 
-TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, double scale) {
+TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, double scale,
+                               const std::set<std::string>& held) {
   TensorMap out;
-  for (const auto& [name, tensor] : tensors) out.emplace(name, perturbed(tensor, name, seed, scale));
+  for (const auto& [name, tensor] : tensors) {
+    out.emplace(name, held.contains(name) ? promoted(tensor) : perturbed(tensor, name, seed, scale));
+  }
   return out;
+}
+
+bool not_finite_where_finite(const Tensor& moved, const Tensor& exact) {
+  if (!moved.defined() || !exact.defined() || moved.sizes() != exact.sizes()) return false;
+  if (!(is_floating_point(moved.dtype()) || is_complex(moved.dtype()))) return false;
+  const std::vector<double> m = real_numbers(moved), r = real_numbers(exact);
+  for (std::size_t i = 0; i < m.size() && i < r.size(); ++i) {
+    if (std::isfinite(r[i]) && !std::isfinite(m[i])) return true;
+  }
+  return false;
+}
+
+std::set<std::string> saved_values_broken_by_moving(const Machine& exact, const Machine& moved) {
+  const Program& program = moved.program();
+  const auto broken = [&](const std::optional<std::string>& name) {
+    if (!name) return false;
+    const std::optional<Tensor> far = moved.register_value(*name), near = exact.register_value(*name);
+    return far && near && not_finite_where_finite(*far, *near);
+  };
+  std::set<std::string> held;
+  for (const Instr& instr : program.code) {
+    if (instr.op != Opcode::Call && instr.op != Opcode::CopySlices && instr.op != Opcode::CallBackward) continue;
+    if (std::any_of(instr.operands.begin(), instr.operands.end(), broken)) continue;  // broken further up
+    if (std::none_of(instr.results.begin(), instr.results.end(), broken)) continue;
+    for (const std::string& name : saved_names(instr)) held.insert("$" + name);
+  }
+  return held;
 }
 
 double linear_sensitivity(const Tensor& exact, const Tensor& moved, const Tensor& moved_less, double ratio) {

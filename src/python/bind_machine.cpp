@@ -231,6 +231,7 @@ class PyMachine {
   }
 
   Machine& machine() { return machine_; }
+  const Machine& machine() const { return machine_; }
 
  private:
   static Machine make_machine(BoundProgram program, py::handle hooks, py::handle functions, MachineOptions options,
@@ -402,15 +403,33 @@ void bind_machine(py::module_& m) {
 
   m.def(
       "perturbed_to_float64",
-      [](const Bundle& bundle, std::uint64_t seed, double scale) {
+      [](const Bundle& bundle, std::uint64_t seed, double scale, const std::set<std::string>& held) {
         Bundle perturbed = bundle;
-        perturbed.program = perturbed_to_float64(bundle.program, seed, scale);
-        perturbed.tensors = perturbed_to_float64(bundle.tensors, seed, scale);
+        perturbed.program = perturbed_to_float64(bundle.program, seed, scale, held);
+        perturbed.tensors = perturbed_to_float64(bundle.tensors, seed, scale, held);
         return perturbed;
       },
-      py::arg("bundle"), py::arg("seed") = 0, py::arg("scale") = 1.0,
+      py::arg("bundle"), py::arg("seed") = 0, py::arg("scale") = 1.0, py::arg("held") = std::set<std::string>{},
       "promote_to_float64, with every value the program starts from (saved values, incoming grads, leaves' "
-      "grads) moved by up to `scale` roundings of its own dtype, number by number, drawn from seed.");
+      "grads) moved by up to `scale` roundings of its own dtype, number by number, drawn from seed; the values "
+      "`held` names ('$n1_result') are not moved.");
+  m.def(
+      "saved_values_broken_by_moving",
+      [](const PyMachine& exact, const PyMachine& moved) {
+        return saved_values_broken_by_moving(exact.machine(), moved.machine());
+      },
+      py::arg("exact"), py::arg("moved"),
+      "The saved values ('$n1_self', ...) of the nodes whose results the finished run `moved` (of "
+      "perturbed_to_float64's program) has not finite where `exact` (promote_to_float64's) has them finite, "
+      "though none of their operands is; both keep their values. perturbed_to_float64(held=) holds them still.");
+  m.def(
+      "not_finite_where_finite",
+      [](py::handle moved, py::handle exact) {
+        return not_finite_where_finite(tensor_from_python(moved, "not_finite_where_finite: moved"),
+                                       tensor_from_python(exact, "not_finite_where_finite: exact"));
+      },
+      py::arg("moved"), py::arg("exact"),
+      "Whether `moved` has a NaN or an Inf where `exact` (of its shape) has a finite number.");
   py::class_<RoundingNoise>(m, "RoundingNoise",
                             "Rounding noise for a Machine's sensitivity run (include/refgrad/interpreter.hpp): "
                             "each instruction's results are moved by scale roundings of unit_roundoff[pc], drawn "

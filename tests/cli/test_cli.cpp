@@ -347,6 +347,41 @@ TEST_CASE("cli: check's sensitivity runs survive values that a node needs equal 
   CHECK(cli("check " + path).status == 1);
 }
 
+// A layer_norm over two equal values after amax (refgrad.fuzz case 114416, reduced): w's gradient is
+// sum(grad * x_hat), exactly 0 in R (x_hat = 0); eager's float32 kernel computes x_hat as x rstd - mean rstd
+// (rstd = 1/sqrt(1e-5)) and lands 9e-6 off. Only the runs that move the layer_norm's saved input and mean
+// apart show that noise, and the same moves break amax: check holds amax's saved values still and moves
+// the others. Before, it took the runs with the instructions' rounding alone, where x_hat stays 0, and
+// failed eager.
+constexpr const char* kAmaxThenLayerNormOfEqualValues = R"(program amax_then_layer_norm_of_equal_values
+  grad %g : f32[1] = [1.0]
+  saved $amax_self : f32[2] = [0.25, -1.5]
+  saved $amax_result : f32[1] = [0.25]
+  saved $ln_input : f32[2] = [1.1355195, 1.1355195]
+  saved $ln_weight : f32[2] = [-0.28619337, 0.6847078]
+  saved $ln_mean : f32[1] = [1.1355195]
+  saved $ln_rstd : f32[1] = [316.22778]
+  leaf @w : f32[2]
+code
+  %0 = AmaxBackward0 %g  dim=[0] keepdim=true self=$amax_self result=$amax_result
+  _, %1, _ = NativeLayerNormBackward0 %0  bias=none input=$ln_input normalized_shape=[2] weight=$ln_weight result1=$ln_mean result2=$ln_rstd need=[0,1,0]
+  accumulate_grad @w %1
+)";
+
+TEST_CASE("cli: check's sensitivity runs hold still the node a move broke and move the others") {
+  refgrad::Bundle bundle = refgrad::make_bundle(refgrad::parse_program(kAmaxThenLayerNormOfEqualValues), {});
+  bundle.results.push_back({"eager", {{"@w", tensor({-9.0002e-06f, 0.0f})}}, {}});  // torch 2.13's float32 CPU kernel
+  const std::string path = in_scratch("amax_then_layer_norm.safetensors");
+  refgrad::save_bundle(bundle, path);
+  const Output eager = cli("check " + path);
+  CHECK(eager.status == 0);
+  CHECK(contains(eager.out, "1 of 1 gradients pass"));
+  // A gradient far over that rounding still fails.
+  bundle.results[0].tensors["@w"] = tensor({-1e-2f, 0.0f});
+  refgrad::save_bundle(bundle, path);
+  CHECK(cli("check " + path).status == 1);
+}
+
 // In float16, g * 300 * 300 is past 65504 at element 0: refgrad's run as written and eager give inf there,
 // R (float64) 90. Any float16 computation may overflow so: check leaves such elements out of the comparison.
 constexpr const char* kFloat16Overflow = R"(program float16_overflow

@@ -786,6 +786,57 @@ TEST_CASE("interpreter: linear_sensitivity keeps the moves that grow like the sq
   CHECK(linear_sensitivity(exact, moved, moved_less, 16.0) == doctest::Approx(2.56e-4));
 }
 
+TEST_CASE("interpreter: saved_values_broken_by_moving names the node a move broke, and held keeps it still") {
+  // amax sends the grad where its saved input equals its saved result; moved one by one, the two come apart,
+  // no number is equal, and it divides 0 by 0. The mul after it is broken only through its operand.
+  const Program program = parse_program(R"(program amax_then_mul
+  grad %g : f32[1]
+  saved $self : f32[3] = [0.5, 2.0, -1.0]
+  saved $result : f32[1] = [2.0]
+  saved $other : f32[3] = [3.0, 4.0, 5.0]
+  leaf @x : f32[3]
+  leaf @y : f32[3]
+code
+  %0 = validate %g : f32[1]
+  %1 = AmaxBackward0 %0  dim=[0] keepdim=true self=$self result=$result
+  %2 = validate %1 : f32[3]
+  %3, %4 = MulBackward0 %2  other=$other other_scalar_type=f32 self=$other self_scalar_type=f32
+  %5, %6 = validate %3, %4 : f32[3], f32[3]
+  accumulate_grad @x %5
+  accumulate_grad @y %6
+)");
+  const auto run = [](const Program& start) {
+    Machine machine(bind(assemble(start)), {}, {.keep_values = true});
+    machine.set_grad("g", tensor({1.0}, DType::Float64));
+    machine.run();
+    return machine;
+  };
+  const Machine exact = run(promote_to_float64(program));
+  const Machine moved = run(perturbed_to_float64(program, 5));
+  REQUIRE(not_finite_where_finite(*moved.leaf_grad("x"), *exact.leaf_grad("x")));
+  CHECK(saved_values_broken_by_moving(exact, moved) == std::set<std::string>{"$self", "$result"});
+  CHECK(saved_values_broken_by_moving(exact, exact).empty());
+  // held: amax's values are not moved (the run is finite again); $other still is
+  const Program held = perturbed_to_float64(program, 5, 1.0, {"$self", "$result"});
+  CHECK(equal(*held.saved[0].value, *promote_to_float64(program).saved[0].value));
+  CHECK(equal(*held.saved[1].value, *promote_to_float64(program).saved[1].value));
+  CHECK(equal(*held.saved[2].value, *perturbed_to_float64(program, 5).saved[2].value));
+  CHECK_FALSE(equal(*held.saved[2].value, *promote_to_float64(program).saved[2].value));
+  const Machine mended = run(held);
+  CHECK_FALSE(not_finite_where_finite(*mended.leaf_grad("x"), *exact.leaf_grad("x")));
+  CHECK(saved_values_broken_by_moving(exact, mended).empty());
+  // the tensor map's values alike, by their sigiled names
+  const TensorMap values{{"$self", tensor({0.5f, 2.0f})}, {"$other", tensor({3.0f})}};
+  const TensorMap held_values = perturbed_to_float64(values, 5, 1.0, {"$self"});
+  CHECK(equal(held_values.at("$self"), tensor({0.5, 2.0}, DType::Float64)));
+  CHECK_FALSE(equal(held_values.at("$other"), tensor({3.0}, DType::Float64)));
+  // complex numbers count as their two parts; other shapes and integers say nothing
+  CHECK(not_finite_where_finite(view_as_complex(tensor({1.0, NAN}, DType::Float64)),
+                                view_as_complex(tensor({1.0, 2.0}, DType::Float64))));
+  CHECK_FALSE(not_finite_where_finite(tensor({NAN}, DType::Float64), tensor({1.0, 2.0}, DType::Float64)));
+  CHECK_FALSE(not_finite_where_finite(tensor({NAN}, DType::Float64), tensor({NAN}, DType::Float64)));
+}
+
 // -------------------------------------------------------------------- inputs ---
 
 TEST_CASE("interpreter: set_grad gives a grad input; its type is checked") {

@@ -191,6 +191,27 @@ def test_moved_values_that_a_node_needs_equal_do_not_lose_the_rounding_noise(tmp
     assert 1e-8 < x_grad.noise < 1e-6, report.format(eager=True)
 
 
+def test_a_node_broken_by_moved_values_is_held_still_and_the_others_still_move(tmp_path):
+    """refgrad.fuzz case 114416 (generator version 3), reduced: one number indexed twice into a layer_norm
+    over two elements (x_hat = 0, rstd = 1/sqrt(1e-5)), then erf and amax. w's gradient, sum(grad * x_hat), is
+    exactly 0 in R; eager's float32 kernel computes x_hat as x rstd - mean rstd and lands 1e-5 off. Only
+    moving the layer_norm's saved input and mean apart shows that noise; but the same moves broke amax (its
+    saved result moved apart from its saved input: 0 / 0), and the rule then took the runs without moved
+    values, where x_hat stays 0: bound 1.2e-38, eager failed, an oracle bug. Now the runs hold amax's saved
+    values still and move the others."""
+    def layer_norm_then_amax(x, w, b):
+        normed = torch.nn.functional.layer_norm(x.index_select(0, torch.tensor([0, 0])), (2,), w, b)
+        return torch.erf(normed).amax(0, keepdim=True)
+
+    x = _seeded_leaf((1,), 61042)
+    w, b = _seeded_leaf((2,), 50560), _seeded_leaf((2,), 4760)
+    report = refgrad_check.check(layer_norm_then_amax, x, w, b, engines=("eager",), reproducer_dir=str(tmp_path))
+    assert_passes(report)
+    w_grad = report.results["eager"]["arg1"]
+    assert w_grad.max_abs > 1e-6, report.format(eager=True)  # eager is far from R's exact 0: the case is still there
+    assert w_grad.noise > 1e-7, report.format(eager=True)
+
+
 def test_an_overflow_that_refgrads_own_float16_run_shares_is_not_a_finding(tmp_path):
     """refgrad.fuzz case 721 (--max-ops 50), reduced: in float16 the gradient of `t` in `t * 1e5` is 1e5,
     past float16's 65504, so eager's gradient of x is inf where R (float64) has 100. refgrad's own run in the

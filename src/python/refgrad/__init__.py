@@ -60,11 +60,13 @@ from refgrad._refgrad import (
     make_bundle,
     node,
     nodes,
+    not_finite_where_finite,
     perturbed_to_float64,
     promote_to_float64,
     read_safetensors,
     rounding_noise_of,
     run_program,
+    saved_values_broken_by_moving,
     write_safetensors,
 )
 from refgrad.graph import Edge, FunctionalizeOptions, Graph, GraphLeaf, GraphNode, Order, functionalize
@@ -116,11 +118,13 @@ __all__ = [
     "make_bundle",
     "node",
     "nodes",
+    "not_finite_where_finite",
     "perturbed_to_float64",
     "promote_to_float64",
     "read_safetensors",
     "rounding_noise_of",
     "run_program",
+    "saved_values_broken_by_moving",
     "write_safetensors",
 ]
 

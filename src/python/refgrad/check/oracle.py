@@ -11,7 +11,7 @@ import refgrad
 import refgrad.torch as refgrad_torch
 from refgrad import engines as engines_module
 from refgrad.check.report import Divergence
-from refgrad.check.rule import SENSITIVITY_RATIO, SENSITIVITY_SEEDS, _Measured, _max_abs, _sensitivity
+from refgrad.check.rule import HOLD_ROUNDS, SENSITIVITY_RATIO, SENSITIVITY_SEEDS, _Measured, _max_abs, _sensitivity
 from refgrad.check.subject import _HookMode, _Subject, _ones
 
 
@@ -37,9 +37,7 @@ def _grad_of(capture, machine, name: str):
 
 def _broken(exact: Optional[torch.Tensor], moved: Optional[torch.Tensor]) -> bool:
     """Whether a sensitivity run's value is not finite where R's is (same shapes only)."""
-    if exact is None or moved is None or exact.shape != moved.shape:
-        return False
-    return bool((torch.isfinite(exact) & ~torch.isfinite(moved)).any())
+    return exact is not None and moved is not None and refgrad.not_finite_where_finite(moved, exact)
 
 
 class _Oracle:
@@ -93,26 +91,40 @@ class _Oracle:
         as_captured = self.other if precision == "float64" else self.machine
         self.in_dtype = {name: _torch(_grad_of(self.capture, as_captured, name)) for name in self.grads}
 
-    def _sensitivity_runs(self, move_values: bool) -> list[tuple[refgrad.Machine, refgrad.Machine]]:
-        """Per seed of SENSITIVITY_SEEDS, the pair of sensitivity runs (scales 1 and 1/SENSITIVITY_RATIO)."""
-        pairs = []
-        for seed in SENSITIVITY_SEEDS:
-            pair = tuple(self.capture.machine("float64", keep_values=True, perturbed=scale, seed=seed,
-                                              move_values=move_values) for scale in (1.0, 1.0 / SENSITIVITY_RATIO))
-            for machine in pair:
-                machine.run()
-            pairs.append(pair)
-        return pairs
+    def _sensitivity_pair(self, seed: int, move_values: bool,
+                          held: frozenset = frozenset()) -> tuple[refgrad.Machine, refgrad.Machine]:
+        """One seed's pair of sensitivity runs (scales 1 and 1/SENSITIVITY_RATIO), run, keeping their values."""
+        pair = tuple(self.capture.machine("float64", keep_values=True, perturbed=scale, seed=seed,
+                                          move_values=move_values, held=held)
+                     for scale in (1.0, 1.0 / SENSITIVITY_RATIO))
+        for machine in pair:
+            machine.run()
+        return pair
+
+    def _held_pair(self, seed: int) -> tuple[refgrad.Machine, refgrad.Machine]:
+        """Seed's pair of runs with moved values, made again holding still the saved values of the nodes the
+        moves broke (refgrad.saved_values_broken_by_moving), for up to HOLD_ROUNDS rounds: each round holds the
+        nodes broken first, and a node further down may break next."""
+        held: frozenset = frozenset()
+        pair = self._sensitivity_pair(seed, move_values=True)
+        for _ in range(HOLD_ROUNDS):
+            broken = frozenset().union(*(refgrad.saved_values_broken_by_moving(self.float64, machine)
+                                         for machine in pair))
+            if broken <= held:
+                break
+            held |= broken
+            pair = self._sensitivity_pair(seed, move_values=True, held=held)
+        return pair
 
     @property
     def perturbed(self) -> Optional[list]:
-        """The sensitivity runs (_sensitivity_runs), run on first use; None where a node refuses moved values:
-        a saved float tensor that holds marks, not numbers (multilabel margin loss's is_target must be 0 or 1,
-        in torch too). Then R' alone is the noise, the stricter rule."""
+        """The sensitivity runs, one pair per seed of SENSITIVITY_SEEDS (_held_pair), run on first use; None
+        where a node refuses moved values: a saved float tensor that holds marks, not numbers (multilabel
+        margin loss's is_target must be 0 or 1, in torch too). Then R' alone is the noise, the stricter rule."""
         if not self._perturbed_made:
             self._perturbed_made = True
             try:
-                self._perturbed = self._sensitivity_runs(move_values=True)
+                self._perturbed = [self._held_pair(seed) for seed in SENSITIVITY_SEEDS]
             except refgrad.Error:
                 self._perturbed = None
         return self._perturbed
@@ -122,7 +134,7 @@ class _Oracle:
         """The sensitivity runs without the moved starting values (their instructions' rounding noise alone),
         run on first use: R~ where moving the values broke what a node relies on (_noise_of)."""
         if self._rounded is None:
-            self._rounded = self._sensitivity_runs(move_values=False)
+            self._rounded = [self._sensitivity_pair(seed, move_values=False) for seed in SENSITIVITY_SEEDS]
         return self._rounded
 
     def _noise_of(self, value_of) -> Optional[float]:
@@ -131,8 +143,9 @@ class _Oracle:
 
         Moving the numbers a program starts from one by one can break an equality that the forward made
         exactly and a node relies on: amax's saved result is one of its saved input's numbers, and its
-        backward sends the grad where the two are equal; moved apart, no number is, and R~ is NaN. Where R~
-        is not finite but R is, R~ is the runs with the instructions' rounding noise alone (self.rounded)."""
+        backward sends the grad where the two are equal; moved apart, no number is, and R~ is NaN. The runs
+        then hold that node's saved values still and move the others (_held_pair); where R~ is still not
+        finite but R is, R~ is the runs with the instructions' rounding noise alone (self.rounded)."""
         measured = self._noise(value_of(self.other), value_of(self.machine))
         if measured is None or self.perturbed is None:
             return measured

@@ -70,6 +70,10 @@ class _Rule:
 # seeds are fixed so that a check's verdicts are the same run after run.
 SENSITIVITY_SEEDS = (0, 1, 2)
 SENSITIVITY_RATIO = 16.0
+# Where the moves broke a node (amax's saved result moved apart from its saved input: 0 / 0), the runs are
+# made again holding that node's saved values still (refgrad.saved_values_broken_by_moving), at most this
+# many times: each time holds the nodes broken first, and one further down may break next.
+HOLD_ROUNDS = 3
 
 
 def _sensitivity(exact, moved, moved_less) -> float:

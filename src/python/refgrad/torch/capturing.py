@@ -87,8 +87,8 @@ class Capture:
         host.functions = {name: function for name, function in host.functions.items() if name in functions}
         return host
 
-    def _bundle(self, precision: str, perturbed: Optional[float], seed: int, who: str,
-                move_values: bool = True) -> tuple[refgrad.Bundle, bool, Optional[refgrad.RoundingNoise]]:
+    def _bundle(self, precision: str, perturbed: Optional[float], seed: int, who: str, move_values: bool = True,
+                held: frozenset = frozenset()) -> tuple[refgrad.Bundle, bool, Optional[refgrad.RoundingNoise]]:
         """The bundle a run at ``precision`` starts from, whether it is promoted to float64, and the
         rounding noise its instructions run with (None but for a sensitivity run)."""
         promote = _promotes(precision, who)
@@ -96,22 +96,23 @@ class Capture:
             if not promote:
                 raise refgrad.Error(f"{who}: perturbed= moves the values of the float64 run; precision must be "
                                     f"'float64', got {precision!r}")
-            start = (refgrad.perturbed_to_float64(self.bundle, seed, perturbed) if move_values
+            start = (refgrad.perturbed_to_float64(self.bundle, seed, perturbed, set(held)) if move_values
                      else refgrad.promote_to_float64(self.bundle))
             return start, True, refgrad.rounding_noise_of(self.bundle, seed, perturbed)
         return (refgrad.promote_to_float64(self.bundle) if promote else self.bundle), promote, None
 
     @_refgrad_errors("Capture.machine")
     def machine(self, precision: str = "float64", keep_values: bool = False, perturbed: Optional[float] = None,
-                seed: int = 0, move_values: bool = True) -> refgrad.Machine:
+                seed: int = 0, move_values: bool = True, held: frozenset = frozenset()) -> refgrad.Machine:
         """A refgrad Machine over the program, ready to step or run: as captured ("float32") or
         promoted to float64; keep_values keeps every register (for reading them after a run).
         perturbed=SCALE: the check rule's sensitivity run, the float64 program with each number it starts
         from moved by up to SCALE roundings of its own dtype (refgrad.perturbed_to_float64) and each
         instruction's arithmetic results by up to SCALE roundings of the dtype it computes in as captured
         (refgrad.rounding_noise_of), drawn from seed; with move_values=False only the latter (the numbers it
-        starts from are as captured)."""
-        bundle, promote, noise = self._bundle(precision, perturbed, seed, "Capture.machine", move_values)
+        starts from are as captured); the values ``held`` names ("$n1_result") are not moved
+        (refgrad.saved_values_broken_by_moving says which need it)."""
+        bundle, promote, noise = self._bundle(precision, perturbed, seed, "Capture.machine", move_values, held)
         host = self._host(promote)
         return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values,
                                rounding_noise=noise)
