@@ -55,6 +55,21 @@ struct Host {
   std::map<std::string, BackwardFunction, std::less<>> functions;
 };
 
+// ------------------------------------------------------------------ trace ---
+
+struct ValueInfo {
+  bool defined = false;       // false: an undefined tensor (none) or `_`
+  TensorType type;            // when defined
+};
+
+struct TraceEntry {
+  std::size_t pc = 0;
+  std::string text;                    // the instruction, as print_instruction writes it
+  std::vector<ValueInfo> inputs;       // operands
+  std::vector<ValueInfo> outputs;      // results
+  std::chrono::nanoseconds time{0};
+};
+
 // ---------------------------------------------------------------- options ---
 
 // Rounding noise for the check rule's sensitivity runs: each instruction runs under a RoundingNoiseScope
@@ -64,6 +79,11 @@ struct RoundingNoise {
   std::uint64_t seed = 0;
   double scale = 1.0;
   std::vector<double> unit_roundoff;  // one per instruction
+  // By pc, the validates that cast a grad to a narrower dtype in the run as captured (float32 to float16
+  // under autocast), with that dtype per result (nullopt: no cast). Those results round once more: by up to
+  // scale times the dtype's unit roundoff and, near 0, by up to scale times half its smallest subnormal
+  // (float16's 2^-25: a float32 grad of 6e-9 becomes 0). Empty without a trace of that run.
+  std::map<std::size_t, std::vector<std::optional<DType>>> casts;
 };
 
 struct MachineOptions {
@@ -105,7 +125,10 @@ TensorMap perturbed_to_float64(const TensorMap& tensors, std::uint64_t seed, dou
 // computation of the program in its own dtypes makes, inside nodes too, moves the exact result: where a
 // node's formula cancels exactly (layer_norm's input gradient sums to 0 over a row, for any values), that
 // is the only noise that shows how far a correct computation in float32 lands from 0.
-RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, double scale = 1.0);
+// `as_captured`, the trace of a run of the program as captured (MachineOptions::trace), says which validates
+// cast to a narrower dtype (RoundingNoise::casts); without it, none are known.
+RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, double scale = 1.0,
+                                const std::vector<TraceEntry>& as_captured = {});
 
 // How far a result moves when the values it comes from move by one rounding: `exact` from the float64
 // run, `moved` from the run perturbed_to_float64 at scale 1, `moved_less` at scale 1 / ratio (same seed).
@@ -120,21 +143,6 @@ double linear_sensitivity(const Tensor& exact, const Tensor& moved, const Tensor
 // Whether `moved` holds a NaN or an Inf where `exact` (of its shape) holds a finite number: a sensitivity
 // run broken by its moves (complex numbers count as their two parts; other shapes: false).
 bool not_finite_where_finite(const Tensor& moved, const Tensor& exact);
-
-// ------------------------------------------------------------------ trace ---
-
-struct ValueInfo {
-  bool defined = false;       // false: an undefined tensor (none) or `_`
-  TensorType type;            // when defined
-};
-
-struct TraceEntry {
-  std::size_t pc = 0;
-  std::string text;                    // the instruction, as print_instruction writes it
-  std::vector<ValueInfo> inputs;       // operands
-  std::vector<ValueInfo> outputs;      // results
-  std::chrono::nanoseconds time{0};
-};
 
 // -------------------------------------------------------------- breakpoints ---
 

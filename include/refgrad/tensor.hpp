@@ -450,9 +450,12 @@ bool equal(const Tensor& a, const Tensor& b);
 // formula that rounds in a dtype of unit roundoff eps lands about that far from the exact one, even where
 // the exact arithmetic cancels to zero (1 - mean(1) = 0 exactly; rounded, it is about eps). Primitives that
 // only move values (views, copies, indexing, cat) add none. Outside a scope the primitives are unchanged.
+// `absolute`, where not 0, adds v absolute to each number too (v uniform on [-1, 1], drawn apart from u):
+// rounding near 0, where a dtype's numbers are its smallest subnormal apart and the relative error is
+// unbounded (float16's are 2^-24 apart: absolute 2^-25).
 class RoundingNoiseScope {
  public:
-  RoundingNoiseScope(std::uint64_t stream, double eps);
+  RoundingNoiseScope(std::uint64_t stream, double eps, double absolute = 0.0);
   ~RoundingNoiseScope();
   RoundingNoiseScope(const RoundingNoiseScope&) = delete;
   RoundingNoiseScope& operator=(const RoundingNoiseScope&) = delete;
@@ -460,6 +463,7 @@ class RoundingNoiseScope {
  private:
   std::uint64_t stream_;
   double eps_;
+  double absolute_;
   std::uint64_t calls_ = 0;
   RoundingNoiseScope* previous_;
   friend Tensor with_rounding_noise(Tensor result);
@@ -467,6 +471,12 @@ class RoundingNoiseScope {
 // `result` (a tensor the calling primitive has just made, not a view of its inputs) with the active
 // scope's noise, in place; unchanged outside a scope and for dtypes that are not floating or complex.
 Tensor with_rounding_noise(Tensor result);
+// The unit roundoff of a floating or complex dtype: the largest relative error of rounding a real number into
+// it (float16 2^-11, bfloat16 2^-8, float32 2^-24, float64 2^-53; a complex dtype's parts'), and its smallest
+// subnormal, the spacing of its numbers near 0 (float16 2^-24, bfloat16 2^-133, float32 2^-149, float64
+// 2^-1074). 0 for other dtypes.
+double unit_roundoff(DType dtype);
+double smallest_subnormal(DType dtype);
 // splitmix64's output function: a well-mixed 64-bit value of any 64-bit input, the same on every machine.
 std::uint64_t splitmix64(std::uint64_t x);
 // The index-th number of a random stream, uniform on [-1, 1) with 53 random bits: splitmix64 of stream + index.

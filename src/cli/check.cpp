@@ -142,12 +142,12 @@ constexpr int kHoldRounds = 3;
 // with the saved values of the nodes that broke held still (saved_values_broken_by_moving); where that does
 // not mend a result either, R~ and R~' of it are the runs with the instructions' rounding noise alone.
 std::vector<SensitivityRuns> sensitivity_runs(const Bundle& bundle, const Host& host, const Results& reference,
-                                              MachineOptions options) {
+                                              const std::vector<TraceEntry>& as_captured, MachineOptions options) {
   const auto machine = [&](std::uint64_t seed, double scale, bool move_values, const std::set<std::string>& held,
                            bool keep_values) {
     MachineOptions run_options = options;
     run_options.keep_values = keep_values;
-    Machine run = make_perturbed_machine(bundle, host, seed, scale, run_options, move_values, held);
+    Machine run = make_perturbed_machine(bundle, host, seed, scale, run_options, move_values, held, as_captured);
     run.run();
     return run;
   };
@@ -439,10 +439,11 @@ int check_command(const CheckOptions& options) {
   Results as_written;
   std::vector<SensitivityRuns> sensitivity;
   if (comparison.rule == "reference") {
-    Machine other = make_machine(bundle, host, Precision::AsWritten, {.memory_limit = options.memory_limit});
+    Machine other = make_machine(bundle, host, Precision::AsWritten, {.trace = true, .memory_limit = options.memory_limit});
     other.run();
     as_written = results_of(other);
-    sensitivity = sensitivity_runs(bundle, host, results_of(machine), {.memory_limit = options.memory_limit});
+    sensitivity =
+        sensitivity_runs(bundle, host, results_of(machine), other.trace(), {.memory_limit = options.memory_limit});
   }
   const Checker checker(comparison, results_of(machine), as_written, sensitivity, eager_set);
   std::vector<Row> rows;

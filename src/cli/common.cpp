@@ -257,13 +257,14 @@ Machine make_machine(const Bundle& bundle, const Host& host, Precision precision
 }
 
 Machine make_perturbed_machine(const Bundle& bundle, const Host& host, std::uint64_t seed, double scale,
-                               MachineOptions options, bool move_values, const std::set<std::string>& held) {
+                               MachineOptions options, bool move_values, const std::set<std::string>& held,
+                               const std::vector<TraceEntry>& as_captured) {
   Bundle perturbed;
   perturbed.program =
       move_values ? perturbed_to_float64(bundle.program, seed, scale, held) : promote_to_float64(bundle.program);
   perturbed.tensors =
       move_values ? perturbed_to_float64(bundle.tensors, seed, scale, held) : promote_to_float64(bundle.tensors);
-  options.rounding_noise = rounding_noise_of(bundle.program, seed, scale);
+  options.rounding_noise = rounding_noise_of(bundle.program, seed, scale, as_captured);
   return Machine(bind(perturbed), host, options);
 }
 

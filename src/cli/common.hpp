@@ -89,10 +89,12 @@ Machine make_machine(const Bundle& bundle, const Host& host, Precision precision
 // The float64 program with the values it starts from moved by `scale` roundings of their dtypes
 // (perturbed_to_float64), and every instruction's results by `scale` roundings of the dtype it computes in
 // (rounding_noise_of): the check rule's sensitivity runs. move_values=false: the instructions' rounding noise
-// alone, from the values as captured; `held`: the values not moved (saved_values_broken_by_moving).
+// alone, from the values as captured; `held`: the values not moved (saved_values_broken_by_moving);
+// `as_captured`: the trace of a run as captured, whose narrowing casts round too (rounding_noise_of).
 Machine make_perturbed_machine(const Bundle& bundle, const Host& host, std::uint64_t seed, double scale,
                                MachineOptions options = {}, bool move_values = true,
-                               const std::set<std::string>& held = {});
+                               const std::set<std::string>& held = {},
+                               const std::vector<TraceEntry>& as_captured = {});
 
 // ---------------------------------------------------------------- results ---
 

@@ -413,6 +413,23 @@ struct Machine::Impl {
     trace.push_back(std::move(entry));
   }
 
+  // Under rounding noise, the results of a validate that cast them to a narrower dtype as captured round
+  // once more, as the cast did (RoundingNoise::casts): relatively, and near 0 by half the dtype's smallest
+  // subnormal. In the float64 run the cast itself changes nothing.
+  void round_casts(Grads& results) const {
+    const RoundingNoise& rounding = *options.rounding_noise;
+    const auto casts = rounding.casts.find(pc);
+    if (casts == rounding.casts.end()) return;
+    for (std::size_t i = 0; i < results.size() && i < casts->second.size(); ++i) {
+      const std::optional<DType>& dtype = casts->second[i];
+      if (!dtype || !results[i] || !results[i]->defined()) continue;
+      const RoundingNoiseScope cast(splitmix64(rounding.seed ^ splitmix64(pc) ^ splitmix64(~i)),
+                                    rounding.scale * unit_roundoff(*dtype),
+                                    rounding.scale * smallest_subnormal(*dtype) / 2);
+      results[i] = with_rounding_noise(results[i]->clone());
+    }
+  }
+
   std::string error_message(std::string_view what) const {
     const BytecodeInstr& code = instruction();
     if (code.operand_count == 0) return fmt::format("{}: {}", label(pc), what);
@@ -439,6 +456,7 @@ struct Machine::Impl {
         noise.emplace(splitmix64(rounding->seed ^ splitmix64(pc)), rounding->scale * rounding->unit_roundoff[pc]);
       }
       results = dispatch(code, step);
+      if (noise) round_casts(results);
     } catch (const std::exception& error) {
       give_back_operands(code, step);
       fail(error_message(error.what()));

@@ -67,18 +67,6 @@ void promote(AttrValue& value) {
       value);
 }
 
-// The unit roundoff of a dtype: the largest relative error of rounding a real number into it.
-double unit_roundoff(DType dtype) {
-  switch (dtype) {
-    case DType::Float16:
-    case DType::ComplexHalf: return 0x1p-11;
-    case DType::BFloat16: return 0x1p-8;
-    case DType::Float32:
-    case DType::ComplexFloat: return 0x1p-24;
-    default: return 0x1p-53;  // float64, complex128
-  }
-}
-
 std::uint64_t fnv1a(std::string_view text) {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
   for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
@@ -164,7 +152,8 @@ double instruction_unit_roundoff(const Program& program, std::size_t pc) {
 
 }  // namespace
 
-RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, double scale) {
+RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, double scale,
+                                const std::vector<TraceEntry>& as_captured) {
   double program_largest = 0.0;
   const auto take = [&](DType dtype) {
     if (is_floating_point(dtype) || is_complex(dtype)) program_largest = std::max(program_largest, unit_roundoff(dtype));
@@ -173,11 +162,25 @@ RoundingNoise rounding_noise_of(const Program& program, std::uint64_t seed, doub
   for (const SavedDecl& saved : program.saved) take(saved.type.dtype);
   for (const LeafDecl& leaf : program.leaves) take(leaf.type.dtype);
   for (const OutputDecl& output : program.outputs) take(output.type.dtype);
-  RoundingNoise noise{seed, scale, {}};
+  RoundingNoise noise{seed, scale, {}, {}};
   noise.unit_roundoff.reserve(program.code.size());
   for (std::size_t pc = 0; pc < program.code.size(); ++pc) {
     const double own = instruction_unit_roundoff(program, pc);
     noise.unit_roundoff.push_back(own > 0.0 ? own : program_largest);
+  }
+  // the validates that cast a grad to a narrower dtype: a result of less precision than its operand
+  for (const TraceEntry& entry : as_captured) {
+    if (entry.pc >= program.code.size() || program.code[entry.pc].op != Opcode::Validate) continue;
+    std::vector<std::optional<DType>> casts(entry.outputs.size());
+    bool any = false;
+    for (std::size_t i = 0; i < entry.outputs.size() && i < entry.inputs.size(); ++i) {
+      const ValueInfo &from = entry.inputs[i], &to = entry.outputs[i];
+      if (from.defined && to.defined && unit_roundoff(to.type.dtype) > unit_roundoff(from.type.dtype)) {
+        casts[i] = to.type.dtype;
+        any = true;
+      }
+    }
+    if (any) noise.casts[entry.pc] = std::move(casts);
   }
   return noise;
 }

@@ -437,21 +437,39 @@ void bind_machine(py::module_& m) {
       .def_readonly("seed", &RoundingNoise::seed)
       .def_readonly("scale", &RoundingNoise::scale)
       .def_readonly("unit_roundoff", &RoundingNoise::unit_roundoff)
+      .def_property_readonly(
+          "casts",
+          [](const RoundingNoise& noise) {
+            std::map<std::size_t, std::vector<std::optional<std::string>>> casts;
+            for (const auto& [pc, dtypes] : noise.casts) {
+              for (const std::optional<DType>& dtype : dtypes) {
+                casts[pc].push_back(dtype ? std::optional(short_dtype_name(*dtype)) : std::nullopt);
+              }
+            }
+            return casts;
+          },
+          "By pc, the validates that cast grads to a narrower dtype as captured: per result, that dtype ('f16') "
+          "or None.")
       .def("__repr__", [](const RoundingNoise& noise) {
         return fmt::format("<refgrad.RoundingNoise seed={} scale={} over {} instructions>", noise.seed, noise.scale,
                            noise.unit_roundoff.size());
       });
   m.def(
       "rounding_noise_of",
-      [](py::handle program, std::uint64_t seed, double scale) {
-        if (py::isinstance<Bundle>(program)) return rounding_noise_of(program.cast<const Bundle&>().program, seed, scale);
+      [](py::handle program, std::uint64_t seed, double scale, const std::vector<TraceEntry>& as_captured) {
+        if (py::isinstance<Bundle>(program)) {
+          return rounding_noise_of(program.cast<const Bundle&>().program, seed, scale, as_captured);
+        }
         check(py::isinstance<Program>(program), "rounding_noise_of: expected a Program or a Bundle, got ",
               python_type_name(program));
-        return rounding_noise_of(program.cast<const Program&>(), seed, scale);
+        return rounding_noise_of(program.cast<const Program&>(), seed, scale, as_captured);
       },
       py::arg("program"), py::arg("seed") = 0, py::arg("scale") = 1.0,
+      py::arg("as_captured") = std::vector<TraceEntry>{},
       "The rounding noise of a Program (or a Bundle's) as captured, before promotion: each instruction's unit "
-      "roundoff is that of the dtypes it reads or makes. Run it with perturbed_to_float64's program.");
+      "roundoff is that of the dtypes it reads or makes. as_captured: the trace of a run of the program as "
+      "captured (Machine(..., trace=True).trace), which says which validates cast grads to a narrower dtype: "
+      "their results round once more. Run it with perturbed_to_float64's program.");
   m.def(
       "linear_sensitivity",
       [](py::handle exact, py::handle moved, py::handle moved_less, double ratio) {

@@ -382,6 +382,38 @@ TEST_CASE("cli: check's sensitivity runs hold still the node a move broke and mo
   CHECK(cli("check " + path).status == 1);
 }
 
+// Two paths of one sum that cancel exactly, one cast to float16 by validate and back: R is 0. A float32 sum
+// 6e-9 off 0 becomes 0 in float16 (its numbers near 0 are 6e-8 apart), and the paths no longer cancel
+// (refgrad.fuzz case 479, --max-ops 50). check's sensitivity runs round such a cast's results once more,
+// from the trace of its run as written.
+constexpr const char* kCastToFloat16 = R"(program cast_to_float16
+  grad %g : f32[3] = [0.5, 0.25, -0.75]
+  leaf @w : f32[1]
+code
+  %0 = ExpandBackward0 %g  self_sym_sizes=[1]
+  %1 = validate %0 : f32[1]
+  %2 = validate %0 : f16[1]
+  %3 = ToCopyBackward0 %2  self_options={dtype=f32, device=cpu, layout=strided}
+  %4 = NegBackward0 %3
+  %5 = validate %4 : f32[1]
+  %6 = add %1, %5
+  accumulate_grad @w %6
+)";
+
+TEST_CASE("cli: check's sensitivity runs round the casts to float16 that validate makes") {
+  refgrad::Bundle bundle = refgrad::make_bundle(refgrad::parse_program(kCastToFloat16), {});
+  bundle.results.push_back({"eager", {{"@w", tensor({1e-8f})}}, {}});
+  const std::string path = in_scratch("cast_to_float16.safetensors");
+  refgrad::save_bundle(bundle, path);
+  const Output eager = cli("check " + path);
+  CHECK(eager.status == 0);
+  CHECK(contains(eager.out, "1 of 1 gradients pass"));
+  // far over float16's rounding near 0 (2^-25, 32 times: 1e-6), it still fails
+  bundle.results[0].tensors["@w"] = tensor({1e-6f});
+  refgrad::save_bundle(bundle, path);
+  CHECK(cli("check " + path).status == 1);
+}
+
 // In float16, g * 300 * 300 is past 65504 at element 0: refgrad's run as written and eager give inf there,
 // R (float64) 90. Any float16 computation may overflow so: check leaves such elements out of the comparison.
 constexpr const char* kFloat16Overflow = R"(program float16_overflow

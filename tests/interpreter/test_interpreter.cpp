@@ -737,6 +737,44 @@ code
   CHECK(mixed_noise.unit_roundoff[8] == 0x1p-11);
 }
 
+// Two paths of one sum that cancel exactly, one of them cast to float16 by validate and back (autocast's
+// ToCopyBackward0): R is 0. A float32 computation of the sum that is 6e-9 off 0 becomes 0 in float16, and
+// the two no longer cancel (refgrad.fuzz case 479, --max-ops 50).
+constexpr const char* kCastToFloat16 = R"(program cast_to_float16
+  grad %g : f32[3] = [0.5, 0.25, -0.75]
+  leaf @w : f32[1]
+code
+  %0 = ExpandBackward0 %g  self_sym_sizes=[1]
+  %1 = validate %0 : f32[1]
+  %2 = validate %0 : f16[1]
+  %3 = ToCopyBackward0 %2  self_options={dtype=f32, device=cpu, layout=strided}
+  %4 = NegBackward0 %3
+  %5 = validate %4 : f32[1]
+  %6 = add %1, %5
+  accumulate_grad @w %6
+)";
+
+TEST_CASE("interpreter: rounding noise rounds the results of a validate that narrows them as captured") {
+  const Program program = parse_program(kCastToFloat16);
+  Machine as_captured(bind(assemble(program)), {}, {.trace = true});
+  as_captured.run();
+  const RoundingNoise noise = rounding_noise_of(program, 3, 1.0, as_captured.trace());
+  REQUIRE(noise.casts.size() == 1);  // the validate to f16 alone: the others keep their dtype
+  CHECK(noise.casts.at(2) == std::vector<std::optional<DType>>{DType::Float16});
+  CHECK(rounding_noise_of(program, 3).casts.empty());  // without a trace, no cast is known
+  const auto w_grad = [&](std::optional<RoundingNoise> rounding) {
+    Machine machine(bind(assemble(promote_to_float64(program))), {}, {.rounding_noise = std::move(rounding)});
+    machine.run();
+    return machine.leaf_grad("w")->to_vector<double>()[0];
+  };
+  CHECK(w_grad(std::nullopt) == 0.0);
+  CHECK(w_grad(rounding_noise_of(program, 3)) == 0.0);  // each path's noise is relative to its 0
+  const double moved = w_grad(noise), moved_less = w_grad(rounding_noise_of(program, 3, 1.0 / 16, as_captured.trace()));
+  CHECK(moved != 0.0);
+  CHECK(std::abs(moved) <= 0x1p-25);  // float16's rounding near 0: half its smallest subnormal
+  CHECK(moved_less * 16 == doctest::Approx(moved));
+}
+
 TEST_CASE("interpreter: a machine with rounding noise moves each result by up to its dtype's rounding") {
   const Program mul = parse_program(read_text(kExamples / "mul.bwd"));
   const auto x_grad = [&](std::optional<RoundingNoise> noise) {

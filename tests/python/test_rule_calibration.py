@@ -212,6 +212,30 @@ def test_a_node_broken_by_moved_values_is_held_still_and_the_others_still_move(t
     assert w_grad.noise > 1e-7, report.format(eager=True)
 
 
+def test_a_cast_to_float16_that_rounds_a_tiny_grad_to_0_is_rounding_noise(tmp_path):
+    """refgrad.fuzz case 479 (--max-ops 50, autocast float16), reduced: w's gradient is the sum of two paths
+    that cancel exactly (w.expand(3) - where(.., linear(.., bias=w)) under a var): R is exactly 0. Eager's
+    float32 sum of the var gradient over 3 elements is 5.95e-9 off 0, and the float16 path casts that to 0
+    (float16's numbers near 0 are 6e-8 apart): the two no longer cancel. The sensitivity runs rounded each
+    node's arithmetic but not the casts validate makes (in float64 they change nothing), so the bound was
+    3.7e-10 and the rule failed eager: an oracle bug. Now a validate that casts to a narrower dtype as
+    captured rounds its results once more, near 0 by half that dtype's smallest subnormal."""
+    def autocast_bias_twice(x1, x4, w24, w25, x26, x36):
+        with torch.autocast("cpu", dtype=torch.float16):
+            v6 = torch.maximum(x1, x4) ** 2
+            v27 = torch.where(x26 > 0, x26, torch.nn.functional.linear(v6, w24, w25))
+            v29 = w25.expand(3) - v27
+            return torch.atan(-v29.var(0) / (x36.abs() + 1))
+
+    leaves = [_seeded_leaf(shape, seed) for shape, seed in
+              (((3,), 8309), ((3,), 13136), ((1, 3), 217), ((1,), 58017), ((1,), 48547), ((), 10661))]
+    report = refgrad_check.check(autocast_bias_twice, *leaves, engines=("eager",), reproducer_dir=str(tmp_path))
+    assert_passes(report)
+    w_grad = report.results["eager"]["arg3"]
+    assert w_grad.max_abs > 1e-9, report.format(eager=True)  # eager is off R's exact 0: the case is still there
+    assert w_grad.noise > 1e-9, report.format(eager=True)
+
+
 def test_an_overflow_that_refgrads_own_float16_run_shares_is_not_a_finding(tmp_path):
     """refgrad.fuzz case 721 (--max-ops 50), reduced: in float16 the gradient of `t` in `t * 1e5` is 1e5,
     past float16's 65504, so eager's gradient of x is inf where R (float64) has 100. refgrad's own run in the

@@ -232,6 +232,41 @@ TEST_CASE("a RoundingNoiseScope moves the results of the primitives that round, 
   CHECK(equal(add(x, x), tensor({2.0, 4.0, 6.0, -8.0}, DType::Float64)));
 }
 
+TEST_CASE("a RoundingNoiseScope with an absolute part moves numbers near 0 too, by up to it") {
+  // float16's numbers near 0 are its smallest subnormal (2^-24) apart: rounding there is off by up to
+  // 2^-25 whatever the number, 0 included, where the relative part alone moves nothing
+  CHECK(unit_roundoff(DType::Float16) == 0x1p-11);
+  CHECK(smallest_subnormal(DType::Float16) == 0x1p-24);
+  CHECK(unit_roundoff(DType::Float32) == 0x1p-24);
+  CHECK(smallest_subnormal(DType::Float32) == 0x1p-149);
+  CHECK(unit_roundoff(DType::BFloat16) == 0x1p-8);
+  CHECK(unit_roundoff(DType::ComplexFloat) == 0x1p-24);
+  CHECK(unit_roundoff(DType::Int64) == 0.0);
+  const Tensor x = tensor({0.0, 6e-9, 1.0, -2.0}, DType::Float64);
+  const double absolute = 0x1p-25;
+  std::vector<double> far, near, relative_only;
+  {
+    const RoundingNoiseScope noise(3, 0x1p-11, absolute);
+    far = with_rounding_noise(x.clone()).to_vector<double>();
+  }
+  {
+    const RoundingNoiseScope noise(3, 0x1p-11 / 16, absolute / 16);  // the same draws, 16 times smaller
+    near = with_rounding_noise(x.clone()).to_vector<double>();
+  }
+  {
+    const RoundingNoiseScope noise(3, 0x1p-11);  // the relative part: the same draws as before
+    relative_only = with_rounding_noise(x.clone()).to_vector<double>();
+  }
+  const std::vector<double> exact = x.to_vector<double>();
+  CHECK(relative_only[0] == 0.0);
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    CHECK(far[i] != exact[i]);
+    CHECK(std::abs(far[i] - exact[i]) <= std::abs(exact[i]) * 0x1p-11 + absolute);
+    CHECK(std::abs(far[i] - relative_only[i]) <= absolute);
+    CHECK((near[i] - exact[i]) * 16 == doctest::Approx(far[i] - exact[i]).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("casts convert like torch, NaN to int included") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor x = tensor({-2.7, -0.5, 0.0, 0.5, 2.7, 1e30}, DType::Float64);

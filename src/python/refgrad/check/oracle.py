@@ -65,7 +65,8 @@ class _Oracle:
                                 "through another function perhaps; pass the module as fn or as an argument so that "
                                 "every engine gets a fresh copy")
         self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
-        self.machine = self.capture.machine(precision, keep_values=True)
+        # the run as captured keeps a trace: its types say which validates cast grads to a narrower dtype
+        self.machine = self.capture.machine(precision, keep_values=True, trace=precision == "float32")
         self.machine.run()
         self.grads = {name: _torch(_grad_of(self.capture, self.machine, name))
                       for name in (self.capture.captures or self.capture.leaves)}
@@ -74,7 +75,8 @@ class _Oracle:
         # run of the program as captured (float32, say); max|R' - R| is how far one correct float32
         # computation lands from R (docs/check.md, "The rule"). The rule's tolerance scales with it.
         # At precision "float32" R is that run, and R' the float64 one.
-        self.other = self.capture.machine("float32" if precision == "float64" else "float64", keep_values=True)
+        self.other = self.capture.machine("float32" if precision == "float64" else "float64", keep_values=True,
+                                          trace=precision == "float64")
         self.other.run()
         # R~ and R~', the float64 runs with every number the program starts from moved by up to one rounding
         # of its dtype, and by 1/16 of one: how far the result moves with its inputs' last bits (linearly:
@@ -85,17 +87,18 @@ class _Oracle:
         self._perturbed_made = False
         self._rounded: Optional[list] = None
         self.float64 = self.machine if precision == "float64" else self.other
-        self.noise = {name: self._noise_of(lambda machine: _grad_of(self.capture, machine, name))
-                      for name in self.grads}
         # refgrad's own run in the captured dtypes: where it overflows and R does not, an engine may too
         as_captured = self.other if precision == "float64" else self.machine
         self.in_dtype = {name: _torch(_grad_of(self.capture, as_captured, name)) for name in self.grads}
+        self.as_captured_trace = as_captured.trace
+        self.noise = {name: self._noise_of(lambda machine: _grad_of(self.capture, machine, name))
+                      for name in self.grads}
 
     def _sensitivity_pair(self, seed: int, move_values: bool,
                           held: frozenset = frozenset()) -> tuple[refgrad.Machine, refgrad.Machine]:
         """One seed's pair of sensitivity runs (scales 1 and 1/SENSITIVITY_RATIO), run, keeping their values."""
         pair = tuple(self.capture.machine("float64", keep_values=True, perturbed=scale, seed=seed,
-                                          move_values=move_values, held=held)
+                                          move_values=move_values, held=held, as_captured=self.as_captured_trace)
                      for scale in (1.0, 1.0 / SENSITIVITY_RATIO))
         for machine in pair:
             machine.run()

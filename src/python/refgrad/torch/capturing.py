@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -88,7 +88,8 @@ class Capture:
         return host
 
     def _bundle(self, precision: str, perturbed: Optional[float], seed: int, who: str, move_values: bool = True,
-                held: frozenset = frozenset()) -> tuple[refgrad.Bundle, bool, Optional[refgrad.RoundingNoise]]:
+                held: frozenset = frozenset(),
+                as_captured: Sequence = ()) -> tuple[refgrad.Bundle, bool, Optional[refgrad.RoundingNoise]]:
         """The bundle a run at ``precision`` starts from, whether it is promoted to float64, and the
         rounding noise its instructions run with (None but for a sensitivity run)."""
         promote = _promotes(precision, who)
@@ -98,12 +99,13 @@ class Capture:
                                     f"'float64', got {precision!r}")
             start = (refgrad.perturbed_to_float64(self.bundle, seed, perturbed, set(held)) if move_values
                      else refgrad.promote_to_float64(self.bundle))
-            return start, True, refgrad.rounding_noise_of(self.bundle, seed, perturbed)
+            return start, True, refgrad.rounding_noise_of(self.bundle, seed, perturbed, list(as_captured))
         return (refgrad.promote_to_float64(self.bundle) if promote else self.bundle), promote, None
 
     @_refgrad_errors("Capture.machine")
     def machine(self, precision: str = "float64", keep_values: bool = False, perturbed: Optional[float] = None,
-                seed: int = 0, move_values: bool = True, held: frozenset = frozenset()) -> refgrad.Machine:
+                seed: int = 0, move_values: bool = True, held: frozenset = frozenset(), trace: bool = False,
+                as_captured: Sequence = ()) -> refgrad.Machine:
         """A refgrad Machine over the program, ready to step or run: as captured ("float32") or
         promoted to float64; keep_values keeps every register (for reading them after a run).
         perturbed=SCALE: the check rule's sensitivity run, the float64 program with each number it starts
@@ -111,11 +113,15 @@ class Capture:
         instruction's arithmetic results by up to SCALE roundings of the dtype it computes in as captured
         (refgrad.rounding_noise_of), drawn from seed; with move_values=False only the latter (the numbers it
         starts from are as captured); the values ``held`` names ("$n1_result") are not moved
-        (refgrad.saved_values_broken_by_moving says which need it)."""
-        bundle, promote, noise = self._bundle(precision, perturbed, seed, "Capture.machine", move_values, held)
+        (refgrad.saved_values_broken_by_moving says which need it); ``as_captured``, the trace of a run as
+        captured (``machine("as_captured", trace=True).trace``), says which validates cast grads to a narrower
+        dtype, whose results then round once more (refgrad.rounding_noise_of). trace records a TraceEntry per
+        instruction."""
+        bundle, promote, noise = self._bundle(precision, perturbed, seed, "Capture.machine", move_values, held,
+                                              as_captured)
         host = self._host(promote)
         return refgrad.Machine(bundle, hooks=host.hooks, functions=host.functions, keep_values=keep_values,
-                               rounding_noise=noise)
+                               trace=trace, rounding_noise=noise)
 
     @_refgrad_errors("Capture.run")
     def run(self, precision: str = "float64", perturbed: Optional[float] = None,
