@@ -252,6 +252,9 @@ class TorchCompile:
     Given Forward.inputs, torch.autograd.grad runs that graph (AOT autograd's backward is an ordinary
     autograd node, so autograd.grad runs it as it runs any)."""
 
+    # its forward is compiled too: its saved activations round otherwise than eager's (refgrad.check's rule)
+    compiles_forward = True
+
     def __init__(self, backend: Union[str, Callable] = "inductor", device: str = "cpu", name: Optional[str] = None):
         self.backend = backend
         self.device = device

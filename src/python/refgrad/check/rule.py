@@ -38,7 +38,8 @@ class _Rule:
         if self.plain:
             return f"plain rule: max|E - R| <= atol + rtol max|R| (rtol {self.rtol:g}, atol {self.atol:g})"
         return ("eager passes when max|eager - R| <= rtol max|R| + 32 noise,\n"
-                "  engine E when max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|);\n"
+                "  engine E when max|E - R| <= rtol max|R| + 32 max(noise, max|eager - R|) (E compiling the forward\n"
+                "  too, torch_compile: max|eager - R| at least max|eager - G|, G the program's float64 gradient);\n"
                 "  noise: max(max|R' - R|, max|R~ - R|), R' refgrad's run in the other precision (float32 and\n"
                 "  float64), R~ its float64 run with values and results moved by one rounding of their dtypes;\n"
                 "  rtol: torch.testing.assert_close's for E's dtype (float64 leaves: atol too, no noise)")

@@ -178,15 +178,17 @@ class _Subject:
             torch.cuda.set_rng_state_all(self.cuda_rng_state)
 
     def forward(self, transform: Optional[Callable] = None, device: str = "cpu",
-                mode: Optional[Union[_ProbeMode, _HookMode]] = None) -> Forward:
-        """A fresh forward; under ``mode`` when given (bound to the leaves first)."""
+                mode: Optional[Union[_ProbeMode, _HookMode]] = None, dtype: Optional[torch.dtype] = None) -> Forward:
+        """A fresh forward; under ``mode`` when given (bound to the leaves first). ``dtype`` (float64): every
+        floating tensor argument, parameter and buffer converted to it, and the default dtype set to it while
+        fn runs, so that the tensors fn makes are of it too: the program in that dtype, forward included."""
         pairs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        fn = self._fresh(self.fn, "", pairs, device)
-        args = [self._fresh(arg, f"arg{i}", pairs, device) for i, arg in enumerate(self.args)]
+        fn = self._fresh(self.fn, "", pairs, device, dtype)
+        args = [self._fresh(arg, f"arg{i}", pairs, device, dtype) for i, arg in enumerate(self.args)]
         leaves = {}
         for name, (leaf, original) in pairs.items():
             keep = self.keep_grad and original.grad is not None
-            leaf.grad = original.grad.detach().to(device, copy=True) if keep else None
+            leaf.grad = original.grad.detach().to(device, dtype=leaf.dtype, copy=True) if keep else None
             leaves[name] = leaf
         inputs = self._inputs(leaves)
         self.restore_rng()
@@ -194,7 +196,7 @@ class _Subject:
             mode.bind(leaves)
             if inputs is not None:  # a probe's gradient is asked for as a leaf's
                 inputs += [name for name in leaves if name.startswith(_PROBE)]
-        with mode if mode is not None else contextlib.nullcontext():
+        with mode if mode is not None else contextlib.nullcontext(), _default_dtype(dtype):
             outputs = (transform(fn) if transform else fn)(*args)
         outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
         for i, output in enumerate(outputs):
@@ -215,31 +217,35 @@ class _Subject:
         return list(self.inputs)
 
     @staticmethod
-    def _fresh(value: Any, name: str, leaves: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str) -> Any:
+    def _fresh(value: Any, name: str, leaves: dict[str, tuple[torch.Tensor, torch.Tensor]], device: str,
+               dtype: Optional[torch.dtype] = None) -> Any:
         """A copy of one argument (or of fn); its leaves that require grad go into ``leaves`` by name,
-        each with the user's tensor it copies."""
+        each with the user's tensor it copies. ``dtype``: floating tensors, parameters and buffers become it."""
         prefix = f"{name}." if name else ""
         if isinstance(value, torch.nn.Module):
             module = copy.deepcopy(value).to(device)
+            if dtype is not None:
+                module = module.to(dtype)
             for (parameter_name, parameter), original in zip(module.named_parameters(), value.parameters()):
                 if parameter.requires_grad:
                     leaves[prefix + parameter_name] = (parameter, original)
             return module
         if isinstance(value, torch.Tensor):
-            fresh = value.detach().to(device, copy=True).requires_grad_(value.requires_grad)
+            to_dtype = dtype if dtype is not None and value.is_floating_point() else value.dtype
+            fresh = value.detach().to(device, dtype=to_dtype, copy=True).requires_grad_(value.requires_grad)
             if fresh.requires_grad:
                 leaves[name] = (fresh, value)
             return fresh
         if isinstance(value, (list, tuple)):
-            items = [_Subject._fresh(item, f"{name}.{j}", leaves, device) for j, item in enumerate(value)]
+            items = [_Subject._fresh(item, f"{name}.{j}", leaves, device, dtype) for j, item in enumerate(value)]
             return type(value)(items) if isinstance(value, list) else tuple(items)
         if isinstance(value, types.FunctionType) and not name:
-            return _Subject._fresh_function(value, leaves, device)
+            return _Subject._fresh_function(value, leaves, device, dtype)
         return value
 
     @staticmethod
     def _fresh_function(fn: types.FunctionType, leaves: dict[str, tuple[torch.Tensor, torch.Tensor]],
-                        device: str) -> types.FunctionType:
+                        device: str, dtype: Optional[torch.dtype] = None) -> types.FunctionType:
         """fn itself, but with fresh copies of the modules and tensors that require grad which it reaches
         through its closure cells or the globals its code names; their leaves are named by the variable's
         name (`dw.weight`, `scale`). What fn reaches only through other functions is not found (the oracle
@@ -259,7 +265,7 @@ class _Subject:
                          if variable in fn.__globals__ and variable not in free and wanted(fn.__globals__[variable])}
         if not closure_values and not global_values:
             return fn
-        fresh = {variable: _Subject._fresh(value, variable, leaves, device)
+        fresh = {variable: _Subject._fresh(value, variable, leaves, device, dtype)
                  for variable, value in {**closure_values, **global_values}.items()}
         closure = None if fn.__closure__ is None else tuple(
             types.CellType(fresh[variable]) if variable in closure_values else free[variable]
@@ -269,6 +275,20 @@ class _Subject:
         copied.__kwdefaults__ = fn.__kwdefaults__
         copied.__qualname__ = fn.__qualname__
         return copied
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: Optional[torch.dtype]):
+    """torch's default dtype set to ``dtype`` inside (unchanged for None)."""
+    if dtype is None:
+        yield
+        return
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def _ones(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
