@@ -65,22 +65,23 @@ def test_bugs_of_one_error_type_or_unlocalized_are_kept_apart(ran):
     findings, numbers, folders = ran
     # seeds 4 and 5 raise InductorError, for different reasons: two bugs, each minimized
     assert minimized(folders[4][0]) and minimized(folders[5][0])
-    # seeds 6 and 8 are one unlocalized wrong gradient (the same but for leaves and counts), 7 another
-    assert minimized(folders[6][0]) and minimized(folders[7][0]) and not minimized(folders[8][0])
-    assert folders[8][1]["minimized_as"] == os.path.basename(folders[6][0])
-    assert sorted(numbers["minimized"]) == sorted(folders[seed][0] for seed in (2, 4, 5, 6, 7))
+    # seeds 6, 7 and 8 are unlocalized wrong gradients: their details say nothing of the bug (6 and 8 the
+    # same but for leaves and counts), so each op set is minimized, and the minimized programs tell them apart
+    assert minimized(folders[6][0]) and minimized(folders[7][0]) and minimized(folders[8][0])
+    assert "minimized_as" not in folders[8][1]
+    assert sorted(numbers["minimized"]) == sorted(folders[seed][0] for seed in (2, 4, 5, 6, 7, 8))
     bugs = [Finding.from_dict(folders[seed][1]).distinct_bug for seed in (6, 7, 8)]
-    assert bugs[0] == bugs[2] != bugs[1]
+    assert len(set(bugs)) == 3
 
 
 def test_campaign_seconds_count_the_cases_not_the_minimization(ran):
     findings, numbers, folders = ran
-    # nine cases found at once, then five minimizations of MINIMIZE_SECONDS each on two workers
+    # nine cases found at once, then six minimizations of MINIMIZE_SECONDS each on two workers
     assert numbers["cases"] == 9 and numbers["seconds"] < MINIMIZE_SECONDS
     assert numbers["cases_per_second"] > 9 / MINIMIZE_SECONDS
     assert numbers["minimize_seconds"] >= 3 * MINIMIZE_SECONDS
     assert json.load(open(os.path.join(findings, "campaign.json"))) == numbers
-    assert f"Then 5 folders minimized, one per distinct bug, in {numbers['minimize_seconds']} s." in markdown(
+    assert f"Then 6 folders minimized, one per distinct bug, in {numbers['minimize_seconds']} s." in markdown(
         str(findings))
 
 

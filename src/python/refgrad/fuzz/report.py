@@ -56,10 +56,11 @@ def markdown(directory: str) -> str:
     bugs: dict[tuple, list[dict]] = {}
     for summary in found:
         bugs.setdefault(Finding.from_dict(summary).distinct_bug, []).append(summary)
-    lines += [f"{len(found)} distinct findings, of {len(bugs)} distinct bugs.", ""]
+    lines += [f"{len(found)} distinct findings, of {len(bugs)} distinct bugs (each unlocalized wrong gradient's op "
+              "set counted apart: its minimized program says which are one bug).", ""]
     lines += ["| kind | engine | where | findings | cases | what (first) | minimized in |",
               "|---|---|---|---|---|---|---|"]
-    for (engine, kind, where, _), group in bugs.items():
+    for (engine, kind, where, *_), group in bugs.items():
         detail = group[0].get("detail", "")[:160].replace("|", "\\|")
         minimized = next((f"`{os.path.basename(s['folder'])}`" for s in group if _minimized(s["folder"])), "-")
         lines.append(f"| {kind} | {engine} | {where} | {len(group)} | {sum(s['count'] for s in group)} | {detail} "

@@ -64,11 +64,16 @@ class Finding:
         return (self.engine, self.kind, self.where)
 
     @property
-    def distinct_bug(self) -> tuple[str, str, str, str]:
+    def distinct_bug(self) -> tuple[str, ...]:
         """The bug, told apart from other bugs of the same ``where`` when ``where`` names no node (an
         error's type, or "unlocalized"): ``bug`` and the gist of the detail (gist()); elsewhere the gist is
-        "", since the detail there tells cases apart, not bugs (which leaves, which hooks)."""
-        if self.kind in _WHERE_IS_AN_ERROR_TYPE or self.where == "unlocalized":
+        "", since the detail there tells cases apart, not bugs (which leaves, which hooks). An unlocalized
+        wrong gradient's detail says only that it was not localized, the same for every bug of an engine (a
+        one-hour campaign's ten torch_compile folders held avg_pool2d's, index_add's and others), so its op
+        set is part of it too: each such folder is minimized, and the minimized programs tell the bugs apart."""
+        if self.where == "unlocalized":
+            return (*self.bug, gist(self.detail), ",".join(self.ops))
+        if self.kind in _WHERE_IS_AN_ERROR_TYPE:
             return (*self.bug, gist(self.detail))
         return (*self.bug, "")
 
