@@ -25,7 +25,9 @@ from dataclasses import replace
 import pytest
 import torch
 
+from refgrad.engines import CompiledAutograd, TorchCompile
 from refgrad.fuzz import GENERATOR_VERSION, generate, run_case
+from refgrad.fuzz.case import _recorded
 from refgrad.fuzz.minimize import minimize, minimize_finding, without
 from refgrad.fuzz.program import load, run_eager
 from refgrad.fuzz.report import markdown
@@ -208,6 +210,17 @@ def test_a_case_through_compiled_autograd_passes():
     result = run_case(generate(seeds_with("matmul", 1)[0]), ["eager", "compiled_autograd:aot_eager"])
     assert result.findings == [], result.report
     assert "compiled_autograd#2" in result.report  # the second run, for nondeterminism
+
+
+def test_a_recorded_engine_answers_for_the_engine_it_records():
+    """A campaign wraps each engine to keep its first gradients; check reads more of an engine than its name and
+    gradients (compiles_forward: the rule's allowance for a compiled forward; device; backend), and the wrapper
+    answers as the engine would. Until it did, no campaign gave torch_compile that allowance."""
+    inner = TorchCompile(backend="aot_eager", device="cpu")
+    recorded = _recorded(inner, "torch_compile:aot_eager#2")
+    assert recorded.compiles_forward is True
+    assert (recorded.device, recorded.backend, recorded.name) == ("cpu", "aot_eager", "torch_compile:aot_eager#2")
+    assert not getattr(_recorded(CompiledAutograd(), "compiled_autograd"), "compiles_forward", False)
 
 
 def test_smoke_campaign_against_compiled_autograd(tmp_path):

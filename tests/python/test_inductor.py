@@ -62,3 +62,41 @@ def test_a_wrong_gradient_of_a_compiled_forward_still_fails():
                                  engines=("eager", "torch_compile"))
     assert report.results["eager"]["arg0"].passed, str(report)
     assert not report.results["torch_compile"]["arg0"].passed, str(report)
+
+
+def test_a_gradient_that_is_all_forward_rounding_is_not_a_finding(tmp_path):
+    """refgrad.fuzz case 200534 (generator version 3), reduced: ``layer_norm(x).sum()`` is 0 exactly and ~1e-7
+    in float32, and every gradient is scaled by it. Inductor computes it otherwise, 53% and 99.7% off R; the
+    spread of eager's gradient around the float64 program's (whose gradient is ~0) is no measure here, as max|R|
+    is the residue itself: the forward's sensitivity to a rounding of every op's result is
+    (refgrad.check.forward_rounding)."""
+    def residue(x, w):
+        return F.linear((F.layer_norm(x, (3,)).sum() / (x.abs() + 1)).reshape(-1, 1), w)
+
+    leaves = [torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+              .float().requires_grad_() for shape, seed in (((4, 3), 5667), ((1, 1), 41366))]
+    report = refgrad_check.check(residue, *leaves, engines=("eager", "torch_compile"), reproducer_dir=str(tmp_path))
+    assert report.passed, str(report)
+    assert report.results["torch_compile"]["arg1"].max_rel > 0.1, str(report)  # Inductor's residue is its own
+
+
+def test_an_autocast_forward_that_inductor_rounds_otherwise_is_not_a_finding(tmp_path):
+    """refgrad.fuzz case 200588 (generator version 3), reduced: under autocast(bfloat16) eager rounds the
+    upsampled convolution to bfloat16 before the huber loss; Inductor fuses them and rounds otherwise, 2e-3 off R
+    in the target's gradient (eager: 3e-8). The forward computes in bfloat16, whose rounding is the allowance's
+    scale (float32's refused the spread, 3.7e-3 of max|R| = 1)."""
+    def upsampled_huber(x, w, other, target):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            upsampled = F.interpolate(F.conv2d(x, w, None, stride=2, padding=1), scale_factor=2, mode="bilinear",
+                                      align_corners=False)
+            return F.huber_loss(torch.cat([upsampled, other]), target, reduction="none")
+
+    leaves = [torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+              .float().requires_grad_()
+              for shape, seed in (((1, 1, 4, 5), 29612), ((3, 1, 1, 1), 63548), ((2, 3, 6, 8), 48195),
+                                  ((3, 3, 6, 8), 32111))]
+    report = refgrad_check.check(upsampled_huber, *leaves, engines=("eager", "torch_compile"),
+                                 reproducer_dir=str(tmp_path))
+    assert report.passed, str(report)
+    target = report.results["torch_compile"]["arg3"]
+    assert target.max_abs > 1e3 * report.results["eager"]["arg3"].max_abs, str(report)

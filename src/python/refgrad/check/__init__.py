@@ -23,9 +23,10 @@ What check does (DESIGN.md, "Numbers and precision"):
    float32), R~ the float64 run with values and results moved by one rounding of their dtypes (how far the gradient
    moves with its inputs' last bits: it keeps a gradient that cancels to nearly 0 from being all error); eager
    passes when max|eager - R| <= rtol max|R| + 32 noise, engine E when max|E - R| <= rtol max|R| +
-   32 max(noise, max|eager - R|), rtol torch.testing.assert_close's for the dtype; for an engine that compiles
-   the forward too (torch_compile), max|eager - R| is at least max|eager - G|, G eager's gradient of the program
-   run in float64 (_Checker.forward_spread). A float64 gradient (no
+   32 max(noise, max|eager - R|), rtol torch.testing.assert_close's for the dtype; an engine that compiles
+   the forward too (torch_compile) and fails that gets 16 F more, F how far the forward's own rounding moves
+   the gradient (refgrad.check.forward_rounding: the spread of eager's gradient around the program's float64
+   one, or its sensitivity to a rounding of every forward op's result). A float64 gradient (no
    noise to measure) keeps assert_close's atol: max|E - R| <= 2 max|eager - R| + atol + rtol max|R|.
    Given rtol and atol, the rule is plain instead: max|E - R| <= atol + rtol max|R| for every engine. A
    missing gradient, a shape or dtype that differs, a NaN where R has none or where eager has none fails.
@@ -83,6 +84,7 @@ What check does (DESIGN.md, "Numbers and precision"):
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import types
@@ -96,10 +98,11 @@ from refgrad.engines import Forward, differentiate
 from refgrad.check.localize import _Localizer, _NodeRecorder, _Probing
 from refgrad.check.compiled import _CompiledRegions, recording_compiled_backwards
 from refgrad.check.compiled_autograd import read_graph, recording_compiled_autograd
+from refgrad.check.forward_rounding import forward_allowance
 from refgrad.check.oracle import _EagerOracle, _Oracle, _oracle_for
 from refgrad.check.report import Divergence, GradientResult, Report, Swap, SwapCall, SwapRun, error_text
 from refgrad.check.reproducer import _write_reproducer
-from refgrad.check.rule import _Rule, _compare, _max_abs, _max_magnitude
+from refgrad.check.rule import _Rule, _compare
 from refgrad.check.subject import _HookMode, _HookRecorder, _ProbeMode, _Subject
 from refgrad.check.swap import MODES as SWAP_MODES, _Swapper
 
@@ -166,7 +169,7 @@ class _Checker:
         self._probed: dict[int, dict] = {}
         self._compiled_calls: dict[int, tuple[list, dict]] = {}  # a failed black box's compiled backwards
         self._eager_hooks: Optional[_HookRecorder] = None  # eager's record of fn's hooks
-        self._forward_spread: Optional[dict[str, float]] = None
+        self._forward_allowance: Optional[dict[str, float]] = None
 
     def forward_for(self, engine: Any, mode: Optional[Union[_ProbeMode, _HookMode]] = None,
                     hooks: Optional[_HookRecorder] = None) -> Callable[..., Forward]:
@@ -211,11 +214,14 @@ class _Checker:
             if not is_eager:
                 eager_result = self.report.results[self.eager.name][name]
                 eager_error = eager_result.max_abs if eager_result.max_abs == eager_result.max_abs else 0.0
-                if getattr(engine, "compiles_forward", False):
-                    eager_error = max(eager_error, self.forward_spread().get(name, 0.0))
-            results[name] = _compare(grads.get(name), reference, self.oracle.dtypes[name], self.rule, eager_error,
-                                     is_eager, self.oracle.noise.get(name), eager_grads.get(name),
-                                     self.oracle.in_dtype.get(name))
+            compared = functools.partial(_compare, grads.get(name), reference, self.oracle.dtypes[name], self.rule,
+                                         is_eager=is_eager, noise=self.oracle.noise.get(name),
+                                         eager=eager_grads.get(name), in_dtype=self.oracle.in_dtype.get(name))
+            results[name] = compared(eager_error=eager_error)
+            if not results[name].passed and getattr(engine, "compiles_forward", False) and not self.rule.plain:
+                forward = self.forward_allowance().get(name, 0.0)
+                if forward > 0:
+                    results[name] = compared(eager_error=eager_error, forward=forward)
         for name, grad in grads.items():
             if name not in self.oracle.grads and grad is not None:
                 note = "R computes no gradient"
@@ -225,34 +231,14 @@ class _Checker:
                 results[name] = GradientResult(math.nan, math.nan, math.nan, False, note)
         return results
 
-    def forward_spread(self) -> dict[str, float]:
-        """Per gradient, max|eager - G|, G eager's gradient of the program run in float64, forward included
-        (_Subject.forward(dtype=)): how far a correct computation of the whole program in its dtypes lands
-        from the exact one. An engine that compiles the forward too (torch.compile's) computes its saved
-        activations otherwise than eager, and R, the backward of eager's forward, does not show that rounding:
-        a batch_norm over two numbers per channel amplifies the forward's rounding of x - mean 1e4-fold, and
-        Inductor's float32 gradient was 1.2e-5 relative off R while closer to G than eager (refgrad.fuzz case
-        100130). Such an engine's rule takes max(max|eager - R|, this). Left out (no allowance): a program that
-        does not run in float64, and a spread over sqrt(eps) max|R| of the gradient's dtype, more than
-        rounding can move a gradient (a random draw or a branch that depends on the dtype)."""
-        if self._forward_spread is not None:
-            return self._forward_spread
-        self._forward_spread = {}
-        try:
-            run = self.subject.forward(dtype=torch.float64)
-            grad_outputs = [g.to(torch.float64) if g.is_floating_point() else g for g in self.oracle.grad_outputs]
-            exact = differentiate(run, grad_outputs)
-        except Exception:  # the program does not run in float64: no allowance
-            return self._forward_spread
-        for name, reference in self.oracle.grads.items():
-            eager, whole = self.eager_grads.get(name), exact.get(name)
-            if eager is None or whole is None or eager.shape != whole.shape or not eager.is_floating_point():
-                continue
-            spread = _max_abs(eager, whole)
-            limit = math.sqrt(torch.finfo(eager.dtype).eps / 2) * _max_magnitude(reference)
-            if math.isfinite(spread) and spread <= limit:
-                self._forward_spread[name] = spread
-        return self._forward_spread
+    def forward_allowance(self) -> dict[str, float]:
+        """Per gradient, how far the forward's own rounding moves it (refgrad.check.forward_rounding): what an
+        engine that compiles the forward too is allowed beside max|eager - R|. Measured once, when such an
+        engine first fails without it."""
+        if self._forward_allowance is None:
+            self._forward_allowance = forward_allowance(self.subject, self.oracle.grad_outputs, self.oracle.grads,
+                                                        self.eager_grads, self.oracle.computes_in)
+        return self._forward_allowance
 
     def run(self, engines: list[Any]) -> None:
         self.eager = engines[0]

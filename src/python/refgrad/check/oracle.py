@@ -40,6 +40,19 @@ def _broken(exact: Optional[torch.Tensor], moved: Optional[torch.Tensor]) -> boo
     return exact is not None and moved is not None and refgrad.not_finite_where_finite(moved, exact)
 
 
+def _lowest_precision(dtypes: list) -> torch.dtype:
+    """The floating dtype of ``dtypes`` (torch dtypes or refgrad's names of them) whose numbers are furthest apart
+    (float16 of float16 and float32; bfloat16 of all); a complex dtype counts as its parts'. float32 if none."""
+    floating = set()
+    for dtype in dtypes:
+        dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        if dtype.is_complex:
+            dtype = dtype.to_real()
+        if dtype.is_floating_point:
+            floating.add(dtype)
+    return max(floating, key=lambda dtype: torch.finfo(dtype).eps, default=torch.float32)
+
+
 class _Oracle:
     """The captured program of one fresh forward, run by refgrad's Machine (keeping every register)."""
 
@@ -65,6 +78,9 @@ class _Oracle:
                                 "through another function perhaps; pass the module as fn or as an argument so that "
                                 "every engine gets a fresh copy")
         self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
+        program = self.capture.program
+        self.computes_in = _lowest_precision(
+            list(self.dtypes.values()) + [declared.type.dtype for declared in (*program.saved, *program.grads)])
         # the run as captured keeps a trace: its types say which validates cast grads to a narrower dtype
         self.machine = self.capture.machine(precision, keep_values=True, trace=precision == "float32")
         self.machine.run()
@@ -230,6 +246,7 @@ class _EagerOracle:
         grads = engines_module.Eager().gradients(lambda transform=None: run, self.grad_outputs)
         self.grads = {name: grad for name, grad in grads.items() if grad is not None}
         self.dtypes = {name: leaf.dtype for name, leaf in run.leaves.items()}
+        self.computes_in = _lowest_precision(list(self.dtypes.values()))  # what the leaves say, with no program
         self.noise: dict[str, Optional[float]] = {}  # R's own rounding is unknown: the rule falls back on atol
         self.in_dtype: dict[str, Optional[torch.Tensor]] = {}
 

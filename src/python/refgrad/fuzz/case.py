@@ -85,6 +85,13 @@ class _Recorded:
         self.inner, self.name, self.first = inner, name, None
         self.error: Optional[BaseException] = None  # what its first failed run raised (check keeps only its text)
 
+    def __getattr__(self, attribute: str) -> Any:
+        """What check reads of an engine beyond its name and gradients (device, backend, compiles_forward: the
+        rule's allowance for a compiled forward) is the inner engine's."""
+        if attribute.startswith("_") or attribute == "inner":  # not set yet (copying), or private
+            raise AttributeError(attribute)
+        return getattr(self.inner, attribute)
+
     def gradients(self, forward, grad_outputs, *, observe=None):
         _started(self.name)
         try:
