@@ -54,6 +54,7 @@ std::string read_text(const fs::path& path) {
 void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 std::string example(const std::string& name) { return std::string(REFGRAD_SOURCE_ROOT) + "/examples/programs/" + name; }
+fs::path test_program(const std::string& name) { return fs::path(REFGRAD_SOURCE_ROOT) / "tests" / "programs" / name; }
 
 // cli(ARGS) runs `refgrad ARGS` through the shell (ARGS is shell text) with `input` on stdin.
 Output cli(const std::string& args, const std::string& input = "") {
@@ -382,26 +383,11 @@ TEST_CASE("cli: check's sensitivity runs hold still the node a move broke and mo
   CHECK(cli("check " + path).status == 1);
 }
 
-// Two paths of one sum that cancel exactly, one cast to float16 by validate and back: R is 0. A float32 sum
-// 6e-9 off 0 becomes 0 in float16 (its numbers near 0 are 6e-8 apart), and the paths no longer cancel
-// (refgrad.fuzz case 479, --max-ops 50). check's sensitivity runs round such a cast's results once more,
-// from the trace of its run as written.
-constexpr const char* kCastToFloat16 = R"(program cast_to_float16
-  grad %g : f32[3] = [0.5, 0.25, -0.75]
-  leaf @w : f32[1]
-code
-  %0 = ExpandBackward0 %g  self_sym_sizes=[1]
-  %1 = validate %0 : f32[1]
-  %2 = validate %0 : f16[1]
-  %3 = ToCopyBackward0 %2  self_options={dtype=f32, device=cpu, layout=strided}
-  %4 = NegBackward0 %3
-  %5 = validate %4 : f32[1]
-  %6 = add %1, %5
-  accumulate_grad @w %6
-)";
-
 TEST_CASE("cli: check's sensitivity runs round the casts to float16 that validate makes") {
-  refgrad::Bundle bundle = refgrad::make_bundle(refgrad::parse_program(kCastToFloat16), {});
+  // tests/programs/cast_to_float16.bwd: its two paths cancel, R is 0; check's sensitivity runs round the
+  // cast to float16 that validate makes from the trace of its run as written
+  const fs::path program = test_program("cast_to_float16.bwd");
+  refgrad::Bundle bundle = refgrad::make_bundle(refgrad::parse_program(read_text(program), program.string()), {});
   bundle.results.push_back({"eager", {{"@w", tensor({1e-8f})}}, {}});
   const std::string path = in_scratch("cast_to_float16.safetensors");
   refgrad::save_bundle(bundle, path);

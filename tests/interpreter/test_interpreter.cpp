@@ -22,6 +22,8 @@ using namespace refgrad;
 namespace {
 
 const std::filesystem::path kExamples = std::filesystem::path(REFGRAD_SOURCE_ROOT) / "examples" / "programs";
+// programs that tests share, which are not teaching examples
+const std::filesystem::path kTestPrograms = std::filesystem::path(REFGRAD_SOURCE_ROOT) / "tests" / "programs";
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -737,25 +739,10 @@ code
   CHECK(mixed_noise.unit_roundoff[8] == 0x1p-11);
 }
 
-// Two paths of one sum that cancel exactly, one of them cast to float16 by validate and back (autocast's
-// ToCopyBackward0): R is 0. A float32 computation of the sum that is 6e-9 off 0 becomes 0 in float16, and
-// the two no longer cancel (refgrad.fuzz case 479, --max-ops 50).
-constexpr const char* kCastToFloat16 = R"(program cast_to_float16
-  grad %g : f32[3] = [0.5, 0.25, -0.75]
-  leaf @w : f32[1]
-code
-  %0 = ExpandBackward0 %g  self_sym_sizes=[1]
-  %1 = validate %0 : f32[1]
-  %2 = validate %0 : f16[1]
-  %3 = ToCopyBackward0 %2  self_options={dtype=f32, device=cpu, layout=strided}
-  %4 = NegBackward0 %3
-  %5 = validate %4 : f32[1]
-  %6 = add %1, %5
-  accumulate_grad @w %6
-)";
-
 TEST_CASE("interpreter: rounding noise rounds the results of a validate that narrows them as captured") {
-  const Program program = parse_program(kCastToFloat16);
+  // tests/programs/cast_to_float16.bwd: two paths that cancel, one through a validate to float16
+  const std::filesystem::path path = kTestPrograms / "cast_to_float16.bwd";
+  const Program program = parse_program(read_text(path), path.string());
   Machine as_captured(bind(assemble(program)), {}, {.trace = true});
   as_captured.run();
   const RoundingNoise noise = rounding_noise_of(program, 3, 1.0, as_captured.trace());
