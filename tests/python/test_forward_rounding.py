@@ -44,6 +44,7 @@ RESIDUE_LEAVES = ((4, 3), 5667), ((1, 1), 41366)  # refgrad.fuzz case 200534 of 
 
 
 def test_every_op_result_moves_by_at_most_one_rounding_and_views_and_leaves_not_at_all():
+    assert unit_roundoff(torch.float32) == 2.0 ** -24 and unit_roundoff(torch.float16) == 2.0 ** -11
     x = leaf((5,), 0, torch.float64)
     roundoff = 1e-3
     with torch.no_grad(), ForwardRounding(seed=0, unit_roundoff=roundoff) as mode:
@@ -136,4 +137,3 @@ def test_a_tie_that_the_moves_break_is_not_rounding():
     assert report.results["eager"]["arg0"].passed, str(report)
     assert not report.results["forward_in_float64"]["arg0"].passed, str(report)
     assert not report.results["forward_in_float64"]["arg1"].passed, str(report)
-    assert unit_roundoff(torch.float32) == 2.0 ** -24
