@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "refgrad/aten.hpp"
 #include "refgrad/nodes.hpp"
 #include "refgrad/ops.hpp"
 
@@ -60,6 +61,46 @@ class Builder {
   }
 
   Program take_program() { return std::move(program_); }
+
+  // A call of one ATen op: each tensor argument a grad (inline) or a saved tensor, read as the
+  // node's fields of that name are; sometimes a number for it, or none for a Tensor?.
+  void build_aten(const AtenOpDef& op) {
+    Instr call;
+    call.op = Opcode::Aten;
+    call.node = op.schema.name;
+    for (const AtenArgument& argument : op.schema.arguments) {
+      const SavedFieldSchema field{argument.name, argument.type, true};
+      if (argument.is_tensor()) {
+        if (argument.type.optional && in_.chance(25)) {
+          call.operands.push_back(std::nullopt);
+          call.attrs.push_back({argument.name, None{}});
+        } else if (!consistent_ && in_.chance(10)) {
+          call.attrs.push_back({argument.name, Scalar(in_.in(-2, 3))});  // a number where a tensor goes
+        } else {
+          call.operands.push_back(tensor_operand(saved_tensor(argument.name)));
+          call.attrs.push_back({argument.name, None{}});
+        }
+      } else if (argument.is_tensor_list()) {
+        const int64_t length = consistent_ ? in_.in(1, 3) : in_.in(0, 3);
+        for (int64_t i = 0; i < length; ++i) {
+          if (argument.type.kind == FieldKind::OptionalTensorList && in_.chance(25)) call.operands.push_back(std::nullopt);
+          else if (consistent_ && argument.type.kind == FieldKind::OptionalTensorList && i < rank())
+            call.operands.push_back(tensor_operand(tensor_of({in_.in(1, 3)}, DType::Int64, 0, base_[i])));
+          else call.operands.push_back(tensor_operand(saved_tensor(argument.name)));
+        }
+        call.attrs.push_back({argument.name, length});
+      } else {
+        call.attrs.push_back({argument.name, field_value(field)});
+      }
+    }
+    const std::size_t results = op.schema.num_results == kVariadic ? static_cast<std::size_t>(in_.in(1, 3))
+                                                                   : op.schema.num_results;
+    for (std::size_t r = 0; r < results + (!consistent_ && in_.chance(3) ? 1 : 0); ++r) {
+      call.results.push_back(in_.chance(85) ? std::optional<std::string>(fresh_register()) : std::nullopt);
+    }
+    program_.code.push_back(call);
+    finish(program_.code.back());
+  }
 
   void build() {
     const NodeSchema& schema = node_.schema;
@@ -144,6 +185,14 @@ class Builder {
       return t;
     }
     return to(from_vector(values, sizes), dtype);
+  }
+
+  // An aten instruction's tensor operand: a grad with the value inline ("g0"), or a saved tensor ("$s0").
+  std::string tensor_operand(const Tensor& value) {
+    if (in_.chance(50)) return "$" + declare_saved(value);
+    const std::string name = "g" + std::to_string(program_.grads.size());
+    program_.grads.push_back({name, type_of(value), value, {}});
+    return name;
   }
 
   std::string declare_saved(const Tensor& value) {
@@ -327,6 +376,14 @@ class Builder {
         for (IntList& sizes : list) sizes = consistent_ ? base_ : int_list("sizes");
         return list;
       }
+      case FieldKind::BoolList: {  // output_mask: bool[3]
+        std::vector<bool> bits(static_cast<std::size_t>(consistent_ ? 3 : in_.in(0, 4)));
+        for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = in_.chance(70);
+        return bits;
+      }
+      case FieldKind::Device: return consistent_ || in_.chance(80) ? Device::CPU : Device::CUDA;
+      case FieldKind::MemoryFormat:
+        return in_.pick({MemoryFormat::Contiguous, MemoryFormat::Preserve, MemoryFormat::ChannelsLast});
     }
     return None{};
   }
@@ -485,6 +542,14 @@ const NodeDef& pick_node(std::string_view name) {
   return *nodes[hash % nodes.size()];
 }
 
+const AtenOpDef& pick_aten_op(std::string_view name) {
+  if (const AtenOpDef* op = find_aten_op(name)) return *op;
+  const std::vector<const AtenOpDef*> ops = all_aten_ops();
+  std::uint64_t hash = 1469598103934665603u;  // FNV-1a
+  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211u;
+  return *ops[hash % ops.size()];
+}
+
 }  // namespace
 
 GeneratedCase generate_case(std::span<const std::uint8_t> input) {
@@ -492,9 +557,15 @@ GeneratedCase generate_case(std::span<const std::uint8_t> input) {
   const std::string name(input.begin(), newline);
   const std::span<const std::uint8_t> decisions =
       newline == input.end() ? std::span<const std::uint8_t>() : input.subspan(newline - input.begin() + 1);
-  const NodeDef& node = pick_node(name);
   Decisions in(decisions);
   const bool consistent = in.byte() % 2 == 0;
+  if (name.starts_with("aten")) {  // an ATen op: "aten.mul.Tensor", or one picked by the name's hash
+    const AtenOpDef& op = pick_aten_op(name);
+    Builder builder(in, pick_node(""), consistent);
+    builder.build_aten(op);
+    return {builder.take_program(), op.schema.name, consistent};
+  }
+  const NodeDef& node = pick_node(name);
   Builder builder(in, node, consistent);
   builder.build();
   return {builder.take_program(), node.schema.name, consistent};

@@ -18,6 +18,9 @@
 //               indices, fields of the wrong length, None where allowed,
 //               need masks and operand counts that do not fit, CopySlices
 //               geometries, views (a transpose or an expand) as grads.
+// An input whose name starts with "aten" calls an ATen op instead (aten.hpp): "aten.mul.Tensor\n"
+// that op, another name one picked by its hash; its tensor arguments are grads and saved tensors
+// shaped as the node fields of the same name are.
 // When the bytes run out every further decision reads 0, so a short input is
 // a valid (and simple) case.
 #pragma once
@@ -33,7 +36,7 @@ namespace refgrad::fuzzing {
 
 struct GeneratedCase {
   Program program;
-  std::string node;         // the node the case is built around
+  std::string node;         // the node (or ATen op) the case is built around
   bool consistent = false;  // which mode made it
 };
 

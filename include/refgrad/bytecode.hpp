@@ -34,11 +34,11 @@ struct BytecodeInstr {
   Opcode op = Opcode::Call;
   std::uint32_t first_operand = 0, operand_count = 0;
   std::uint32_t first_result = 0, result_count = 0;
-  // Call, CopySlices: index into Bytecode::nodes.
+  // Call, CopySlices, Aten: index into Bytecode::nodes (Aten: the op's name, "aten.mul.Tensor").
   // AccumulateGrad: leaf index; Hook: hook index; CallBackward: function index; Output: output index.
   std::uint32_t arg = kNoIndex;
   std::uint32_t leaf = kNoIndex;       // Hook of kind post_acc_grad: leaf index
-  std::uint32_t attrs = kNoIndex;      // Call, CopySlices, CallBackward: index into attribute_blocks
+  std::uint32_t attrs = kNoIndex;      // Call, CopySlices, CallBackward, Aten: index into attribute_blocks
   std::uint32_t need = kNoIndex;       // Call, CopySlices, CallBackward: index into need_masks
   std::uint32_t metadata = kNoIndex;   // Validate, Zeros: first of a run in Bytecode::metadata
   std::uint32_t metadata_count = 0;    // the run's length (Validate: one per slot; Zeros: 1)
@@ -46,7 +46,7 @@ struct BytecodeInstr {
   bool operator==(const BytecodeInstr& other) const = default;
 };
 
-// What BytecodeInstr::arg indexes, by opcode: Call and CopySlices a node,
+// What BytecodeInstr::arg indexes, by opcode: Call, CopySlices and Aten a node (an op),
 // AccumulateGrad a leaf, Hook a hook, CallBackward a function, Output an
 // output; Validate, Add and Zeros have no arg (kNoIndex).
 enum class ArgPool : std::uint8_t { None, Nodes, Leaves, Hooks, Functions, Outputs };
@@ -114,12 +114,27 @@ struct BoundCall {
   std::optional<DType> stored_dtype;
 };
 
+// An ATen op call ready to run: the op, and its arguments in schema order with every value in place,
+// the saved tensors among its operands included; `operands[i]` is the argument (and, for a list, the
+// element) operand i fills from its register at run time, or nullopt for a saved tensor, already in place.
+struct BoundAten {
+  const AtenOpDef* op = nullptr;
+  std::vector<FieldValue> arguments;
+  struct Slot {
+    std::size_t argument = 0;
+    std::optional<std::size_t> element;  // the list element, for a Tensor[] or Tensor?[] argument
+    bool from_register = true;
+  };
+  std::vector<Slot> operands;
+};
+
 struct BoundProgram {
   Bytecode bytecode;
   std::vector<Tensor> saved_values;             // per saved declaration
   std::vector<std::optional<Tensor>> grad_defaults;  // per grad declaration: inline or given value
   std::vector<std::optional<Tensor>> leaf_grads;     // per leaf: initial .grad
   std::vector<BoundCall> calls;                 // per instruction (empty for other opcodes)
+  std::vector<BoundAten> aten;                  // per instruction (empty for other opcodes)
   std::vector<std::vector<Tensor>> backward_saved;  // per instruction: CallBackward's saved tensors
 };
 

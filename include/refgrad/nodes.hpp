@@ -37,6 +37,11 @@ using Need = std::vector<bool>;
 enum class Layout : std::uint8_t { Strided, Sparse, SparseCsr, Mkldnn, SparseCsc, SparseBsr, SparseBsc, Jagged };
 std::string layout_name(Layout layout);  // "torch.strided"
 
+// c10::MemoryFormat, in its order. refgrad's values do not depend on it (it says how a result's strides
+// are laid out); ATen ops' arguments carry it.
+enum class MemoryFormat : std::uint8_t { Contiguous, Preserve, ChannelsLast, ChannelsLast3d };
+std::string memory_format_name(MemoryFormat format);  // "contiguous_format", "channels_last", ...
+
 // The parts of c10::TensorOptions a backward formula reads (ToCopyBackward0's
 // self_options, IndexBackward0's self_options, ...); absent parts are nullopt.
 struct TensorOptions {
@@ -86,6 +91,10 @@ enum class FieldKind : std::uint8_t {
   TypeAndSize,          // torch::autograd::TypeAndSize
   DTypeList,            // std::vector<at::ScalarType> (cat's tensors_args_scalartypes)
   SizesList,            // std::vector<std::vector<c10::SymInt>> (cat's tensors_args_sizes_symint)
+  // Kinds only ATen ops' arguments have (aten.hpp), never a node's saved field:
+  BoolList,             // bool[N] (output_mask)
+  Device,               // c10::Device (Device? device)
+  MemoryFormat,         // c10::MemoryFormat (MemoryFormat? memory_format)
 };
 
 // A kind, possibly optional (PyTorch's `Tensor?`, `int?`, `int[]?`, `Scalar?`,
@@ -106,12 +115,13 @@ struct None {
 // std::vector<OptionalTensor>; Int -> int64_t; IntList and Sizes -> IntList;
 // Float -> double; Bool -> bool; Scalar -> Scalar; String -> std::string;
 // DType, Layout, TensorOptions, TensorGeometry, TypeAndSize -> themselves;
-// DTypeList -> std::vector<DType>; SizesList -> std::vector<IntList>; None
+// DTypeList -> std::vector<DType>; SizesList -> std::vector<IntList>;
+// BoolList -> std::vector<bool>; Device, MemoryFormat -> themselves; None
 // for an optional field.
 using FieldValue =
     std::variant<None, Tensor, TensorList, std::vector<OptionalTensor>, std::int64_t, IntList, double, bool, Scalar,
                  std::string, DType, Layout, TensorOptions, TensorGeometry, TypeAndSize, std::vector<DType>,
-                 std::vector<IntList>>;
+                 std::vector<IntList>, std::vector<bool>, Device, MemoryFormat>;
 std::string describe(const FieldValue& value);  // "Tensor f32[2,3]", "int 4", "None", ...
 
 // ----------------------------------------------------------------- schema ---

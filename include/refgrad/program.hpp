@@ -32,6 +32,7 @@
 #include <variant>
 #include <vector>
 
+#include "refgrad/aten.hpp"
 #include "refgrad/engine.hpp"
 #include "refgrad/nodes.hpp"
 #include "refgrad/tensor.hpp"
@@ -160,10 +161,13 @@ struct SavedRef {
 //   TypeAndSize                          {sizes=[2,3], options={dtype=f32}}
 //   std::vector<DType>                   [f32, f64]          ScalarType[]
 //   std::vector<IntList>                 [[2,3], [4]]        SymInt[][]
+//   std::vector<bool>                    [true, false]       bool[N]         (ATen ops' arguments only)
+//   Device                               cpu                 Device          (ATen ops' arguments only)
+//   MemoryFormat                         contiguous_format   MemoryFormat    (ATen ops' arguments only)
 using AttrValue = std::variant<None, SavedRef, std::vector<SavedRef>, std::vector<std::optional<SavedRef>>,
                                std::int64_t, IntList, double, bool, Scalar, std::string, DType, Layout,
                                TensorOptions, TensorGeometry, TypeAndSize, std::vector<DType>,
-                               std::vector<IntList>>;
+                               std::vector<IntList>, std::vector<bool>, Device, MemoryFormat>;
 
 struct Attr {
   std::string name;  // the node's saved-field name
@@ -182,6 +186,7 @@ enum class Opcode : std::uint8_t {
   Hook,            // %h = hook &double %g      hook &log @w    (by the hook's kind)
   CallBackward,    // %a, %b = call_backward &MyMulBackward %g  saved=[$x, $y] need=[1,1]
   Output,          // output ^x %g
+  Aten,            // %c = aten.mul.Tensor %a, $x      (an ATen op: aten.hpp)
 };
 std::string mnemonic(Opcode op);  // "call" for Call, "CopySlices", "validate", "add", ...
 
@@ -210,19 +215,46 @@ std::optional<std::size_t> call_result_count(const NodeSchema& schema, std::span
 //   CallBackward  target (the function), results, operands, need, attrs = one `saved`
 //                 (Tensor[]: the ctx's saved tensors)
 //   Output        target (the output), operands (one; nullopt `none` stores None)
+//   Aten          node (the op: "aten.mul.Tensor"), results (one per schema result; nullopt `_` for
+//                 one not used), operands (the tensors it reads, in argument order: registers, or
+//                 saved tensors named with their sigil, "$x"; nullopt `none` for an absent Tensor?),
+//                 attrs (one per schema argument, in schema order: a value argument's value; for a
+//                 Tensor or Tensor? argument None (it reads the next operand) or a Scalar (a
+//                 number passed for it, as FX graphs write `aten.sub.Tensor(1, x)`); for a Tensor[]
+//                 or Tensor?[] argument an int, how many operands it reads)
 struct Instr {
   Opcode op = Opcode::Call;
   std::vector<std::optional<std::string>> results;   // register names without '%'
-  std::vector<std::optional<std::string>> operands;  // register names without '%'
-  std::string node;                                  // Call, CopySlices
+  std::vector<std::optional<std::string>> operands;  // register names without '%' (Aten: or "$saved")
+  std::string node;                                  // Call, CopySlices, Aten
   std::string target;                                // leaf, hook, function or output name
   std::string leaf;                                  // Hook of kind post_acc_grad
   std::vector<bool> need;                            // Call, CopySlices, CallBackward
-  std::vector<Attr> attrs;                           // Call, CopySlices, CallBackward
+  std::vector<Attr> attrs;                           // Call, CopySlices, CallBackward, Aten
   std::vector<std::optional<InputMetadata>> metadata;  // Validate, Zeros
   std::string origin;  // forward source line that created the node ("model.py:14"), "" unknown
   SourceLocation where;
 };
+
+// ------------------------------------------------------- ATen instructions ---
+
+// One argument of an `aten` instruction, as its op's schema reads it: the schema's argument, the
+// instruction's attribute for it, and the operands it reads (one for a Tensor or Tensor? argument
+// unless a number stands for it; the list's for a Tensor[] or Tensor?[] one; none for a value).
+struct AtenInstrArgument {
+  const AtenArgument* schema = nullptr;
+  const AttrValue* value = nullptr;
+  std::vector<std::optional<std::string>> operands;
+};
+
+// An `aten` instruction's arguments in its op's schema order. Raises refgrad::Error when the
+// instruction does not fit the schema: an op refgrad has not, attributes not one per argument by
+// name, a tensor argument's attribute neither None, a number nor a list's length, too few or too
+// many operands.
+std::vector<AtenInstrArgument> aten_arguments(const Instr& instr);
+
+// A value that holds no tensor (an ATen argument's default) as an attribute; raises for a tensor.
+AttrValue attr_value_of(const FieldValue& value);
 
 // ---------------------------------------------------------------- program ---
 

@@ -1,5 +1,6 @@
 // `refgrad nodes [NAME]`: the backward nodes refgrad knows, from the node
-// registry; with NAME, one node's schema and formula.
+// registry; with NAME, one node's schema and formula. `--aten`: the ATen ops
+// a program's `aten` instructions can call, with torch's schemas.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -73,14 +74,24 @@ void show_node(const std::string& name) {
   }
 }
 
+void list_aten_ops() {
+  const std::vector<const AtenOpDef*> ops = all_aten_ops();
+  for (const AtenOpDef* op : ops) std::cout << op->schema.text << '\n';
+  std::cout << fmt::format("{} ATen ops (torch's schemas; a program calls one as `%r = {}.OP.OVERLOAD ...`)\n",
+                           ops.size(), "aten");
+}
+
 }  // namespace
 
 void add_nodes_command(CLI::App& app, int& exit_code) {
   auto name = std::make_shared<std::string>();
+  auto aten = std::make_shared<bool>(false);
   CLI::App* command = app.add_subcommand("nodes", "list the backward nodes refgrad knows; with NAME, one node");
   command->add_option("NAME", *name, "a node name, e.g. MulBackward0: its forward op, inputs, saved fields, formula");
-  command->callback([name, &exit_code] {
-    if (name->empty()) list_nodes();
+  command->add_flag("--aten", *aten, "list the ATen ops a program's aten instructions can call, with torch's schemas");
+  command->callback([name, aten, &exit_code] {
+    if (*aten) list_aten_ops();
+    else if (name->empty()) list_nodes();
     else show_node(*name);
     exit_code = kExitOk;
   });

@@ -235,12 +235,12 @@ struct Machine::Impl {
   void take_operands(const BytecodeInstr& code, const InstrPlan& step) {
     for (std::size_t i = 0; i < code.operand_count; ++i) {
       const std::uint32_t reg = operand_register(code, i);
-      if (reg != kNoRegister && !registers[reg]) fail(why_empty(reg));
+      if (reg != kNoRegister && !registers[reg] && !is_saved_operand(code, i)) fail(why_empty(reg));
     }
     inputs.resize(code.operand_count);
     for (std::size_t i = 0; i < code.operand_count; ++i) {
       const std::uint32_t reg = operand_register(code, i);
-      if (reg == kNoRegister || !registers[reg]->defined()) {
+      if (reg == kNoRegister || is_saved_operand(code, i) || !registers[reg]->defined()) {
         inputs[i].reset();
       } else if (step.last_read[i]) {
         inputs[i] = std::move(*registers[reg]);
@@ -249,6 +249,11 @@ struct Machine::Impl {
         inputs[i] = *registers[reg];
       }
     }
+  }
+
+  // An aten instruction's operand that names a saved tensor ("$x"): bound with the program, no register.
+  bool is_saved_operand(const BytecodeInstr& code, std::size_t i) const {
+    return code.op == Opcode::Aten && !bound.aten[pc].operands[i].from_register;
   }
 
   void give_back_operands(const BytecodeInstr& code, const InstrPlan& step) {
@@ -301,8 +306,29 @@ struct Machine::Impl {
       case Opcode::Hook: return call_hook(code, step.host);
       case Opcode::CallBackward: return call_backward(code, step);
       case Opcode::Output: return {inputs[0]};
+      case Opcode::Aten: return call_aten(code, bound.aten[pc]);
     }
     fail(fmt::format("unknown opcode {}", static_cast<int>(code.op)));
+  }
+
+  // The op on its bound arguments, with each register operand put in its place.
+  Grads call_aten(const BytecodeInstr& code, const BoundAten& call) {
+    std::vector<FieldValue> arguments = call.arguments;
+    for (std::size_t i = 0; i < call.operands.size(); ++i) {
+      const BoundAten::Slot& slot = call.operands[i];
+      if (!slot.from_register) continue;
+      FieldValue& argument = arguments[slot.argument];
+      if (!slot.element) {
+        argument = inputs[i] ? FieldValue(*inputs[i]) : FieldValue(None{});
+      } else if (auto* list = std::get_if<TensorList>(&argument)) {
+        check(inputs[i].has_value(), call.op->schema.name, ": element ", *slot.element, " of a Tensor[] is none");
+        (*list)[*slot.element] = *inputs[i];
+      } else {
+        std::get<std::vector<OptionalTensor>>(argument)[*slot.element] = inputs[i];
+      }
+    }
+    const AtenResults results = call.op->run(AtenArgs(call.op->schema.name, arguments));
+    return expect_grads(Grads(results.begin(), results.end()), code.result_count, call.op->schema.name);
   }
 
   // A node ATen computes as one kernel (computes_in_one_kernel): float16/bfloat16 grads are read into

@@ -180,6 +180,19 @@ InstrPlan plan_instruction(const BoundProgram& program, const Host& host, std::s
       expect_counts(code, "output", 1, 0);
       expect_index(code.arg, bytecode.outputs.size(), "output");
       break;
+    case Opcode::Aten: {
+      const BoundAten& call = program.aten.at(pc);
+      check(call.op != nullptr, "the ATen op is not bound (bind() binds every aten instruction)");
+      const AtenSchema& schema = call.op->schema;
+      check(call.operands.size() == code.operand_count, schema.name, ": ", code.operand_count,
+            " operands, its arguments read ", call.operands.size());
+      if (schema.num_results != kVariadic) {
+        check(code.result_count == schema.num_results, schema.name, " has ", counted(schema.num_results, "result"),
+              ", got ", code.result_count);
+      }
+      plan.node_name = schema.name;
+      break;
+    }
   }
   return plan;
 }
@@ -279,7 +292,8 @@ std::string validate_node(const Plan& plan, const Bytecode& bytecode, const Byte
 Plan make_plan(const BoundProgram& program, const Host& host, bool keep_values,
                const std::function<std::string(std::size_t pc)>& label) {
   const Bytecode& bytecode = program.bytecode;
-  check(program.calls.size() == bytecode.code.size() && program.backward_saved.size() == bytecode.code.size() &&
+  check(program.calls.size() == bytecode.code.size() && program.aten.size() == bytecode.code.size() &&
+            program.backward_saved.size() == bytecode.code.size() &&
             program.saved_values.size() == bytecode.saved.size() &&
             program.grad_defaults.size() == bytecode.grads.size() &&
             program.leaf_grads.size() == bytecode.leaves.size(),

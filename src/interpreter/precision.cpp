@@ -117,6 +117,11 @@ std::vector<std::string> saved_names(const Instr& instr) {
       }
     }
   }
+  if (instr.op == Opcode::Aten) {  // its saved tensors are operands: "$x"
+    for (const std::optional<std::string>& operand : instr.operands) {
+      if (operand && operand->starts_with('$')) names.push_back(operand->substr(1));
+    }
+  }
   return names;
 }
 

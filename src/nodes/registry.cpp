@@ -20,6 +20,16 @@ std::string layout_name(Layout layout) {
   return "unknown layout";
 }
 
+std::string memory_format_name(MemoryFormat format) {
+  switch (format) {
+    case MemoryFormat::Contiguous: return "contiguous_format";
+    case MemoryFormat::Preserve: return "preserve_format";
+    case MemoryFormat::ChannelsLast: return "channels_last";
+    case MemoryFormat::ChannelsLast3d: return "channels_last_3d";
+  }
+  return "unknown memory format";
+}
+
 std::string type_name(FieldType type) {
   const char* base = "?";
   switch (type.kind) {
@@ -40,6 +50,9 @@ std::string type_name(FieldType type) {
     case FieldKind::TypeAndSize: base = "TypeAndSize"; break;
     case FieldKind::DTypeList: base = "ScalarType[]"; break;
     case FieldKind::SizesList: base = "SymInt[][]"; break;
+    case FieldKind::BoolList: base = "bool[]"; break;
+    case FieldKind::Device: base = "Device"; break;
+    case FieldKind::MemoryFormat: base = "MemoryFormat"; break;
   }
   return std::string(base) + (type.optional ? "?" : "");
 }
@@ -78,6 +91,9 @@ std::string describe(const FieldValue& value) {
     std::string operator()(const std::vector<IntList>& list) const {
       return "SymInt[][] of " + std::to_string(list.size());
     }
+    std::string operator()(const std::vector<bool>& list) const { return "bool[] of " + std::to_string(list.size()); }
+    std::string operator()(Device v) const { return "Device " + device_name(v); }
+    std::string operator()(MemoryFormat v) const { return "MemoryFormat " + memory_format_name(v); }
   };
   return std::visit(Describe{}, value);
 }
@@ -104,6 +120,9 @@ void check_field(const FieldValue& value, FieldType type, const std::string& nod
     case FieldKind::TypeAndSize: fits = std::holds_alternative<TypeAndSize>(value); break;
     case FieldKind::DTypeList: fits = std::holds_alternative<std::vector<DType>>(value); break;
     case FieldKind::SizesList: fits = std::holds_alternative<std::vector<IntList>>(value); break;
+    case FieldKind::BoolList: fits = std::holds_alternative<std::vector<bool>>(value); break;
+    case FieldKind::Device: fits = std::holds_alternative<Device>(value); break;
+    case FieldKind::MemoryFormat: fits = std::holds_alternative<MemoryFormat>(value); break;
   }
   if (type.optional && std::holds_alternative<None>(value)) fits = true;
   check(fits, node, ": saved field '", field, "' expects ", type_name(type), ", got ", describe(value));

@@ -88,8 +88,9 @@ std::string_view section_name(Section section) {
 constexpr unsigned kDTypes = 16;       // Bool, Int64, Float32, Float64, Float16 ... UInt64, ComplexHalf
 constexpr unsigned kDevices = 2;       // CPU, CUDA
 constexpr unsigned kLayouts = 8;       // Strided ... Jagged
+constexpr unsigned kMemoryFormats = 4; // Contiguous ... ChannelsLast3d
 constexpr unsigned kHookKinds = 4;     // TensorPre ... PostAccGrad
-constexpr unsigned kOpcodes = 9;       // Call ... Output
+constexpr unsigned kOpcodes = 10;      // Call ... Output, Aten
 constexpr unsigned kScalarKinds = 4;   // Bool, Int, Float, Complex
 constexpr unsigned kValueTags = std::variant_size_v<AttrValue>;  // AttrValue's alternatives, in order
 
@@ -297,9 +298,13 @@ void write_value(Writer& w, const AttrValue& value) {
           write_options(w, x.options);
         } else if constexpr (std::is_same_v<T, std::vector<DType>>) {
           w.list(x, [&](DType dtype) { w.enum_value(dtype); });
-        } else {
-          static_assert(std::is_same_v<T, std::vector<IntList>>);
+        } else if constexpr (std::is_same_v<T, std::vector<IntList>>) {
           w.list(x, [&](const IntList& list) { write_shape(w, list); });
+        } else if constexpr (std::is_same_v<T, std::vector<bool>>) {
+          w.list(x, [&](bool bit) { w.flag(bit); });
+        } else {
+          static_assert(std::is_same_v<T, Device> || std::is_same_v<T, MemoryFormat>);
+          w.enum_value(x);
         }
       },
       value);
@@ -594,7 +599,14 @@ AttrValue read_payload(Reader& r, std::uint8_t tag) {
       return type;
     }
     case 15: return r.list(1, "dtypes", [&](std::uint32_t) { return read_dtype(r); });
-    default: return r.list(4, "int lists", [&](std::uint32_t) { return read_shape(r, "ints"); });
+    case 16: return r.list(4, "int lists", [&](std::uint32_t) { return read_shape(r, "ints"); });
+    case 17: {
+      std::vector<bool> bits;
+      for (bool bit : r.list(1, "bools", [&](std::uint32_t) { return r.flag("bool"); })) bits.push_back(bit);
+      return bits;
+    }
+    case 18: return r.enum_value<Device>(kDevices, "device");
+    default: return r.enum_value<MemoryFormat>(kMemoryFormats, "memory format");
   }
 }
 
@@ -729,7 +741,10 @@ Bytecode read_sections(Reader& r) {
       const Reader::Context context(r, fmt::format("node {}", i));
       const std::size_t at = r.offset();
       std::string name = r.str("node name");
-      if (find_node(name) == nullptr) r.fail_at(at, fmt::format("unknown backward node '{}'", name));
+      // The pool holds the names aten instructions call too ("aten.mul.Tensor").
+      if (find_node(name) == nullptr && find_aten_op(name) == nullptr) {
+        r.fail_at(at, fmt::format("unknown backward node or ATen op '{}'", name));
+      }
       return name;
     });
   });

@@ -15,7 +15,8 @@ namespace refgrad {
 ArgPool arg_pool(Opcode op) {
   switch (op) {
     case Opcode::Call:
-    case Opcode::CopySlices: return ArgPool::Nodes;
+    case Opcode::CopySlices:
+    case Opcode::Aten: return ArgPool::Nodes;
     case Opcode::AccumulateGrad: return ArgPool::Leaves;
     case Opcode::Hook: return ArgPool::Hooks;
     case Opcode::CallBackward: return ArgPool::Functions;
@@ -34,7 +35,7 @@ namespace {
 // with its sigil; empty for opcodes that have neither.
 std::string instruction_label(std::size_t pc, Opcode op, std::string_view subject) {
   std::string what;
-  if (op == Opcode::Call) what = std::string(subject);
+  if (op == Opcode::Call || op == Opcode::Aten) what = std::string(subject);
   else if (op == Opcode::CopySlices) what = fmt::format("CopySlices[{}]", subject);
   else if (subject.empty()) what = mnemonic(op);
   else what = fmt::format("{} {}", mnemonic(op), subject);
@@ -154,7 +155,8 @@ class Assembler {
     switch (pool) {
       case ArgPool::None: return kNoIndex;
       case ArgPool::Nodes:
-        check(find_node(instr.node) != nullptr, "unknown backward node '", instr.node, "'");
+        if (instr.op == Opcode::Aten) check(find_aten_op(instr.node) != nullptr, "refgrad has no ATen op '", instr.node, "'");
+        else check(find_node(instr.node) != nullptr, "unknown backward node '", instr.node, "'");
         return nodes_(instr.node);
       case ArgPool::Leaves:
         return declaration_index(program_.leaves, program_.find_leaf(instr.target), "leaf @", instr.target);
@@ -427,6 +429,47 @@ BoundCall bind_call(const Bytecode& bytecode, const BytecodeInstr& code, const S
   return call;
 }
 
+// An aten instruction's arguments with their values in place: value attributes as they are, numbers
+// standing for tensors as Scalars, and each operand's slot; saved-tensor operands ("$x") bound now.
+BoundAten bind_aten(const Bytecode& bytecode, const BytecodeInstr& code, const SavedTensors& saved) {
+  Instr instr;  // the instruction by names: aten_arguments() reads it
+  instr.op = Opcode::Aten;
+  instr.node = pool_entry(bytecode.nodes, code.arg, "node");
+  instr.attrs = attribute_block(bytecode, code);
+  instr.operands = register_names(bytecode, code.first_operand, code.operand_count);
+  BoundAten bound;
+  bound.op = &get_aten_op(instr.node);
+  for (const AtenInstrArgument& argument : aten_arguments(instr)) {
+    const std::size_t index = bound.arguments.size();
+    const AtenArgument& schema = *argument.schema;
+    const auto operand_value = [&](const std::optional<std::string>& operand, std::optional<std::size_t> element) {
+      const bool from_register = operand && !operand->starts_with('$');
+      bound.operands.push_back(BoundAten::Slot{index, element, from_register});
+      if (!operand) return OptionalTensor();
+      return from_register ? OptionalTensor() : OptionalTensor(saved[SavedRef{operand->substr(1)}]);
+    };
+    if (schema.is_tensor() && !argument.operands.empty()) {
+      const OptionalTensor value = operand_value(argument.operands[0], std::nullopt);
+      bound.arguments.push_back(value ? FieldValue(*value) : FieldValue(None{}));
+    } else if (schema.type.kind == FieldKind::TensorList) {
+      TensorList list;
+      for (std::size_t e = 0; e < argument.operands.size(); ++e) {
+        const OptionalTensor value = operand_value(argument.operands[e], e);
+        check(argument.operands[e].has_value(), "argument '", schema.name, "' (Tensor[]) has none for element ", e);
+        list.push_back(value.value_or(Tensor()));
+      }
+      bound.arguments.push_back(list);
+    } else if (schema.type.kind == FieldKind::OptionalTensorList) {
+      std::vector<OptionalTensor> list;
+      for (std::size_t e = 0; e < argument.operands.size(); ++e) list.push_back(operand_value(argument.operands[e], e));
+      bound.arguments.push_back(list);
+    } else {
+      bound.arguments.push_back(field_value(*argument.value, saved));
+    }
+  }
+  return bound;
+}
+
 // call_backward's one attribute: `saved`, the ctx's saved tensors.
 std::vector<Tensor> backward_saved(const Bytecode& bytecode, const BytecodeInstr& code, const SavedTensors& saved) {
   const std::vector<Attr>& attrs = attribute_block(bytecode, code);
@@ -458,12 +501,17 @@ BoundProgram bind(Bytecode bytecode, const TensorMap& tensors) {
   const SavedTensors saved(bound);
   const Bytecode& code = bound.bytecode;
   bound.calls.resize(code.code.size());
+  bound.aten.resize(code.code.size());
   bound.backward_saved.resize(code.code.size());
   for (std::size_t pc = 0; pc < code.code.size(); ++pc) {
     const BytecodeInstr& instr = code.code[pc];
-    if (instr.op != Opcode::Call && instr.op != Opcode::CopySlices && instr.op != Opcode::CallBackward) continue;
+    if (instr.op != Opcode::Call && instr.op != Opcode::CopySlices && instr.op != Opcode::CallBackward &&
+        instr.op != Opcode::Aten)
+      continue;
     const std::string label = "bind: " + instruction_label(pc, instr.op, subject(code, instr));
-    if (instr.op == Opcode::CallBackward) {
+    if (instr.op == Opcode::Aten) {
+      bound.aten[pc] = with_context(label, [&] { return bind_aten(code, instr, saved); });
+    } else if (instr.op == Opcode::CallBackward) {
       bound.backward_saved[pc] = with_context(label, [&] { return backward_saved(code, instr, saved); });
     } else {
       bound.calls[pc] = with_context(label, [&] { return bind_call(code, instr, saved); });

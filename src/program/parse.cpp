@@ -65,6 +65,9 @@ std::string value_noun(FieldKind kind) {
     case FieldKind::TypeAndSize: return "a TypeAndSize {sizes=..., options=...}";
     case FieldKind::DTypeList: return "a list of dtypes [...]";
     case FieldKind::SizesList: return "a list of integer lists [[...], ...]";
+    case FieldKind::BoolList: return "a list of true and false [...]";
+    case FieldKind::Device: return "a device (cpu, cuda)";
+    case FieldKind::MemoryFormat: return "a memory format (contiguous_format, preserve_format, channels_last, ...)";
   }
   return "a value";
 }
@@ -98,7 +101,9 @@ bool starts_value(FieldKind kind, const Token& token) {
     case FieldKind::Scalar: return is_number(token) || is_imaginary(token) || is_bool(token);
     case FieldKind::String: return token.kind == TokenKind::String;
     case FieldKind::DType:
-    case FieldKind::Layout: return token.kind == TokenKind::Word;
+    case FieldKind::Layout:
+    case FieldKind::Device:
+    case FieldKind::MemoryFormat: return token.kind == TokenKind::Word;
     case FieldKind::TensorOptions:
     case FieldKind::TensorGeometry:
     case FieldKind::TypeAndSize: return symbol('{');
@@ -203,6 +208,14 @@ class Parser {
   TensorGeometry read_geometry();
   TypeAndSize read_type_and_size();
   AttrValue read_value(FieldType type, const std::string& field);
+  void parse_aten_arguments(const Token& name, Instr& instr);
+  // One argument of an aten instruction as read: the operands it reads and its attribute's value.
+  struct AtenArgumentText {
+    std::vector<std::optional<std::string>> operands;
+    AttrValue value = None{};
+  };
+  AtenArgumentText read_aten_argument(const AtenArgument& argument);
+  std::optional<std::string> read_tensor_operand(const AtenArgument& argument, bool none_allowed);
   template <class ReadItem>
   void read_list(ReadItem read_item);
   template <class ReadPart>
@@ -359,6 +372,10 @@ const NodeSchema* Parser::parse_body(const Token& opcode, Instr& instr) {
     expect_symbol(']', "after CopySlices' node");
     instr.operands = read_operands();
     return schema;
+  } else if (word.starts_with("aten.") || word.starts_with("prims.")) {
+    instr.op = Opcode::Aten;
+    instr.node = word;
+    parse_aten_arguments(opcode, instr);
   } else if (word == "grad" || word == "saved" || word == "leaf" || word == "function") {
     fail(opcode, "a declaration ('" + word + "') after 'code': declarations come before 'code'");
   } else {
@@ -421,6 +438,92 @@ std::string Parser::unknown_keyword(const Instr& instr, const std::string& key) 
   names.push_back("origin");
   const std::string what = instr.node.empty() ? mnemonic(instr.op) : instr.node;
   return fmt::format("{} has no field '{}' (it takes {})", what, key, fmt::join(names, ", "));
+}
+
+// `aten.OP.OVERLOAD POSITIONAL, ...  KEYWORD=VALUE ... [origin="..."]`: the positional arguments in
+// schema order (trailing ones that have defaults may be left out), then keyword-only arguments by name
+// (those with defaults may be left out). Stored as aten_arguments() reads them (program.hpp, Instr).
+void Parser::parse_aten_arguments(const Token& name, Instr& instr) {
+  const AtenOpDef* op = find_aten_op(name.text);
+  if (!op) fail(name, "refgrad has no ATen op '" + name.text + "' (refgrad nodes --aten lists the ones it has)");
+  const std::vector<AtenArgument>& arguments = op->schema.arguments;
+  std::vector<std::optional<AtenArgumentText>> given(arguments.size());
+  const auto keyword_index = [&arguments](const std::string& word) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < arguments.size(); ++i) {
+      if (arguments[i].keyword_only && arguments[i].name == word) return i;
+    }
+    return std::nullopt;
+  };
+  const auto at_keyword = [&] { return at(TokenKind::Word) && (token_.text == "origin" || keyword_index(token_.text)); };
+  const auto at_end_of_line = [this] { return at(TokenKind::Newline) || at(TokenKind::End); };
+  if (!at_end_of_line() && !at_keyword()) {
+    std::size_t position = 0;
+    do {
+      if (position >= arguments.size() || arguments[position].keyword_only) {
+        fail_expected(fmt::format("the end of {}'s positional arguments (it takes {})", name.text, position));
+      }
+      given[position] = read_aten_argument(arguments[position]);
+      ++position;
+    } while (accept_symbol(','));
+  }
+  while (at(TokenKind::Word)) {
+    const Token key = take();
+    expect_symbol('=', "after '" + key.text + "'");
+    if (key.text == "origin") {
+      instr.origin = expect(TokenKind::String, "a string (origin=\"FILE:LINE\")").text;
+      break;
+    }
+    const std::optional<std::size_t> index = keyword_index(key.text);
+    if (!index) fail(key, fmt::format("{} has no keyword-only argument '{}'", name.text, key.text));
+    if (given[*index]) fail(key, "'" + key.text + "' is given twice");
+    given[*index] = read_aten_argument(arguments[*index]);
+  }
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    const AtenArgument& argument = arguments[i];
+    if (!given[i]) {
+      const std::optional<FieldValue> fallback = default_value(argument);
+      if (!fallback) {
+        fail(name, fmt::format("{}: argument '{}' ({}) is missing, and it has no default", name.text, argument.name,
+                               type_name(argument.type)));
+      }
+      // An absent Tensor? is the operand none.
+      if (argument.is_tensor()) given[i] = AtenArgumentText{{std::nullopt}, None{}};
+      else given[i] = AtenArgumentText{{}, attr_value_of(*fallback)};
+    }
+    instr.attrs.push_back(Attr{argument.name, given[i]->value});
+    instr.operands.insert(instr.operands.end(), given[i]->operands.begin(), given[i]->operands.end());
+  }
+}
+
+// One argument's text: a tensor's operand (or a number standing for it), a list of operands, or a value.
+Parser::AtenArgumentText Parser::read_aten_argument(const AtenArgument& argument) {
+  AtenArgumentText piece;
+  if (argument.is_tensor()) {
+    if (is_number(token_) || is_imaginary(token_) || is_bool(token_)) {
+      piece.value = read_scalar();
+    } else {
+      piece.operands.push_back(read_tensor_operand(argument, argument.type.optional));
+    }
+  } else if (argument.is_tensor_list()) {
+    read_list([&] {
+      piece.operands.push_back(read_tensor_operand(argument, argument.type.kind == FieldKind::OptionalTensorList));
+    });
+    piece.value = static_cast<std::int64_t>(piece.operands.size());
+  } else {
+    piece.value = read_value(argument.type, argument.name);
+  }
+  return piece;
+}
+
+std::optional<std::string> Parser::read_tensor_operand(const AtenArgument& argument, bool none_allowed) {
+  if (at(TokenKind::Register)) return take().text;
+  if (at(TokenKind::Saved)) return "$" + take().text;
+  if (none_allowed && at_word("none")) {
+    take();
+    return std::nullopt;
+  }
+  fail_expected(fmt::format("a register '%NAME' or a saved tensor '$NAME'{} for '{}' ({})",
+                            none_allowed ? ", or none," : "", argument.name, type_name(argument.type)));
 }
 
 // ----------------------------------------------------------------- values ---
@@ -732,6 +835,21 @@ AttrValue Parser::read_value(FieldType type, const std::string& field) {
       std::vector<IntList> lists;
       read_list([&] { lists.push_back(read_int_list()); });
       return lists;
+    }
+    case FieldKind::BoolList: {
+      std::vector<bool> bools;
+      read_list([&] { bools.push_back(read_bool()); });
+      return bools;
+    }
+    case FieldKind::Device: return read_device();
+    case FieldKind::MemoryFormat: {
+      const Token token = take();
+      const std::optional<MemoryFormat> format = text::parse_memory_format(token.text);
+      if (!format) {
+        fail(token, "unknown memory format '" + token.text +
+                        "' (contiguous_format, preserve_format, channels_last or channels_last_3d)");
+      }
+      return *format;
     }
   }
   fail_expected("a value");

@@ -46,6 +46,14 @@ std::optional<Device> parse_device(std::string_view spelling) {
   return std::nullopt;
 }
 
+std::optional<MemoryFormat> parse_memory_format(std::string_view spelling) {
+  for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::Preserve, MemoryFormat::ChannelsLast,
+                              MemoryFormat::ChannelsLast3d}) {
+    if (spelling == memory_format_name(format)) return format;
+  }
+  return std::nullopt;
+}
+
 // --------------------------------------------------- attributes and need ---
 
 namespace {
@@ -62,6 +70,11 @@ std::vector<std::string> attr_order(const Instr& instr) {
   std::vector<std::string> names;
   if (instr.op == Opcode::CopySlices) names = {"base", "view"};
   if (instr.op == Opcode::CallBackward) names = {"saved"};
+  if (instr.op == Opcode::Aten) {
+    if (const AtenOpDef* op = find_aten_op(instr.node)) {
+      for (const AtenArgument& argument : op->schema.arguments) names.push_back(argument.name);
+    }
+  }
   if (const NodeSchema* schema = schema_of(instr)) {
     for (const SavedFieldSchema& field : schema->saved) names.push_back(field.name);
   }
@@ -188,7 +201,13 @@ std::string format_value(const AttrValue& value) {
         else if constexpr (std::is_same_v<T, TensorGeometry>) return format_geometry(x);
         else if constexpr (std::is_same_v<T, TypeAndSize>) return format_type_and_size(x);
         else if constexpr (std::is_same_v<T, std::vector<DType>>) return format_list(x, short_dtype_name);
-        else return format_list(x, format_ints);  // std::vector<IntList>
+        else if constexpr (std::is_same_v<T, std::vector<IntList>>) return format_list(x, format_ints);
+        else if constexpr (std::is_same_v<T, std::vector<bool>>) {
+          std::vector<std::string> parts;
+          for (bool bit : x) parts.push_back(format_bool(bit));
+          return fmt::format("[{}]", fmt::join(parts, ", "));
+        } else if constexpr (std::is_same_v<T, Device>) return device_name(x);
+        else return memory_format_name(x);  // MemoryFormat
       },
       value);
 }
@@ -284,8 +303,47 @@ std::string format_body(const Instr& instr) {
     case Opcode::Hook: return with_operands("hook &" + instr.target + (instr.leaf.empty() ? "" : " @" + instr.leaf));
     case Opcode::CallBackward: return with_operands("call_backward &" + instr.target);
     case Opcode::Output: return with_operands("output ^" + instr.target);
+    case Opcode::Aten: return with_operands(instr.node);  // one that does not fit its schema (format_aten)
   }
   return "?";
+}
+
+std::string format_operand(const std::optional<std::string>& name) {
+  if (!name) return "none";
+  return name->starts_with('$') ? *name : "%" + *name;
+}
+
+// An ATen op's call as FX writes it: the positional arguments in schema order, separated by commas,
+// then the keyword-only ones that differ from their defaults as name=value.
+std::string format_aten(const Instr& instr) {
+  std::vector<std::string> positional, keywords;
+  for (const AtenInstrArgument& argument : aten_arguments(instr)) {
+    std::string text;
+    if (argument.schema->is_tensor()) {
+      text = argument.operands.empty() ? format_value(*argument.value) : format_operand(argument.operands[0]);
+    } else if (argument.schema->is_tensor_list()) {
+      std::vector<std::string> parts;
+      for (const auto& operand : argument.operands) parts.push_back(format_operand(operand));
+      text = fmt::format("[{}]", fmt::join(parts, ", "));
+    } else {
+      text = format_value(*argument.value);
+    }
+    if (!argument.schema->keyword_only) {
+      positional.push_back(text);
+      continue;
+    }
+    const std::optional<FieldValue> fallback = default_value(*argument.schema);
+    const bool is_default = argument.schema->is_tensor()
+                                ? argument.operands.size() == 1 && !argument.operands[0] && fallback
+                                : fallback && !argument.schema->is_tensor_list() &&
+                                      Attr{"", *argument.value} == Attr{"", attr_value_of(*fallback)};
+    if (!is_default) keywords.push_back(argument.schema->name + "=" + text);
+  }
+  std::string line = instr.node;
+  if (!positional.empty()) line += " " + fmt::format("{}", fmt::join(positional, ", "));
+  if (!keywords.empty()) line += "  " + fmt::format("{}", fmt::join(keywords, " "));
+  if (!instr.origin.empty()) line += (keywords.empty() ? "  " : " ") + ("origin=" + quote(instr.origin));
+  return line;
 }
 
 // `field=value ... need=[...] origin="..."`: attributes in canonical order,
@@ -313,6 +371,13 @@ bool calls_a_node(Opcode op) { return op == Opcode::Call || op == Opcode::CopySl
 std::string print_instruction(const Instr& instr) {
   std::string line;
   if (!instr.results.empty()) line = format_registers(instr.results, "_") + " = ";
+  if (instr.op == Opcode::Aten) {
+    try {
+      return line + format_aten(instr);
+    } catch (const Error&) {
+      // It does not fit its op's schema (verify says how): printed as it is, attributes by name.
+    }
+  }
   line += format_body(instr);
   const std::vector<std::string> keywords = format_keywords(instr);
   // Two spaces set a node call's fields apart from its operands.

@@ -82,6 +82,7 @@ std::string mnemonic(Opcode op) {
     case Opcode::Hook: return "hook";
     case Opcode::CallBackward: return "call_backward";
     case Opcode::Output: return "output";
+    case Opcode::Aten: return "aten";
   }
   return "?";
 }
@@ -113,6 +114,57 @@ const LeafDecl* Program::find_leaf(std::string_view n) const { return find_by_na
 const HookDecl* Program::find_hook(std::string_view n) const { return find_by_name(hooks, n); }
 const FunctionDecl* Program::find_function(std::string_view n) const { return find_by_name(functions, n); }
 const OutputDecl* Program::find_output(std::string_view n) const { return find_by_name(outputs, n); }
+
+// ------------------------------------------------------- ATen instructions ---
+
+std::vector<AtenInstrArgument> aten_arguments(const Instr& instr) {
+  const AtenOpDef& op = get_aten_op(instr.node);
+  const std::vector<AtenArgument>& schema = op.schema.arguments;
+  check(instr.attrs.size() == schema.size(), instr.node, " takes ", schema.size(), " arguments, the instruction has ",
+        instr.attrs.size());
+  std::vector<AtenInstrArgument> arguments;
+  std::size_t next = 0;  // the next operand
+  for (std::size_t i = 0; i < schema.size(); ++i) {
+    const AtenArgument& argument = schema[i];
+    const Attr& attr = instr.attrs[i];
+    check(attr.name == argument.name, instr.node, ": argument ", i, " is '", argument.name, "', the instruction has '",
+          attr.name, "'");
+    std::size_t reads = 0;
+    if (argument.is_tensor()) {
+      check(std::holds_alternative<None>(attr.value) || std::holds_alternative<Scalar>(attr.value), instr.node,
+            ": tensor argument '", argument.name, "' must read an operand or be a number");
+      reads = std::holds_alternative<None>(attr.value) ? 1 : 0;
+    } else if (argument.is_tensor_list()) {
+      const auto* count = std::get_if<std::int64_t>(&attr.value);
+      check(count != nullptr && *count >= 0, instr.node, ": list argument '", argument.name,
+            "' must be the number of operands it reads");
+      reads = static_cast<std::size_t>(*count);
+    }
+    check(next + reads <= instr.operands.size(), instr.node, ": argument '", argument.name, "' reads operand ",
+          next + reads - 1, " but there are only ", instr.operands.size());
+    AtenInstrArgument piece{&argument, &attr.value, {}};
+    piece.operands.assign(instr.operands.begin() + static_cast<std::ptrdiff_t>(next),
+                          instr.operands.begin() + static_cast<std::ptrdiff_t>(next + reads));
+    next += reads;
+    arguments.push_back(std::move(piece));
+  }
+  check(next == instr.operands.size(), instr.node, ": ", instr.operands.size(), " operands, its arguments read ", next);
+  return arguments;
+}
+
+AttrValue attr_value_of(const FieldValue& value) {
+  return std::visit(
+      [](const auto& x) -> AttrValue {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, TensorList> ||
+                      std::is_same_v<T, std::vector<OptionalTensor>>) {
+          fail("attr_value_of: a tensor value has no attribute form (it is a saved tensor or an operand)");
+        } else {
+          return AttrValue(std::in_place_type<T>, x);
+        }
+      },
+      value);
+}
 
 // ---------------------------------------------------------------- equality ---
 

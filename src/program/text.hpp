@@ -20,6 +20,7 @@ namespace refgrad::text {
 std::string layout_spelling(Layout layout);  // "strided", "sparse_coo", ...
 std::optional<Layout> parse_layout(std::string_view spelling);
 std::optional<Device> parse_device(std::string_view spelling);  // "cpu", "cuda"
+std::optional<MemoryFormat> parse_memory_format(std::string_view spelling);  // "contiguous_format", ...
 
 // --------------------------------------------------- attributes and need ---
 

@@ -63,7 +63,10 @@ std::optional<FieldKind> kind_of(const AttrValue& value) {
         else if constexpr (std::is_same_v<T, TensorGeometry>) return FieldKind::TensorGeometry;
         else if constexpr (std::is_same_v<T, TypeAndSize>) return FieldKind::TypeAndSize;
         else if constexpr (std::is_same_v<T, std::vector<DType>>) return FieldKind::DTypeList;
-        else return FieldKind::SizesList;
+        else if constexpr (std::is_same_v<T, std::vector<IntList>>) return FieldKind::SizesList;
+        else if constexpr (std::is_same_v<T, std::vector<bool>>) return FieldKind::BoolList;
+        else if constexpr (std::is_same_v<T, Device>) return FieldKind::Device;
+        else return FieldKind::MemoryFormat;
       },
       value);
 }
@@ -291,7 +294,48 @@ class Verifier {
       case Opcode::Hook: check_hook(instr); break;
       case Opcode::CallBackward: check_call_backward(instr); break;
       case Opcode::Output: check_output(instr); break;
+      case Opcode::Aten: check_aten(instr); break;
     }
+  }
+
+  // aten: the op is one refgrad has; one attribute per schema argument, each of its type; the operands
+  // registers defined before (or saved tensors declared), none only for an absent Tensor?; one result
+  // per schema result.
+  void check_aten(const Instr& instr) {
+    const AtenOpDef* op = find_aten_op(instr.node);
+    if (!op) {
+      error(fmt::format("refgrad has no ATen op '{}'", instr.node));
+      define_results(instr, {}, true);
+      return;
+    }
+    std::vector<AtenInstrArgument> arguments;
+    try {
+      arguments = aten_arguments(instr);
+    } catch (const Error& e) {
+      error(e.what());
+    }
+    for (const AtenInstrArgument& argument : arguments) {
+      const AtenArgument& schema = *argument.schema;
+      if (!schema.is_tensor() && !schema.is_tensor_list() && !fits(*argument.value, schema.type)) {
+        error(fmt::format("argument '{}' expects {}, got {}", schema.name, type_name(schema.type),
+                          kind_text(*argument.value)));
+      }
+      const bool none_allowed = schema.is_tensor() ? schema.type.optional
+                                                   : schema.type.kind == FieldKind::OptionalTensorList;
+      for (const std::optional<std::string>& operand : argument.operands) {
+        if (!operand) {
+          if (!none_allowed) error(fmt::format("argument '{}' ({}) is none", schema.name, type_name(schema.type)));
+        } else if (operand->starts_with('$')) {
+          const std::string name = operand->substr(1);
+          if (program_.find_saved(name)) referenced_.insert(name);
+          else error(fmt::format("argument '{}' names ${}, which is not declared", schema.name, name));
+        } else {
+          use_register(*operand);
+        }
+      }
+    }
+    if (op->schema.num_results != kVariadic) check_count(instr.results.size(), op->schema.num_results, "result", instr.node);
+    define_results(instr, {}, true);
   }
 
   // call and CopySlices: counts, need and fields as the node's schema says.

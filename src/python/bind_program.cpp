@@ -157,6 +157,34 @@ void bind_program_class(py::module_& m) {
       .def("__str__", [](const Program& p) { return print_program(p); })
       .def("__repr__", [](const Program& p) { return fmt::format("<Program {}: {} instructions>", p.name, p.code.size()); })
       .def("__len__", [](const Program& p) { return p.code.size(); })
+      .def(
+          "spliced",
+          [](const Program& p, std::size_t pc, const Program& region,
+             const std::map<std::string, std::optional<std::string>>& renames,
+             const std::vector<std::string>& dropped_functions) {
+            check(pc < p.code.size(), "Program.spliced: instruction ", pc, " is out of range (", p.code.size(),
+                  " instructions)");
+            Program out = p;
+            out.saved.insert(out.saved.end(), region.saved.begin(), region.saved.end());
+            std::erase_if(out.functions, [&](const FunctionDecl& f) {
+              return std::find(dropped_functions.begin(), dropped_functions.end(), f.name) != dropped_functions.end();
+            });
+            out.code.erase(out.code.begin() + static_cast<std::ptrdiff_t>(pc));
+            out.code.insert(out.code.begin() + static_cast<std::ptrdiff_t>(pc), region.code.begin(), region.code.end());
+            for (std::size_t i = pc + region.code.size(); i < out.code.size(); ++i) {
+              for (std::optional<std::string>& operand : out.code[i].operands) {
+                if (!operand) continue;
+                const auto renamed = renames.find(*operand);
+                if (renamed != renames.end()) operand = renamed->second;
+              }
+            }
+            return out;
+          },
+          py::arg("pc"), py::arg("region"), py::arg("renames") = std::map<std::string, std::optional<std::string>>{},
+          py::arg("dropped_functions") = std::vector<std::string>{},
+          "A copy with instruction pc replaced by region's instructions (its saved declarations added), "
+          "each later operand named in renames read from its new name (None: none), and the functions "
+          "named in dropped_functions no longer declared.")
       .def(py::self == py::self)
       .def("verify", &verify, "Checks the program without running it; returns every Diagnostic.")
       .def("check", &check_program, "verify(), raising refgrad.Error with every error; returns the warnings.")
@@ -296,6 +324,32 @@ void bind_nodes(py::module_& m) {
   m.def(
       "node", [](const std::string& name) { return get_node(name).schema; }, py::arg("name"),
       "A node's schema; raises refgrad.Error for a node refgrad does not have.");
+  py::class_<AtenSchema>(m, "AtenSchema", "An ATen op a program can call: torch's schema, parsed.")
+      .def_readonly("name", &AtenSchema::name, "as a program names it: 'aten.mul.Tensor'")
+      .def_readonly("text", &AtenSchema::text, "torch's schema, as str(torch.ops.aten.<op>.<overload>._schema)")
+      .def_property_readonly("arguments",
+                             [](const AtenSchema& s) {
+                               py::list arguments;
+                               for (const AtenArgument& a : s.arguments) {
+                                 arguments.append(py::make_tuple(a.name, type_name(a.type), a.keyword_only));
+                               }
+                               return arguments;
+                             })
+      .def_property_readonly("num_results",
+                             [](const AtenSchema& s) -> py::object {
+                               if (s.num_results == kVariadic) return py::none();  // a Tensor[] result
+                               return py::int_(s.num_results);
+                             })
+      .def("__repr__", [](const AtenSchema& s) { return fmt::format("<AtenSchema {}>", s.name); });
+  m.def(
+      "aten_ops",
+      [] {
+        std::vector<AtenSchema> schemas;
+        for (const AtenOpDef* op : all_aten_ops()) schemas.push_back(op->schema);
+        return schemas;
+      },
+      "Every ATen op a program can call (an `aten` instruction), sorted by name.");
+
   m.def(
       "call_node",
       [](const std::string& name, py::handle grads, std::vector<bool> need, py::handle saved) {

@@ -383,6 +383,9 @@ std::string kind_name(FieldKind kind) {
     case FieldKind::TypeAndSize: return "type_and_size";
     case FieldKind::DTypeList: return "dtype_list";
     case FieldKind::SizesList: return "sizes_list";
+    case FieldKind::BoolList: return "bool_list";
+    case FieldKind::Device: return "device";
+    case FieldKind::MemoryFormat: return "memory_format";
   }
   return "unknown";
 }
@@ -409,6 +412,25 @@ FieldValue field_from_python(py::handle value, FieldType type, std::string_view 
     case FieldKind::TypeAndSize: return value_from_python<TypeAndSize>(value, where, "TypeAndSize or a dict");
     case FieldKind::DTypeList: return list_from_python<DType>(value, where, dtype_from_python);
     case FieldKind::SizesList: return list_from_python<IntList>(value, where, int_list_from_python);
+    case FieldKind::BoolList: {
+      std::vector<bool> bits;
+      for (bool bit : list_from_python<bool>(value, where, bool_from_python)) bits.push_back(bit);
+      return bits;
+    }
+    case FieldKind::Device: {
+      const std::string name = string_from_python(py::str(value), where);
+      if (name.starts_with("cuda")) return Device::CUDA;
+      check(name == "cpu", where, ": a device 'cpu' or 'cuda', got '", name, "'");
+      return Device::CPU;
+    }
+    case FieldKind::MemoryFormat: {
+      const std::string name = string_from_python(py::str(value), where);
+      for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::Preserve, MemoryFormat::ChannelsLast,
+                                  MemoryFormat::ChannelsLast3d}) {
+        if (name == memory_format_name(format) || name == "torch." + memory_format_name(format)) return format;
+      }
+      fail(fmt::format("{}: a memory format (contiguous_format, ...), got '{}'", where, name));
+    }
   }
   fail(fmt::format("{}: unknown field kind", where));
 }
@@ -437,8 +459,12 @@ py::object field_to_python(const FieldValue& value) {
           py::list list;
           for (DType dtype : v) list.append(dtype_name(dtype));
           return list;
+        } else if constexpr (std::is_same_v<T, Device>) {
+          return py::str(device_name(v));
+        } else if constexpr (std::is_same_v<T, MemoryFormat>) {
+          return py::str(memory_format_name(v));
         } else {
-          return py::cast(v);  // numbers, strings, int lists and the bound value classes
+          return py::cast(v);  // numbers, strings, int and bool lists and the bound value classes
         }
       },
       value);

@@ -68,6 +68,7 @@ class Generator {
   const NodeDef* node();
   void fill_call(Instr& instr);
   void fill_hook(Instr& instr);
+  void fill_aten(Instr& instr);
   std::vector<bool> need(std::size_t size);
 
   std::mt19937_64 engine_;
@@ -263,6 +264,13 @@ AttrValue Generator::field_value(FieldType type) {
       for (IntList& list : lists) list = ints();
       return lists;
     }
+    case FieldKind::BoolList: {
+      std::vector<bool> bits(below(4));
+      for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = percent(50);
+      return bits;
+    }
+    case FieldKind::Device: return percent(50) ? Device::CPU : Device::CUDA;
+    case FieldKind::MemoryFormat: return static_cast<MemoryFormat>(below(4));
   }
   return None{};
 }
@@ -340,6 +348,37 @@ void Generator::fill_hook(Instr& instr) {
   }
 }
 
+// Any ATen op with every argument: tensors as registers, saved tensors ("$x"), none where a Tensor?
+// allows it, or a number; values of the argument's kind (None sometimes, where optional).
+void Generator::fill_aten(Instr& instr) {
+  static const std::vector<const AtenOpDef*> ops = all_aten_ops();
+  const AtenSchema& schema = pick(ops)->schema;
+  instr.node = schema.name;
+  const auto operand = [this](bool none_allowed) -> std::optional<std::string> {
+    if (none_allowed && percent(20)) return std::nullopt;
+    return percent(40) ? "$" + saved_ref().name : register_name();
+  };
+  for (const AtenArgument& argument : schema.arguments) {
+    if (argument.is_tensor() && percent(10)) {
+      instr.attrs.push_back(Attr{argument.name, percent(50) ? Scalar(integer()) : Scalar(float64())});
+    } else if (argument.is_tensor()) {
+      instr.operands.push_back(operand(argument.type.optional));
+      instr.attrs.push_back(Attr{argument.name, None{}});
+    } else if (argument.is_tensor_list()) {
+      const std::size_t length = below(4);
+      for (std::size_t i = 0; i < length; ++i) {
+        instr.operands.push_back(operand(argument.type.kind == FieldKind::OptionalTensorList));
+      }
+      instr.attrs.push_back(Attr{argument.name, static_cast<std::int64_t>(length)});
+    } else if (argument.type.optional && percent(20)) {
+      instr.attrs.push_back(Attr{argument.name, None{}});
+    } else {
+      instr.attrs.push_back(Attr{argument.name, field_value(FieldType{argument.type.kind})});
+    }
+  }
+  instr.results = registers(schema.num_results == kVariadic ? 1 + below(3) : schema.num_results, 25);
+}
+
 Instr Generator::instruction(Opcode op) {
   Instr instr;
   instr.op = op;
@@ -382,6 +421,7 @@ Instr Generator::instruction(Opcode op) {
       instr.target = pick(output_names_);
       instr.operands = registers(1, 20);
       break;
+    case Opcode::Aten: fill_aten(instr); break;
   }
   if (percent(30)) instr.origin = percent(50) ? "model.py:" + std::to_string(below(500)) : awkward_string();
   return instr;
@@ -424,7 +464,8 @@ Program Generator::program() {
   }
   constexpr Opcode kOpcodes[] = {Opcode::Call, Opcode::CopySlices,     Opcode::Validate,
                                  Opcode::Add,  Opcode::Zeros,          Opcode::AccumulateGrad,
-                                 Opcode::Hook, Opcode::CallBackward,   Opcode::Output};
+                                 Opcode::Hook, Opcode::CallBackward,   Opcode::Output,
+                                 Opcode::Aten};
   for (std::uint64_t i = 0, n = below(12); i < n; ++i) program.code.push_back(instruction(pick(kOpcodes)));
   return program;
 }

@@ -41,10 +41,10 @@ std::span<const std::byte> as_bytes(const std::string& bytes) {
 
 }  // namespace
 
-TEST_CASE("examples: the five teaching programs are there") {
+TEST_CASE("examples: the six teaching programs are there") {
   std::vector<std::string> names;
   for (const auto& file : example_files()) names.push_back(file.stem().string());
-  CHECK(names == std::vector<std::string>{"broadcast_add", "diamond", "leaf_twice", "mlp", "mul"});
+  CHECK(names == std::vector<std::string>{"aten_mlp", "broadcast_add", "diamond", "leaf_twice", "mlp", "mul"});
 }
 
 TEST_CASE("examples: parse, verify, print, binary and bundle round trips") {

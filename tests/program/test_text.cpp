@@ -95,6 +95,11 @@ TEST_CASE("text: random programs cover every opcode, hook kind, field kind, dtyp
       opcodes.insert(instr.op);
       if (instr.op == Opcode::Hook) hook_kinds.insert(program.find_hook(instr.target)->kind);
       if (instr.op == Opcode::CallBackward && !instr.attrs.empty()) field_kinds.insert(FieldKind::TensorList);
+      if (instr.op == Opcode::Aten) {  // the kinds only ATen arguments have (bool[], Device, MemoryFormat)
+        for (const AtenArgument& argument : find_aten_op(instr.node)->schema.arguments) {
+          if (!argument.is_tensor() && !argument.is_tensor_list()) field_kinds.insert(argument.type.kind);
+        }
+      }
       if (instr.op != Opcode::Call) continue;
       for (const Attr& attr : instr.attrs) {
         for (const SavedFieldSchema& field : find_node(instr.node)->schema.saved) {
@@ -104,9 +109,9 @@ TEST_CASE("text: random programs cover every opcode, hook kind, field kind, dtyp
       }
     }
   }
-  CHECK(opcodes.size() == 9);
+  CHECK(opcodes.size() == 10);
   CHECK(hook_kinds.size() == 4);
-  CHECK(field_kinds.size() == 17);
+  CHECK(field_kinds.size() == 20);
   CHECK(literal_dtypes.size() == 4);
   CHECK(devices.size() == 2);
   CHECK(none_field);

@@ -22,6 +22,7 @@ refgrad.check(fn, *args)), refgrad.engines, refgrad.zoo (small models).
 import importlib
 from refgrad._refgrad import (
     ACCUMULATE_GRAD_SEQUENCE_NR,
+    AtenSchema,
     BoundProgram,
     Bundle,
     Comparison,
@@ -51,6 +52,7 @@ from refgrad._refgrad import (
     TypeAndSize,
     __version__,
     allclose,
+    aten_ops,
     bind,
     call_node,
     default_memory_limit,
@@ -73,6 +75,7 @@ from refgrad.graph import Edge, FunctionalizeOptions, Graph, GraphLeaf, GraphNod
 
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
+    "AtenSchema",
     "BoundProgram",
     "Bundle",
     "Comparison",
@@ -108,6 +111,7 @@ __all__ = [
     "TypeAndSize",
     "__version__",
     "allclose",
+    "aten_ops",
     "bind",
     "call_node",
     "default_memory_limit",
@@ -128,7 +132,7 @@ __all__ = [
     "write_safetensors",
 ]
 
-_TORCH_MODULES = ("torch", "check", "engines", "zoo")
+_TORCH_MODULES = ("torch", "check", "engines", "zoo", "aot")
 
 
 def __getattr__(name: str):

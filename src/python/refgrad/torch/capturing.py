@@ -265,7 +265,7 @@ def graph_of(outputs, inputs=None, grad_outputs=None, *, names=None) -> Graph:
 @_refgrad_errors("refgrad.torch.capture")
 def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused: bool = False,
             accumulate_grad: Optional[bool] = None, order: str = "eager",
-            program_name: str = "backward", via: str = "grad_fn") -> Capture:
+            program_name: str = "backward", via: str = "grad_fn", inline_compiled: bool = False) -> Capture:
     """Captures the backward of ``outputs`` (a tensor or a sequence of them) as a refgrad program.
 
     inputs: as torch.autograd.grad's (a tensor or a sequence): the program outputs their grads,
@@ -283,6 +283,8 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
       autograd trace the backward and import its graph (refgrad.compiled_autograd.capture, which
       returns a refgrad.compiled_autograd.Imported; it has the program in compiled autograd's own
       order, and node hooks, grad_fn.register_hook / register_prehook, that a grad_fn walk cannot see).
+    inline_compiled: a torch.compile'd region's node (CompiledFunctionBackward) becomes the ATen
+      instructions of its AOT backward graph (refgrad.aot), instead of one call of torch's compiled code.
 
     Raises UnsupportedError (a refgrad.Error) listing every node refgrad cannot capture, and
     refgrad.Error for a freed graph, what torch itself refuses, and what the
@@ -304,5 +306,9 @@ def capture(outputs, inputs=None, grad_outputs=None, *, names=None, allow_unused
         bundle, node_of_instruction = functionalize(captured.graph, options)
     except refgrad.Error as error:
         raise refgrad.Error(_with_torch_path(str(error), captured.builder.walk)) from error
+    if inline_compiled:
+        from refgrad.aot import inline_compiled_regions
+        bundle, old_pc = inline_compiled_regions(bundle, captured.builder.function_nodes)
+        node_of_instruction = [node_of_instruction[pc] for pc in old_pc]
     return Capture(captured.graph, bundle, list(node_of_instruction), captured.builder.leaves, captured.captures,
                    accumulate, captured.builder)
