@@ -349,6 +349,27 @@ void bind_nodes(py::module_& m) {
         return schemas;
       },
       "Every ATen op a program can call (an `aten` instruction), sorted by name.");
+  m.def(
+      "call_aten_op",
+      [](const std::string& name, py::sequence arguments) {
+        const AtenOpDef& op = get_aten_op(name);
+        check(arguments.size() == op.schema.arguments.size(), name, " takes ", op.schema.arguments.size(),
+              " arguments, got ", arguments.size());
+        std::vector<FieldValue> values;
+        for (std::size_t i = 0; i < arguments.size(); ++i) {
+          const AtenArgument& argument = op.schema.arguments[i];
+          const std::string where = fmt::format("call_aten_op {}: argument '{}'", name, argument.name);
+          const py::handle value = arguments[i];
+          const bool number = py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) ||
+                              py::isinstance<py::float_>(value);
+          values.push_back(argument.is_tensor() && number ? field_from_python(value, {FieldKind::Scalar}, where)
+                                                          : field_from_python(value, argument.type, where));
+        }
+        return grads_to_python(call_aten_op(name, values));
+      },
+      py::arg("name"), py::arg("arguments"),
+      "Runs one ATen op on its arguments in schema order (tensors, numbers, lists, dtypes, ...); returns "
+      "its results, a list.");
 
   m.def(
       "call_node",

@@ -261,13 +261,18 @@ def test_a_torch_compile_check_compiles_once_and_reads_the_run_that_failed(tmp_p
     assert len(compilations) == 2, compilations
 
 
-def test_inside_inductor_code_the_region_is_reported_and_no_node_is_named(tmp_path):
+@pytest.mark.parametrize("occurrence, marker", [(0, "loss"), (3, "residual"), (-1, "inputs")])
+def test_inside_inductor_code_the_aten_op_is_named(tmp_path, occurrence, marker):
     """Inductor's compiled backward is code, not a graph: its intermediate gradients are fused away. A bug
-    planted in the graph it compiles is reported as not localized, naming the compiled backward."""
+    planted in the graph it compiles (one aten.mm of Deep's backward scaled by 1.01: the first, nearest the
+    loss; the fourth, in the residual layer; the last, nearest the inputs) makes its code compute something
+    other than the graph it was given. check compiles that graph again with every op's result kept (the same
+    compiler, so the same planted pass) and names the first op whose result disagrees with refgrad's run of
+    the graph as aten instructions, with its forward source line."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     def planted_then_inductor(gm, example_inputs):
-        return compile_fx_inner(scale_op_results(aten.mm.default, -1)(gm, example_inputs), example_inputs)
+        return compile_fx_inner(scale_op_results(aten.mm.default, occurrence)(gm, example_inputs), example_inputs)
 
     def backend(gm, example_inputs):
         return compile_fx(gm, example_inputs, inner_compile=lambda g, ex, **kw: (
@@ -277,8 +282,11 @@ def test_inside_inductor_code_the_region_is_reported_and_no_node_is_named(tmp_pa
                                  reproducer_dir=str(tmp_path))
     assert not report.engine_passed("planted")
     divergence = report.first_divergence["planted"]
-    assert not divergence.localized, str(divergence)
-    assert "compiled backward 0 is compiled code" in divergence.reason, divergence.reason
+    assert divergence.node == "aten.mm.default", str(divergence)
+    assert " = aten.mm.default " in divergence.instruction, divergence.instruction
+    assert divergence.source.endswith(line_of(Deep, marker)), (divergence.source, line_of(Deep, marker))
+    assert 0.009 < divergence.relative < 0.011, divergence.relative  # the planted 1%
+    assert "compiled again" in divergence.graph, divergence.graph
 
 
 def test_a_bug_in_the_graph_inductor_compiles_is_named_from_that_graph(tmp_path):

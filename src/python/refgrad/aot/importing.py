@@ -36,6 +36,23 @@ def op_name(target) -> str:
     return f"{target.namespace}.{target._schema.name.split('::')[1]}.{target._overloadname}"
 
 
+def schema_arguments(node: torch.fx.Node) -> list[tuple[object, object]]:
+    """(schema argument, value) for every argument of an FX call of an ATen op, in schema order: the call's
+    positional and keyword arguments, and the schema's defaults for the ones it leaves out."""
+    arguments = []
+    for i, argument in enumerate(node.target._schema.arguments):
+        if i < len(node.args) and not argument.kwarg_only:
+            given = node.args[i]
+        elif argument.name in node.kwargs:
+            given = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            given = argument.default_value
+        else:
+            raise _error(f"{node.name} ({op_name(node.target)}) argument '{argument.name}' is missing")
+        arguments.append((argument, given))
+    return arguments
+
+
 @dataclass
 class Emitted:
     """The instructions of one backward graph, the operand of each graph output (None for a None
@@ -145,17 +162,8 @@ class _Emitter:
             raise _error(f"{node.name}: refgrad has no ATen op {name} yet")
         schema = target._schema
         positional, keywords = [], []
-        for i, argument in enumerate(schema.arguments):
-            where = f"{node.name} ({name}) argument '{argument.name}'"
-            if i < len(node.args) and not argument.kwarg_only:
-                given = node.args[i]
-            elif argument.name in node.kwargs:
-                given = node.kwargs[argument.name]
-            elif argument.has_default_value():
-                given = argument.default_value
-            else:
-                raise _error(f"{where} is missing")
-            text = self.argument(given, argument, where)
+        for argument, given in schema_arguments(node):
+            text = self.argument(given, argument, f"{node.name} ({name}) argument '{argument.name}'")
             if argument.kwarg_only:
                 keywords.append(f"{argument.name}={text}")
             else:

@@ -47,6 +47,7 @@ import torch
 import torch.fx
 
 import refgrad
+from refgrad.check.aten_localize import localize_in_compiled_code
 from refgrad.check.localize import _Point, _Readings, _consumer_of, _slot_error
 from refgrad.check.oracle import _Oracle, _node_label
 from refgrad.check.report import Divergence
@@ -61,6 +62,7 @@ class _BackwardCall:
     inputs: list[Any]
     outputs: list[Any]
     aot_graph: Optional[torch.fx.GraphModule] = None
+    compiler: Any = None  # AOTAutograd's _AutogradBackwardCompiler, to compile the graph again
 
 
 def _copy(values) -> list[Any]:
@@ -82,9 +84,11 @@ def recording_compiled_backwards():
         compiled = original(self, *args, **kwargs)
         lazy = self.lazy_backward_info
         aot_graph = getattr(lazy, "bw_module", None)
+        if aot_graph is None and hasattr(lazy, "bw_module_fn"):  # a backward from AOTAutograd's cache
+            aot_graph = lazy.bw_module_fn()
 
         def recorded(boxed_args):
-            call = _BackwardCall(compiled, _copy(boxed_args), [], aot_graph)
+            call = _BackwardCall(compiled, _copy(boxed_args), [], aot_graph, self)
             calls.append(call)
             if getattr(compiled, "_boxed_call", False):
                 outputs = compiled(boxed_args)
@@ -98,7 +102,10 @@ def recording_compiled_backwards():
 
     compiler_class.get_or_compile = get_or_compile
     try:
-        yield calls
+        # A backward AOTAutograd's cache hands back was compiled in another process: no compiler is left to
+        # compile its graph again (aten_localize). Off, the backward is compiled as the cache would have it.
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            yield calls
     finally:
         compiler_class.get_or_compile = original
 
@@ -191,6 +198,7 @@ class _Region:
     group_of: dict[str, int] = field(default_factory=dict)  # FX node name -> sequence number
     replayed: bool = False  # read from the graph it was compiled from, not from its own
     problem: str = ""  # why the region's intermediates cannot be read ("" when they can)
+    code_differs: bool = False  # its compiled code's outputs are not its graph's: the error is in that code
 
 
 def _groups(graph_module: torch.fx.GraphModule) -> tuple[dict[int, list], dict[str, int]]:
@@ -264,6 +272,7 @@ class _CompiledRegions(_Readings):
             region.problem = (f"{compiled_code}, and the graph it was compiled from, interpreted, gives other "
                               f"outputs (beyond {_REPLAY_RTOL:.0e} of their size): the error is in the compiled "
                               "code, whose intermediate gradients are fused away")
+            region.code_differs = True
             return region
         region.values = recorder.values
         region.groups, region.group_of = _groups(graph_module)
@@ -386,6 +395,13 @@ class _CompiledRegions(_Readings):
         """Over the regions' readings and the leaves' .grad (``grads``); not localized when the first
         disagreeing reading's node did not have its own incoming grad read, or lies in a region that could
         not be read."""
+        for region in self.regions:
+            if region.code_differs:  # that region's code computes something else than its graph: look inside it
+                divergence = localize_in_compiled_code(region.number, region.graph_module, region.call.inputs,
+                                                       region.call.compiler, rule)
+                if divergence.localized:
+                    return divergence
+                region.problem += f"; {divergence.reason}"
         if not self.engine_values:
             problems = [region.problem for region in self.regions if region.problem] or ["no gradient of them was read"]
             return Divergence(reason=f"the engine ran {len(self.regions)} compiled backward(s) and none could be read: "
