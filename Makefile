@@ -10,7 +10,7 @@ STAGE := $(CURDIR)/$(BUILD)/stage
 EDITABLE_STAMP := $(BUILD)/.editable-installed
 
 .PHONY: all bootstrap build test test-cpp test-python test-slow test-planted test-notebooks test-embed test-docs test-fuzz fuzz fuzz-build \
-        fuzz-seeds fuzz-campaign demo bench docs notebooks conformance clean
+        fuzz-seeds fuzz-campaign demo bench docs notebooks conformance aten-coverage clean
 
 all: build
 
@@ -68,6 +68,14 @@ test-planted: build
 # runs the first sample of each op in float64 and float32).
 conformance: build
 	$(PYTHON) tools/conformance.py
+
+# Every ATen op in the backward graphs AOTAutograd makes for the zoo, the transformers models and the first
+# float32 sample of each OpInfo autograd op (aot_eager's graphs, then Inductor's after its decompositions),
+# run by refgrad against torch op by op: calls right / attempted per op, the missing ops ranked (docs/aot.md;
+# make test runs the zoo's, tests/python/test_aten.py). A few minutes.
+aten-coverage: build
+	$(PYTHON) tools/aten_coverage.py --markdown $(BUILD)/aten_coverage.md
+	$(PYTHON) tools/aten_coverage.py --decompositions inductor --markdown $(BUILD)/aten_coverage_inductor.md
 
 # Each notebook in notebooks/ runs twice in a fresh kernel: with the solutions of notebooks/solutions/
 # (every check prints ✓) and as committed (every check prints ○). Executed copies: build/notebooks/.

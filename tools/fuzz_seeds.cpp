@@ -3,10 +3,10 @@
 // written, its binary bytecode, and a bundle with its saved tensors stored
 // as tensors, one result set, a comparison and provenance, so that every
 // part of each loader is reached from the start. For the execution fuzzer
-// (fuzz_run), two inputs per node of the registry, one for each mode of its
-// generator (fuzz/generate.hpp): "NodeName\n", the mode byte, and decision
-// bytes from a generator seeded by the node's name, so that the seeds do not
-// change unless the registry does.
+// (fuzz_run), two inputs per node of the registry and per ATen op, one for
+// each mode of its generator (fuzz/generate.hpp): "NodeName\n" (or
+// "aten.mul.Tensor\n"), the mode byte, and decision bytes from a generator
+// seeded by the name, so that the seeds do not change unless the registries do.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -78,7 +78,13 @@ int main(int argc, char** argv) {
       write_file(corpus / "run" / (name + ".consistent"), run_seed(name, 0));
       write_file(corpus / "run" / (name + ".wild"), run_seed(name, 1));
     }
-    std::cout << "fuzz_seeds: run: two inputs for each of " << all_nodes().size() << " nodes\n";
+    for (const AtenOpDef* op : all_aten_ops()) {
+      const std::string& name = op->schema.name;
+      write_file(corpus / "run" / (name + ".consistent"), run_seed(name, 0));
+      write_file(corpus / "run" / (name + ".wild"), run_seed(name, 1));
+    }
+    std::cout << "fuzz_seeds: run: two inputs for each of " << all_nodes().size() << " nodes and "
+              << all_aten_ops().size() << " ATen ops\n";
   } catch (const Error& error) {
     std::cerr << error.what() << "\n";
     return 2;

@@ -193,3 +193,40 @@ def test_graph_breaks_open_every_region():
     forward(x).backward()
     for name, parameter in names.items():
         torch.testing.assert_close(got[name], parameter.grad, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("decompositions", [None, "inductor"])
+def test_coverage_of_the_zoo_is_complete(decompositions):
+    """make aten-coverage's measure on the zoo (the part make test runs): every graph imports and runs, and every
+    op call is torch's within rounding when given torch's values."""
+    from refgrad.aot.coverage import Coverage, measure
+    coverage = Coverage()
+    for name in ZOO:
+        measure(f"zoo:{name}", _recorded(name, torch.float32, decompositions), coverage)
+    assert coverage.graphs == coverage.graphs_run == len(ZOO), coverage.table()
+    assert not coverage.missing and not coverage.failures, coverage.table()
+    assert coverage.right == coverage.attempted, coverage.table()
+    assert sum(coverage.attempted.values()) > 50
+
+
+def test_coverage_counts_a_wrong_op_as_wrong(monkeypatch):
+    """The coverage measure can fail: an op whose refgrad result is replaced by a wrong one is counted wrong."""
+    from refgrad.aot import coverage as coverage_module
+    real = refgrad.call_aten_op
+
+    class Scaled:  # stands for a refgrad tensor: coverage reads it with .torch()
+        def __init__(self, value):
+            self.value = value
+
+        def torch(self):
+            return self.value * 1.01
+
+    def wrong_mm(name, arguments):
+        results = real(name, arguments)
+        return [Scaled(r.torch()) if name == "aten.mm.default" else r for r in results]
+
+    monkeypatch.setattr(refgrad, "call_aten_op", wrong_mm)
+    coverage = coverage_module.Coverage()
+    coverage_module.measure("zoo:mlp", _recorded("mlp", torch.float32), coverage)
+    assert coverage.right["aten.mm.default"] == 0 < coverage.attempted["aten.mm.default"]
+    assert coverage.right["aten.t.default"] == coverage.attempted["aten.t.default"] > 0

@@ -92,7 +92,7 @@ class _Emitter:
             raise _error(f"{where}: {value.name} is a tuple of results, not one tensor")
         if value is None:
             return "none"
-        if isinstance(value, (bool, int, float)):
+        if isinstance(value, (bool, int, float, complex)):
             return self.number(value)
         raise _error(f"{where}: a tensor argument is {type(value).__name__}")
 
@@ -101,6 +101,9 @@ class _Emitter:
             return "true" if value else "false"
         if isinstance(value, int):
             return str(value)
+        if isinstance(value, complex):  # a complex Scalar: 2.0-0.5j
+            imaginary = _float(value.imag)
+            return f"{_float(value.real)}{'' if imaginary.startswith('-') else '+'}{imaginary}j"
         return _float(value)
 
     def concrete(self, value):
@@ -140,7 +143,7 @@ class _Emitter:
             raise _error(f"{where}: refgrad programs have no lists of {type(items[0]).__name__}")
         if isinstance(value, bool):
             return self.number(value)
-        if isinstance(value, (int, float)):
+        if isinstance(value, (int, float, complex)):
             return _float(value) if isinstance(element, torch.FloatType) else self.number(value)
         raise _error(f"{where}: refgrad programs have no values of type {type(value).__name__}")
 
