@@ -344,6 +344,15 @@ std::vector<std::pair<const char*, Run>> ops() {
          return one(var(a.tensor(0), a.optional_ints(1).value_or(IntList{}), correction ? correction->to_double() : 1.0,
                         a.boolean(3)));
        }},
+      {"aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
+       "(Tensor, Tensor)",
+       [](const AtenArgs& a) {
+         const Tensor self = a.tensor(0);
+         const IntList dims = a.optional_ints(1).value_or(IntList{});
+         const std::optional<Scalar> correction = a.optional_scalar(2);
+         return AtenResults{var(self, dims, correction ? correction->to_double() : 1.0, a.boolean(3)),
+                            mean(self, dims, a.boolean(3))};
+       }},
       {"aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
        [](const AtenArgs& a) { return one(cumsum(a.tensor(0), a.integer(1), a.optional_dtype(2))); }},
       {"aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",

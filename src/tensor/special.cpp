@@ -84,7 +84,11 @@ double hurwitz_zeta(double s, double q) {
   double sum = 0;
   double a = q;
   while (a < threshold) {
-    sum += std::pow(a, -s);
+    const double term = std::pow(a, -s);
+    // Past a = 1 the terms only shrink: once one underflows to 0, so do the rest and the tail (a huge s, a
+    // polygamma of order 2^40, would otherwise sum one term per unit step up to s).
+    if (term == 0 && a > 1) return sum;
+    sum += term;
     a += 1;
   }
   const double a_to_minus_s = std::pow(a, -s);

@@ -799,6 +799,15 @@ TEST_CASE("polygamma") {
     CHECK_TENSOR(polygamma(1, tensor({INFINITY, NAN}, DType::Float64)), tensor({0.0, NAN}, DType::Float64));
     CHECK_TENSOR(digamma(tensor({INFINITY, NAN}, DType::Float64)), tensor({INFINITY, NAN}, DType::Float64));
   }
+  SUBCASE("a huge order ends at once (a fuzzer's hang: one term per unit step up to n)") {
+    // n! is infinite past 170 and zeta(n + 1, x) underflows to 0 for x > 1: torch gives NaN there, -inf
+    // below 1 (where zeta overflows). n = 2^40 would sum 2^40 terms before the sum stopped at the first
+    // underflow (the fuzzer's 20 s timeout found it).
+    const Tensor x = tensor({2.27, 7.45, 0.5, 1e-30}, DType::Float64);
+    CHECK_TENSOR(polygamma(1200, x), torch_eval1("torch.polygamma(1200, a)", {x}));
+    const Tensor huge = polygamma(std::int64_t{1} << 40, tensor({0.5, 1e-30}, DType::Float64));
+    CHECK_TENSOR(huge, tensor({-INFINITY, -INFINITY}, DType::Float64));
+  }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(polygamma(-1, x), "polygamma: polygamma(n, x) does not support negative n, got n=-1", Error);
     CHECK_THROWS_WITH_AS(digamma(tensor({1.0}).to(DType::ComplexDouble)), "digamma: not implemented for complex128",

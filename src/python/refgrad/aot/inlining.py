@@ -26,6 +26,7 @@ import torch
 
 import refgrad
 from refgrad.aot.importing import Emitted, Operand, emit
+from refgrad.compiled_autograd.importing import _dtype, _tensor_type
 from refgrad.torch.host import _FunctionNode
 from refgrad.torch.nodes import _is_compiled_function
 
@@ -74,10 +75,12 @@ def _kept_grads(fn, grads_count: int, saved: list, symints: list, opaque: list) 
 
 
 def region_instructions(function: _FunctionNode, operands: list[Optional[str]], saved: list[str],
-                        prefix: str) -> tuple[Emitted, list[Operand]]:
-    """The ATen instructions of the node's backward, and one operand per forward input (the epilogue's
-    grads). operands: the call's grads ("%g" or None); saved: its saved tensors ("$name"), in the
-    program's order (ctx.saved_tensors without the Nones, then ctx._tensors_no_vc_check)."""
+                        prefix: str) -> tuple[list[str], Emitted, list[Operand]]:
+    """The node's backward: the instructions that make the grads it is given where the call has none
+    (zeros, as torch's engine materializes an undefined grad for an autograd.Function), the ATen
+    instructions of its graph, and one operand per forward input (the epilogue's grads). operands: the
+    call's grads ("%g" or None); saved: its saved tensors ("$name"), in the program's order
+    (ctx.saved_tensors without the Nones, then ctx._tensors_no_vc_check)."""
     fn = function.node
     compiled_function = fn._forward_cls
     _refuse_unsupported(compiled_function)
@@ -96,12 +99,19 @@ def region_instructions(function: _FunctionNode, operands: list[Optional[str]], 
     if len(placeholders) != expected:
         raise _error(f"{fn.name()}: the backward graph has {len(placeholders)} placeholders, the prologue "
                      f"makes {expected} arguments")
+    materialized, grads = [], list(operands)
+    metadata = list(fn._input_metadata)
+    for k in kept:
+        if grads[k] is None:
+            grads[k] = f"%{prefix}zeros_grad{k}"
+            sizes = ", ".join(str(size) for size in metadata[k].shape)
+            materialized.append(f"{grads[k]} = aten.zeros.default [{sizes}]  dtype={_dtype(metadata[k].dtype)}")
     values: dict[torch.fx.Node, Operand] = {}
-    sources: list[Operand] = [*symints, *full_saved, *[operands[k] for k in kept]]
+    sources: list[Operand] = [*symints, *full_saved, *[grads[k] for k in kept]]
     for node, value in zip(placeholders, sources):
         values[node] = value
     emitted = emit(gm, values, prefix)
-    return emitted, emitted.outputs
+    return materialized, emitted, emitted.outputs
 
 
 def _edge_results(function: _FunctionNode, grads: list[Operand]) -> list[Operand]:
@@ -117,11 +127,10 @@ def _edge_results(function: _FunctionNode, grads: list[Operand]) -> list[Operand
     return [next(wanted, None) if valid else None for valid in valid_edges]
 
 
-def _region_program(emitted: Emitted, extra: list[str]) -> refgrad.Program:
+def _region_program(materialized: list[str], emitted: Emitted, extra: list[str]) -> refgrad.Program:
     """The region's instructions as a program of their own (its constants declared saved), to splice in."""
-    from refgrad.compiled_autograd.importing import _tensor_type
     declarations = [f"  saved ${name} : {_tensor_type(value)}" for name, value in emitted.constants.items()]
-    code = ["  " + line for line in emitted.lines + extra]
+    code = ["  " + line for line in materialized + emitted.lines + extra]
     return refgrad.Program.parse("\n".join(["program region", *declarations, "code", *code]) + "\n", "<region>")
 
 
@@ -141,7 +150,8 @@ def inline_compiled_regions(bundle: refgrad.Bundle,
             pc += 1
             continue
         operands = [None if o is None else "%" + o for o in instr.operands]
-        emitted, grads = region_instructions(function, operands, list(instr.attrs["saved"]), f"aot{region}_")
+        materialized, emitted, grads = region_instructions(function, operands, list(instr.attrs["saved"]),
+                                                           f"aot{region}_")
         extra, renames = [], {}
         for k, (result, value) in enumerate(zip(instr.results, _edge_results(function, grads))):
             if result is None:
@@ -152,7 +162,7 @@ def inline_compiled_regions(bundle: refgrad.Bundle,
                 extra.append(f"%{result} = aten.alias.default {value}")
             else:
                 renames[result] = None if value is None else value.removeprefix("%")
-        spliced = _region_program(emitted, extra)
+        spliced = _region_program(materialized, emitted, extra)
         program = program.spliced(pc, spliced, renames, [instr.target])
         tensors.update({"$" + name: value for name, value in emitted.constants.items()})
         old_pc[pc:pc + 1] = [old_pc[pc]] * len(spliced)

@@ -15,6 +15,10 @@ In the graph's order, each op's engine value is judged against refgrad's by the 
 value sets its allowance); the first op that fails while every tensor it reads passed is named, with the
 forward source line AOTAutograd recorded for it. If the outputs of the recompiled code agree with the graph,
 the error did not show with the intermediates kept (it lives in a fusion they prevent), and nothing is named.
+
+The Divergence's pc and instruction are the region's program's (refgrad.aot.import_backward of the graph), not
+the oracle's; it carries no values, since the reproducer bundle holds the oracle's program, whose registers
+are not the region's.
 """
 from __future__ import annotations
 
@@ -123,7 +127,6 @@ def localize_in_compiled_code(number: int, graph_module: torch.fx.GraphModule, i
                               error=measured.max_abs, tolerance=measured.tolerance, relative=measured.max_rel,
                               gradient=(f"the result of {node.name}" if result is node else
                                         f"the result {result.name} of {node.name}") + f" in compiled backward {number}",
-                              source=_source_line(node.meta.get("stack_trace")), graph=where,
-                              values={"%" + result.name: actual})
+                              source=_source_line(node.meta.get("stack_trace")), graph=where)
     return Divergence(reason=f"{where}: every op's result agrees with refgrad's (the error does not show with the "
                              "intermediates kept: it lives in a fusion that keeping them prevents)", graph=where)
