@@ -102,8 +102,10 @@ def import_backward(gm: torch.fx.GraphModule, args: list, program_name: str = "a
 class Recorder:
     """A torch.compile backend that records each backward graph AOTAutograd makes, and the values each
     backward is called with: ``torch.compile(model, backend=recorder.backend)``. Graphs run as they are
-    (aot_eager's way), after AOTAutograd's decompositions (``decompositions``: None, a table, or
-    "inductor" for the graphs Inductor is given)."""
+    (aot_eager's way). ``decompositions``: None (aot_eager's graphs), a decomposition table, or "inductor":
+    the graphs Inductor is given, made as Inductor makes them (its decomposition table, and its partition
+    function: its joint-graph passes and the min-cut partitioner, which recomputes cheap forward ops in the
+    backward, a LayerNorm's var_mean)."""
 
     decompositions: Optional[object] = None
     graphs: list[torch.fx.GraphModule] = field(default_factory=list)
@@ -114,11 +116,12 @@ class Recorder:
         from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
 
-        decompositions = self.decompositions
+        decompositions, partition = self.decompositions, {}
         if decompositions == "inductor":
             importlib.import_module("torch._inductor.lowering")  # some of the table's entries need it loaded
+            from torch._inductor.compile_fx import partition_fn
             from torch._inductor.decomposition import select_decomp_table
-            decompositions = select_decomp_table()
+            decompositions, partition = select_decomp_table(), {"partition_fn": partition_fn}
 
         def compile_forward(gm, example_inputs):
             return make_boxed_func(gm.forward)
@@ -135,7 +138,7 @@ class Recorder:
             return call
 
         return aot_autograd(fw_compiler=compile_forward, bw_compiler=compile_backward,
-                            decompositions=decompositions)
+                            decompositions=decompositions, **partition)
 
     @property
     def imported(self) -> list[Imported]:
