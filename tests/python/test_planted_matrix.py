@@ -282,6 +282,7 @@ def test_inside_inductor_code_the_aten_op_is_named(tmp_path, occurrence, marker)
                                  reproducer_dir=str(tmp_path))
     assert not report.engine_passed("planted")
     divergence = report.first_divergence["planted"]
+    print(divergence)  # docs/aot.md shows the last position's (pytest -s -k 'aten_op_is_named and inputs')
     assert divergence.node == "aten.mm.default", str(divergence)
     assert " = aten.mm.default " in divergence.instruction, divergence.instruction
     assert divergence.source.endswith(line_of(Deep, marker)), (divergence.source, line_of(Deep, marker))

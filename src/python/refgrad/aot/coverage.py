@@ -26,7 +26,7 @@ from typing import Iterable, Optional
 import torch
 
 import refgrad
-from refgrad.aot.importing import op_name, schema_arguments
+from refgrad.aot.importing import RecordingInterpreter, op_name, schema_arguments
 
 _RTOL = {torch.float64: 1e-10, torch.complex128: 1e-10}
 _RTOL_DEFAULT = 1e-4
@@ -99,16 +99,6 @@ def _calls_in(graph: torch.fx.GraphModule) -> list[torch.fx.Node]:
             if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)]
 
 
-class _Values(torch.fx.Interpreter):
-    def __init__(self, graph_module):
-        super().__init__(graph_module)
-        self.values = {}
-
-    def run_node(self, node):
-        self.values[node.name] = value = super().run_node(node)
-        return value
-
-
 def _magnitude(value) -> float:
     if not isinstance(value, torch.Tensor) or value.numel() == 0 or not (value.is_floating_point() or value.is_complex()):
         return 0.0
@@ -144,7 +134,7 @@ def _torch_values(value, values: dict):
 def _calls(graph: torch.fx.GraphModule, args: list) -> Iterable[tuple[str, bool]]:
     """(op, right) for each op call of the graph: refgrad's op (refgrad.call_aten_op) on the very values torch's
     run of the graph gave that call, against torch's result."""
-    torch_run = _Values(graph)
+    torch_run = RecordingInterpreter(graph)
     torch_run.run(*[v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args])
     for node in _calls_in(graph):
         name = op_name(node.target)

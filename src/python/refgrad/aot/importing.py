@@ -36,6 +36,20 @@ def op_name(target) -> str:
     return f"{target.namespace}.{target._schema.name.split('::')[1]}.{target._overloadname}"
 
 
+class RecordingInterpreter(torch.fx.Interpreter):
+    """Runs a GraphModule node by node (torch's own ops), keeping every node's value by node name: torch's run
+    of a graph, as refgrad.check and refgrad.aot.coverage read it."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule):
+        super().__init__(graph_module)
+        self.values: dict[str, object] = {}
+
+    def run_node(self, node):
+        value = super().run_node(node)
+        self.values[node.name] = value
+        return value
+
+
 def schema_arguments(node: torch.fx.Node) -> list[tuple[object, object]]:
     """(schema argument, value) for every argument of an FX call of an ATen op, in schema order: the call's
     positional and keyword arguments, and the schema's defaults for the ones it leaves out."""

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import copy
 import operator
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.fx
 
 import refgrad
 import refgrad.aot
+from refgrad.aot.importing import RecordingInterpreter
 from refgrad.check.report import Divergence
 
 
@@ -63,27 +64,18 @@ def _recompiled(compiler: Any, graph_module: torch.fx.GraphModule) -> Any:
 
 
 def _call(compiled: Any, inputs: list) -> list:
-    arguments = [value.detach().clone() if isinstance(value, torch.Tensor) else value for value in inputs]
+    from refgrad.check.compiled import _copy
+    arguments = _copy(inputs)
     outputs = compiled(arguments) if getattr(compiled, "_boxed_call", False) else compiled(*arguments)
     return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
 
-class _Values(torch.fx.Interpreter):
-    def __init__(self, graph_module: torch.fx.GraphModule):
-        super().__init__(graph_module)
-        self.values: dict[str, Any] = {}
-
-    def run_node(self, node):
-        value = super().run_node(node)
-        self.values[node.name] = value
-        return value
-
-
 def localize_in_compiled_code(number: int, graph_module: torch.fx.GraphModule, inputs: list, compiler: Any,
-                              rule) -> Divergence:
+                              rule, eager_values: Optional[dict[str, Any]] = None) -> Divergence:
     """The first divergent ATen op of compiled backward ``number`` (its graph, the values it was called with
-    and AOTAutograd's compiler of it), or a Divergence that says why none is named."""
-    from refgrad.check.compiled import _source_line
+    and AOTAutograd's compiler of it), or a Divergence that says why none is named. eager_values: torch's run
+    of the graph on those values, node by node, when the caller has it (else it is run here)."""
+    from refgrad.check.compiled import _copy, _source_line
     from refgrad.check.rule import _compare
 
     where = f"compiled backward {number}'s graph, its ops' results kept as outputs and compiled again"
@@ -95,9 +87,10 @@ def localize_in_compiled_code(number: int, graph_module: torch.fx.GraphModule, i
         engine = _call(_recompiled(compiler, exposed), inputs)
     except Exception as error:  # the compiler's own failure: say so, name nothing
         return Divergence(reason=f"{where} raised {type(error).__name__}: {error}", graph=where)
-    interpreter = _Values(graph_module)
-    graph_outputs = interpreter.run(*[v.detach().clone() if isinstance(v, torch.Tensor) else v for v in inputs])
-    graph_outputs = list(graph_outputs) if isinstance(graph_outputs, (list, tuple)) else [graph_outputs]
+    if eager_values is None:
+        interpreter = RecordingInterpreter(graph_module)
+        interpreter.run(*_copy(inputs))
+        eager_values = interpreter.values
     imported = refgrad.aot.import_backward(graph_module, inputs, f"compiled_backward{number}")
     machine = refgrad.Machine(refgrad.promote_to_float64(imported.bundle), keep_values=True)
     machine.run()
@@ -110,7 +103,7 @@ def localize_in_compiled_code(number: int, graph_module: torch.fx.GraphModule, i
                                               if user.target is operator.getitem and user in kept]
         for result in results:
             reference = machine.register_value(result.name).torch()
-            actual, eager = values[result.name], interpreter.values[result.name]
+            actual, eager = values[result.name], eager_values[result.name]
             if not actual.is_floating_point():
                 if torch.equal(actual, eager):
                     passed.add(result.name)

@@ -47,6 +47,7 @@ import torch
 import torch.fx
 
 import refgrad
+from refgrad.aot.importing import RecordingInterpreter
 from refgrad.check.aten_localize import localize_in_compiled_code
 from refgrad.check.localize import _Point, _Readings, _consumer_of, _slot_error
 from refgrad.check.oracle import _Oracle, _node_label
@@ -131,19 +132,6 @@ def _graph_module_of(compiled: Any, depth: int = 4) -> Optional[torch.fx.GraphMo
     return None
 
 
-class _Recorder(torch.fx.Interpreter):
-    """Runs a GraphModule node by node, keeping every node's value."""
-
-    def __init__(self, graph_module: torch.fx.GraphModule):
-        super().__init__(graph_module)
-        self.values: dict[str, Any] = {}
-
-    def run_node(self, node):
-        value = super().run_node(node)
-        self.values[node.name] = value
-        return value
-
-
 def _same_bits(a: Any, b: Any) -> bool:
     """Whether two outputs are the same: tensors of one dtype and shape with equal bits (NaN equal to NaN),
     or both not tensors."""
@@ -199,6 +187,7 @@ class _Region:
     replayed: bool = False  # read from the graph it was compiled from, not from its own
     problem: str = ""  # why the region's intermediates cannot be read ("" when they can)
     code_differs: bool = False  # its compiled code's outputs are not its graph's: the error is in that code
+    replayed_values: Optional[dict[str, Any]] = None  # then, torch's run of that graph, node by node
 
 
 def _groups(graph_module: torch.fx.GraphModule) -> tuple[dict[int, list], dict[str, int]]:
@@ -254,7 +243,7 @@ class _CompiledRegions(_Readings):
         if graph_module is None:
             region.problem = f"{compiled_code}, and the graph it was compiled from was not kept"
             return region
-        recorder = _Recorder(graph_module)
+        recorder = RecordingInterpreter(graph_module)
         try:
             outputs = recorder.run(*_copy(call.inputs))
         except Exception as error:  # an interpreted graph that fails cannot be read; say so
@@ -272,7 +261,7 @@ class _CompiledRegions(_Readings):
             region.problem = (f"{compiled_code}, and the graph it was compiled from, interpreted, gives other "
                               f"outputs (beyond {_REPLAY_RTOL:.0e} of their size): the error is in the compiled "
                               "code, whose intermediate gradients are fused away")
-            region.code_differs = True
+            region.code_differs, region.replayed_values = True, recorder.values
             return region
         region.values = recorder.values
         region.groups, region.group_of = _groups(graph_module)
@@ -398,7 +387,7 @@ class _CompiledRegions(_Readings):
         for region in self.regions:
             if region.code_differs:  # that region's code computes something else than its graph: look inside it
                 divergence = localize_in_compiled_code(region.number, region.graph_module, region.call.inputs,
-                                                       region.call.compiler, rule)
+                                                       region.call.compiler, rule, region.replayed_values)
                 if divergence.localized:
                     return divergence
                 region.problem += f"; {divergence.reason}"

@@ -40,7 +40,8 @@ import torch
 import torch.fx
 from torch._dynamo import external_utils
 
-from refgrad.check.compiled import _REPLAY_RTOL, _copy, _Recorder, _same_bits, _within_rounding
+from refgrad.aot.importing import RecordingInterpreter
+from refgrad.check.compiled import _REPLAY_RTOL, _copy, _same_bits, _within_rounding
 from refgrad.check.localize import _SAME_DERIVATIVE, _NodeRecorder
 from refgrad.check.oracle import _NODE_OPS, _Oracle
 from refgrad.compiled_autograd.importing import _OPS_MODULE
@@ -198,7 +199,7 @@ def match_node_calls(oracle: _Oracle, graph_module: torch.fx.GraphModule,
 # ------------------------------------------------------------------- the reading ---
 
 
-class _Interpreter(_Recorder):
+class _Interpreter(RecordingInterpreter):
     """Runs compiled autograd's graph node by node, keeping every node's value, with AccumulateGrad made
     functional: the new .grad of each leaf is kept in ``accumulated`` (by FX node name), no leaf is written."""
 
