@@ -98,6 +98,9 @@ struct MachineOptions {
   std::optional<std::size_t> memory_limit = std::nullopt;
   // Run every instruction with this rounding noise (the program's size must match); nullopt: none.
   std::optional<RoundingNoise> rounding_noise = std::nullopt;
+  // The threads its kernels use (num_threads() in tensor.hpp); nullopt: the count in effect where it runs
+  // (set_num_threads, default every core). Results are the same bits for any count.
+  std::optional<int> threads = std::nullopt;
 };
 
 // Runs a float32 program in float64: every f32 in declarations, metadata and

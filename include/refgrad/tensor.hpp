@@ -181,6 +181,30 @@ class MemoryLimitScope {
 // Raises unless a tensor of `sizes` and `dtype` fits under memory_limit().
 void check_fits_memory_limit(const Shape& sizes, DType dtype);
 
+// ---------------------------------------------------------------- threads ---
+
+// The threads refgrad's kernels split their work over, BLAS included. Results
+// never depend on it: every kernel cuts its work into pieces whose bounds
+// depend only on the sizes (never on the thread count) and combines partial
+// results in a fixed order, so 1 and N threads give the same bits. The
+// default is every core this process may run on; a Machine runs under its own
+// count (MachineOptions::threads, `refgrad run --threads`,
+// `refgrad.set_num_threads`).
+int default_num_threads();       // the cores this process may run on
+int num_threads();               // the count in effect on this thread now
+void set_num_threads(int threads);  // the process-wide count; 0: default_num_threads()
+// Sets the count on this thread for the scope's lifetime, then restores it.
+class NumThreadsScope {
+ public:
+  explicit NumThreadsScope(int threads);
+  ~NumThreadsScope();
+  NumThreadsScope(const NumThreadsScope&) = delete;
+  NumThreadsScope& operator=(const NumThreadsScope&) = delete;
+
+ private:
+  std::optional<int> previous_;
+};
+
 // ----------------------------------------------------------------- Scalar ---
 
 // A number that is not a tensor: PyTorch's c10::Scalar. Its kind (bool, int,

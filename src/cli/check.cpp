@@ -472,6 +472,7 @@ void add_check_command(CLI::App& app, int& exit_code) {
   command->add_option("--atol", options->atol, "absolute tolerance (default: the bundle's, else per dtype)");
   add_hook_option(*command, options->hooks);
   add_memory_limit_option(*command, options->memory_limit);
+  add_threads_option(*command);
   command->callback([options, &exit_code] { exit_code = check_command(*options); });
 }
 

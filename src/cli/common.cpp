@@ -79,6 +79,18 @@ void add_input_options(CLI::App& command, InputOptions& options, bool allow_both
   command.add_flag("--check-finite", options.check_finite,
                    "stop at the first instruction that makes a NaN or Inf, say which (exit code 1)");
   add_memory_limit_option(command, options.memory_limit);
+  add_threads_option(command);
+}
+
+void add_threads_option(CLI::App& command) {
+  command
+      .add_option_function<int>(
+          "--threads", [](int threads) { set_num_threads(threads); },
+          fmt::format("the threads the kernels use, BLAS included (default: every core, {}); results are the same "
+                      "bits for any count",
+                      default_num_threads()))
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_memory_limit_option(CLI::App& command, std::optional<std::size_t>& memory_limit) {

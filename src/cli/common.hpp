@@ -72,6 +72,9 @@ void add_input_options(CLI::App& command, InputOptions& options, bool allow_both
 void add_hook_option(CLI::App& command, std::vector<std::string>& hooks);
 // --memory-limit SIZE (MachineOptions::memory_limit): bytes, or with a suffix K, M, G, T (powers of 1024).
 void add_memory_limit_option(CLI::App& command, std::optional<std::size_t>& memory_limit);
+// --threads N: the threads the kernels use (refgrad::set_num_threads; default every core). Results do not
+// depend on it.
+void add_threads_option(CLI::App& command);
 // "512M" -> 536870912; raises on anything else than digits and one optional suffix.
 std::size_t parse_byte_count(const std::string& text);
 

@@ -477,6 +477,7 @@ struct Machine::Impl {
     Grads results;
     try {
       const MemoryLimitScope limit(options.memory_limit.value_or(memory_limit()));
+      const NumThreadsScope threads(options.threads.value_or(num_threads()));
       std::optional<RoundingNoiseScope> noise;
       if (const std::optional<RoundingNoise>& rounding = options.rounding_noise) {
         noise.emplace(splitmix64(rounding->seed ^ splitmix64(pc)), rounding->scale * rounding->unit_roundoff[pc]);

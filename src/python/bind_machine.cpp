@@ -273,14 +273,15 @@ void bind_machine_class(py::module_& m) {
                         "leaf_grad('W1'), output('x').")
       .def(py::init([](py::handle program, py::handle tensors, py::handle hooks, py::handle functions,
                        bool keep_values, bool trace, bool check_finite, std::optional<std::size_t> memory_limit,
-                       std::optional<RoundingNoise> rounding_noise) {
+                       std::optional<RoundingNoise> rounding_noise, std::optional<int> threads) {
              return std::make_unique<PyMachine>(
                  bound_from_python(program, tensors), hooks, functions,
-                 MachineOptions{keep_values, trace, check_finite, memory_limit, std::move(rounding_noise)});
+                 MachineOptions{keep_values, trace, check_finite, memory_limit, std::move(rounding_noise), threads});
            }),
            py::arg("program"), py::arg("tensors") = py::none(), py::kw_only(), py::arg("hooks") = py::none(),
            py::arg("functions") = py::none(), py::arg("keep_values") = false, py::arg("trace") = false,
            py::arg("check_finite") = false, py::arg("memory_limit") = py::none(), py::arg("rounding_noise") = py::none(),
+           py::arg("threads") = py::none(),
            "program: a Program, a Bundle or a BoundProgram; tensors: values by sigiled name ('$x', '%g', '@w') "
            "bound with a Program or Bundle; hooks: {name: callable} for the program's `hook &name` "
            "declarations; functions: {name: callable} for its `function &name` declarations; keep_values: "
@@ -288,7 +289,8 @@ void bind_machine_class(py::module_& m) {
            "NaN or Inf; memory_limit: the most bytes one tensor an instruction makes may hold (a larger one "
            "raises refgrad.Error naming the instruction and the shape; None: refgrad.default_memory_limit(), "
            "this machine's memory); rounding_noise: refgrad.rounding_noise_of(program as captured, seed, scale), "
-           "the check rule's sensitivity runs (with perturbed_to_float64's program).")
+           "the check rule's sensitivity runs (with perturbed_to_float64's program); threads: the threads its kernels "
+           "use (None: refgrad.num_threads(); the results are the same bits for any count).")
       .def(
           "set_grad",
           [](Self& s, const std::string& name, py::handle value) {
@@ -364,20 +366,30 @@ void bind_machine(py::module_& m) {
   m.def(
       "run_program",
       [](py::handle program, py::handle grads, py::handle tensors, py::handle hooks, py::handle functions,
-         bool check_finite, std::optional<std::size_t> memory_limit, std::optional<RoundingNoise> rounding_noise) {
+         bool check_finite, std::optional<std::size_t> memory_limit, std::optional<RoundingNoise> rounding_noise,
+         std::optional<int> threads) {
         BoundProgram bound = bound_from_python(program, tensors);
         const auto errors = std::make_shared<HostErrors>();
         Host host = host_from_python(bound.bytecode, hooks, functions, errors);
         const TensorMap inputs = tensor_map_from_python(grads, "grads");
         return tensor_map_to_python(with_host_errors(*errors, [&] {
           return run_program(std::move(bound), inputs, std::move(host),
-                             MachineOptions{false, false, check_finite, memory_limit, std::move(rounding_noise)});
+                             MachineOptions{false, false, check_finite, memory_limit, std::move(rounding_noise),
+                                            threads});
         }));
       },
       py::arg("program"), py::arg("grads") = py::none(), py::arg("tensors") = py::none(), py::kw_only(),
       py::arg("hooks") = py::none(), py::arg("functions") = py::none(), py::arg("check_finite") = false,
-      py::arg("memory_limit") = py::none(), py::arg("rounding_noise") = py::none(),
-      "Runs a program to the end; returns leaf grads ('@w') and outputs ('^x'). grads by sigiled name ('%g').");
+      py::arg("memory_limit") = py::none(), py::arg("rounding_noise") = py::none(), py::arg("threads") = py::none(),
+      "Runs a program to the end; returns leaf grads ('@w') and outputs ('^x'). grads by sigiled name ('%g'). "
+      "threads: as for Machine.");
+
+  m.def("set_num_threads", &set_num_threads, py::arg("threads"),
+        "The threads refgrad's kernels use from now on, BLAS included (0: every core, the default). A Machine's "
+        "threads= overrides it for that machine. Results are the same bits for any count: each kernel cuts its "
+        "work by its sizes alone and combines partial results in a fixed order.");
+  m.def("num_threads", [] { return num_threads(); }, "The threads refgrad's kernels use now (set_num_threads).");
+  m.def("default_num_threads", &default_num_threads, "The cores this process may run on: num_threads()'s default.");
 
   m.def("default_memory_limit", &default_memory_limit,
         "The most bytes one tensor may hold unless a Machine's memory_limit says otherwise: this machine's "

@@ -13,6 +13,7 @@
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
 
+#include "loops.hpp"
 #include "refgrad/ops.hpp"
 #include "refgrad/tensor.hpp"
 
@@ -300,7 +301,7 @@ Tensor dense(const Tensor& t);
 // its fast linear assignment path.
 template <class T>
 auto adapt(const Tensor& t) {
-  check(is_dense(t), "adapt: view with sizes ", str(t.sizes()), " and strides ", str(t.strides()),
+  check(is_dense(t), "adapt: view with sizes ", shape_text(t.sizes()), " and strides ", shape_text(t.strides()),
         " is not dense; make it contiguous first");
   std::vector<std::size_t> shape(t.sizes().begin(), t.sizes().end());
   std::vector<std::ptrdiff_t> strides(t.strides().begin(), t.strides().end());
@@ -318,18 +319,15 @@ auto adapt_flat(const Tensor& t) {
 // and shape `sizes`. Each input must already have the C++ element type named
 // in `In...` and be broadcastable to `sizes` (expanded views are fine):
 //   map<bool, float, float>(sizes, [](float x, float y) { return x < y; }, a, b)
-// Every input reaches xtensor's linear (fast) assignment path over flat
-// buffers; one that is not contiguous with the output's shape (broadcast,
-// transposed, gapped) is first copied to that shape.
+// Inputs are read in place through their strides (loops.hpp): a broadcast,
+// transposed or gapped input is not copied first.
 template <class Out, class... In, class F, class... Tensors>
 Tensor map(const Shape& sizes, F f, const Tensors&... inputs) {
   static_assert(sizeof...(In) == sizeof...(Tensors), "map: one element type per input");
   Tensor out = empty(sizes, dtype_of<Out>());
   if (out.numel() == 0) return out;
-  auto result = adapt_flat<Out>(out);
-  // xtensor 0.24.3 stores the functor by value only when it is moved in. The
-  // copies made by contiguous() live until the end of this statement.
-  result = xt::make_lambda_xfunction(std::move(f), adapt_flat<In>(broadcast_to(inputs, sizes).contiguous())...);
+  const std::array<Tensor, sizeof...(In)> views{broadcast_to(inputs, sizes)...};
+  elementwise_loop<Out, In...>(out, views, f, std::index_sequence_for<In...>{});
   return with_rounding_noise(out);  // under a RoundingNoiseScope (tensor.hpp), one rounding's noise
 }
 

@@ -131,6 +131,25 @@ Matrix<T> packed_copy(const Matrix<T>& a, std::vector<T>& buffer) {
   return Matrix<T>{buffer.data(), a.rows, a.cols, a.cols, 1};
 }
 
+// How gemm cuts C into blocks of rows or columns: a product of fewer than
+// 2^21 multiply-adds (tens of microseconds) stays one block; a larger one is cut
+// along its longer side into up to 16 blocks of at least 64 rows or columns.
+struct GemmBlocks {
+  bool by_rows;
+  int64_t size, count;
+};
+
+GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kWorkPerBlock = int64_t{1} << 21, kMinSide = 64, kMaxBlocks = 16;
+  const bool by_rows = m >= n;
+  const int64_t side = by_rows ? m : n;
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t wanted = static_cast<int64_t>(std::min<double>(kMaxBlocks, work / kWorkPerBlock));
+  const int64_t count = std::max<int64_t>(1, std::min(wanted, side / kMinSide));
+  const int64_t size = (side + count - 1) / count;
+  return GemmBlocks{by_rows, size, (side + size - 1) / size};
+}
+
 // C = alpha * (a @ b) + beta * C, with C a contiguous a.rows x b.cols block
 // with row stride ldc. As in BLAS: beta == 0 overwrites C (a NaN already in C
 // does not survive) and alpha == 0 skips the product (an inf in a or b does
@@ -156,8 +175,18 @@ void gemm(const Matrix<T>& a, const Matrix<T>& b, T alpha, T beta, T* c, int64_t
     const Matrix<T> b_read = lb ? b : packed_copy(b, b_buffer);
     if (!la) la = blas_layout(a_read);
     if (!lb) lb = blas_layout(b_read);
-    blas_gemm(la->trans, lb->trans, blas_int(m, op), blas_int(n, op), blas_int(k, op), alpha, a_read.data,
-              blas_int(la->ld, op), b_read.data, blas_int(lb->ld, op), beta, c, blas_int(ldc, op));
+    // Blocks of C's rows (or columns, when it has more of them), one BLAS call each, on the kernels' threads:
+    // the blocks depend on the sizes only, so the results do not depend on the thread count.
+    const GemmBlocks blocks = gemm_blocks(m, n, k);
+    kernel::parallel_for(blocks.count, [&](int64_t block) {
+      const int64_t first = block * blocks.size, last = std::min((block + 1) * blocks.size, blocks.by_rows ? m : n);
+      const T* a_block = blocks.by_rows ? a_read.data + first * a_read.row_stride : a_read.data;
+      const T* b_block = blocks.by_rows ? b_read.data : b_read.data + first * b_read.col_stride;
+      T* c_block = blocks.by_rows ? c + first * ldc : c + first;
+      const int64_t rows = blocks.by_rows ? last - first : m, cols = blocks.by_rows ? n : last - first;
+      blas_gemm(la->trans, lb->trans, blas_int(rows, op), blas_int(cols, op), blas_int(k, op), alpha, a_block,
+                blas_int(la->ld, op), b_block, blas_int(lb->ld, op), beta, c_block, blas_int(ldc, op));
+    });
   } else {
     static_assert(std::is_same_v<T, std::int64_t>, "gemm: bool has no matrix product");
     for (int64_t i = 0; i < m; ++i)
@@ -228,9 +257,10 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out, const cha
     return;
   }
   const std::vector<int64_t> a_offsets = batch_offsets(a), b_offsets = batch_offsets(b);
-  for (std::size_t i = 0; i < a_offsets.size(); ++i)
-    gemm<T>(matrix_at<T>(a, a_offsets[i]), matrix_at<T>(b, b_offsets[i]), T(1), T(0),
-            out_data + static_cast<int64_t>(i) * n * m, m, op);
+  // One batch entry per chunk (a gemm inside a chunk runs its blocks on that chunk's thread).
+  kernel::parallel_for(static_cast<int64_t>(a_offsets.size()), [&](int64_t i) {
+    gemm<T>(matrix_at<T>(a, a_offsets[i]), matrix_at<T>(b, b_offsets[i]), T(1), T(0), out_data + i * n * m, m, op);
+  });
 }
 
 // ------------------------------------------------------------------ checks ---

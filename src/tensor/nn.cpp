@@ -34,9 +34,27 @@ struct Window3d {
   }
 };
 
+// The output positions x in [first, last) whose tap reads inside an image row
+// of `size`: 0 <= x*stride - pad + tap*dilation < size.
+struct InsideRange {
+  std::int64_t first, last;
+};
+InsideRange inside_range(std::int64_t positions, std::int64_t tap, std::int64_t stride, std::int64_t pad,
+                         std::int64_t dilation, std::int64_t size) {
+  const std::int64_t offset = tap * dilation - pad;  // the image coordinate at x = 0
+  // first: the least x with x*stride + offset >= 0; last: the least x with x*stride + offset >= size.
+  const auto least_reaching = [&](std::int64_t bound) {
+    const std::int64_t need = bound - offset;
+    return need <= 0 ? std::int64_t{0} : std::min(positions, (need + stride - 1) / stride);
+  };
+  const std::int64_t first = least_reaching(0);
+  return InsideRange{first, std::max(first, least_reaching(size))};
+}
+
 // columns[((c*kernel_d + a)*kernel_h + i)*kernel_w + j][(z*cols_h + y)*cols_w + x] =
 //   image[c][z*stride_d - pad_d + a*dilation_d][y*stride_h - pad_h + i*dilation_h][x*stride_w - pad_w + j*dilation_w],
-// 0 in the padding.
+// 0 in the padding. Each row of positions is its padding's zeros around a
+// strided copy of the image row.
 template <class T>
 void im2col(const Window3d& w, const T* image, T* columns) {
   for (std::int64_t c = 0; c < w.channels; ++c)
@@ -44,16 +62,21 @@ void im2col(const Window3d& w, const T* image, T* columns) {
       for (std::int64_t i = 0; i < w.kernel_h; ++i)
         for (std::int64_t j = 0; j < w.kernel_w; ++j) {
           T* row = columns + (((c * w.kernel_d + a) * w.kernel_h + i) * w.kernel_w + j) * w.positions();
+          const InsideRange xs = inside_range(w.cols_w, j, w.stride_w, w.pad_w, w.dilation_w, w.image_w);
           for (std::int64_t z = 0; z < w.cols_d; ++z) {
             const std::int64_t d = Window3d::at(z, a, w.stride_d, w.pad_d, w.dilation_d);
             for (std::int64_t y = 0; y < w.cols_h; ++y) {
               const std::int64_t h = Window3d::at(y, i, w.stride_h, w.pad_h, w.dilation_h);
-              for (std::int64_t x = 0; x < w.cols_w; ++x) {
-                const std::int64_t col = Window3d::at(x, j, w.stride_w, w.pad_w, w.dilation_w);
-                const bool inside = d >= 0 && d < w.image_d && h >= 0 && h < w.image_h && col >= 0 && col < w.image_w;
-                row[(z * w.cols_h + y) * w.cols_w + x] =
-                    inside ? image[((c * w.image_d + d) * w.image_h + h) * w.image_w + col] : T(0);
+              T* out = row + (z * w.cols_h + y) * w.cols_w;
+              if (d < 0 || d >= w.image_d || h < 0 || h >= w.image_h) {
+                std::fill(out, out + w.cols_w, T(0));
+                continue;
               }
+              // (an index, not a pointer: at x = 0 it may lie before the row)
+              const std::int64_t base = ((c * w.image_d + d) * w.image_h + h) * w.image_w + j * w.dilation_w - w.pad_w;
+              std::fill(out, out + xs.first, T(0));
+              for (std::int64_t x = xs.first; x < xs.last; ++x) out[x] = image[base + x * w.stride_w];
+              std::fill(out + xs.last, out + w.cols_w, T(0));
             }
           }
         }
@@ -69,18 +92,16 @@ void col2im(const Window3d& w, const T* columns, T* image) {
       for (std::int64_t i = 0; i < w.kernel_h; ++i)
         for (std::int64_t j = 0; j < w.kernel_w; ++j) {
           const T* row = columns + (((c * w.kernel_d + a) * w.kernel_h + i) * w.kernel_w + j) * w.positions();
+          const InsideRange xs = inside_range(w.cols_w, j, w.stride_w, w.pad_w, w.dilation_w, w.image_w);
           for (std::int64_t z = 0; z < w.cols_d; ++z) {
             const std::int64_t d = Window3d::at(z, a, w.stride_d, w.pad_d, w.dilation_d);
             if (d < 0 || d >= w.image_d) continue;
             for (std::int64_t y = 0; y < w.cols_h; ++y) {
               const std::int64_t h = Window3d::at(y, i, w.stride_h, w.pad_h, w.dilation_h);
               if (h < 0 || h >= w.image_h) continue;
-              for (std::int64_t x = 0; x < w.cols_w; ++x) {
-                const std::int64_t col = Window3d::at(x, j, w.stride_w, w.pad_w, w.dilation_w);
-                if (col >= 0 && col < w.image_w)
-                  image[((c * w.image_d + d) * w.image_h + h) * w.image_w + col] +=
-                      row[(z * w.cols_h + y) * w.cols_w + x];
-              }
+              const T* in = row + (z * w.cols_h + y) * w.cols_w;
+              const std::int64_t base = ((c * w.image_d + d) * w.image_h + h) * w.image_w + j * w.dilation_w - w.pad_w;
+              for (std::int64_t x = xs.first; x < xs.last; ++x) image[base + x * w.stride_w] += in[x];
             }
           }
         }
@@ -137,9 +158,12 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
   const T* in = input.data_ptr<T>();
   const T* w = weight.data_ptr<T>();
   T* out = output.data_ptr<T>();
-  T* columns = column_buffer.data_ptr<T>();
-
-  for (std::int64_t n = 0; n < batch; ++n)
+  // One image per chunk, each with its own im2col columns (the first image's are column_buffer, allocated and
+  // checked against the memory limit by the caller; the others' are the same size).
+  const std::size_t column_bytes = static_cast<std::size_t>(column_buffer.numel()) * sizeof(T);
+  kernel::parallel_for(batch, [&](std::int64_t n) {
+    std::shared_ptr<void> own_columns = n == 0 ? nullptr : allocate_cpu_buffer(column_bytes);
+    T* columns = n == 0 ? column_buffer.data_ptr<T>() : static_cast<T*>(own_columns.get());
     for (std::int64_t g = 0; g < groups; ++g) {
       const T* in_g = in + (n * in_channels + g * group_in) * in_plane;
       T* out_g = out + (n * out_channels + g * group_out) * out_plane;
@@ -156,6 +180,7 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
         col2im(window, columns, out_g);
       }
     }
+  });
 
   if (bias) {
     const T* b = bias->data_ptr<T>();

@@ -2,12 +2,14 @@
 // logsumexp), the scans and normalisations along one dim (cumsum, softmax,
 // log_softmax), and sum_to, which undoes broadcasting.
 //
-// Two ways in:
-//  - sum, mean, prod and amax/amin are xtensor reducers (xt::sum, xt::mean,
-//    xt::prod, xt::reduce) over the reduced axes of a kernel::adapt view of the
-//    input's buffer, strided views included. This file is C++17, where xtensor
-//    0.24.3 is right; the tests check it against torch (DESIGN.md, "Tensors
-//    and xtensor").
+// Three ways in:
+//  - sum and mean are loops over the input's strides (sum_kernel), split over
+//    the kernels' threads by a partition of the outputs that depends on the
+//    sizes alone (parallel.hpp), so any thread count gives the same bits.
+//  - prod and amax/amin are xtensor reducers (xt::prod, xt::reduce) over the
+//    reduced axes of a kernel::adapt view of the input's buffer, strided views
+//    included. This file is C++17, where xtensor 0.24.3 is right; the tests
+//    check it against torch (DESIGN.md, "Tensors and xtensor").
 //  - The rest work on "rows": the reduced dims are moved last and copied
 //    contiguously, so that the inputs of output element i are the i-th row.
 //    Each op is then a small loop over a row, which is easy to read and to
@@ -79,6 +81,152 @@ std::vector<bool> single_dim_mask(std::int64_t dim, std::int64_t ndim, const cha
   return kernel::reduction_mask({dim}, ndim, op);
 }
 
+// ------------------------------------------------------------ sum and mean ---
+
+// The dims of one group (the kept or the reduced ones) of a strided view, with
+// size-1 dims dropped and neighbours merged where the outer one steps over the
+// whole inner one (stride == inner size * inner stride). Outermost first.
+struct DimGroup {
+  std::vector<std::int64_t> sizes, strides;
+
+  DimGroup(const Tensor& t, const std::vector<bool>& mask, bool reduced) {
+    for (std::size_t d = mask.size(); d-- > 0;) {
+      const std::int64_t size = t.sizes()[d], stride = t.strides()[d];
+      if (mask[d] != reduced || size == 1) continue;
+      if (!sizes.empty() && stride == sizes.back() * strides.back()) {
+        sizes.back() *= size;
+        continue;
+      }
+      sizes.push_back(size);
+      strides.push_back(stride);
+    }
+    std::reverse(sizes.begin(), sizes.end());
+    std::reverse(strides.begin(), strides.end());
+  }
+
+  // The offset of element `index` (row-major over the group).
+  std::int64_t offset_of(std::int64_t index) const {
+    std::int64_t offset = 0;
+    for (std::size_t d = sizes.size(); d-- > 0;) {
+      offset += index % sizes[d] * strides[d];
+      index /= sizes[d];
+    }
+    return offset;
+  }
+
+  // Calls run(offset) for each innermost run (length inner_size(), step inner_stride()), in row-major order.
+  template <class Run>
+  void for_each_run(Run&& run) const {
+    if (sizes.empty()) {
+      run(std::int64_t{0});
+      return;
+    }
+    const Shape outer(sizes.begin(), sizes.end() - 1), outer_strides(strides.begin(), strides.end() - 1);
+    kernel::for_each_offset(outer, outer_strides, run);
+  }
+  std::int64_t inner_size() const { return sizes.empty() ? 1 : sizes.back(); }
+  std::int64_t inner_stride() const { return strides.empty() ? 1 : strides.back(); }
+};
+
+// The sum of n elements `step` apart, in Acc. Contiguous elements go to eight
+// partial sums in turn (lanes the compiler keeps in vector registers), which
+// are added pairwise at the end; the order depends on n alone.
+template <class Acc, class T>
+Acc sum_of_run(const T* data, std::int64_t n, std::int64_t step) {
+  if (step != 1) {
+    Acc total = Acc(0);
+    for (std::int64_t i = 0; i < n; ++i) total += static_cast<Acc>(data[i * step]);
+    return total;
+  }
+  Acc lanes[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int lane = 0; lane < 8; ++lane) lanes[lane] += static_cast<Acc>(data[i + lane]);
+  Acc tail = Acc(0);
+  for (; i < n; ++i) tail += static_cast<Acc>(data[i]);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])) + tail;
+}
+
+// sum or mean of `input` (of element type T, any strides) over the masked
+// dims, accumulating in Acc, into `out` (contiguous, the kept dims in order).
+// Two loop orders, chosen by the layout alone:
+//  - by rows: each output adds its inputs run by run (sum_of_run), the runs
+//    in row-major order of the reduced dims;
+//  - by columns, when the kept dims end in a contiguous one and the reduced
+//    ones do not: a block of up to 256 neighbouring outputs is summed side by
+//    side, each adding its inputs one by one in row-major order (a bias's
+//    grad, summed over the batch).
+// The outputs are cut into chunks by their count and the reduced count alone,
+// and one output's sum never spans chunks: the thread count changes nothing.
+template <class Acc, class T>
+void sum_kernel(const Tensor& input, const std::vector<bool>& mask, bool mean, Tensor& out) {
+  const DimGroup kept(input, mask, false), reduced(input, mask, true);
+  const std::int64_t outputs = out.numel(), count = reduced_numel(input.sizes(), mask);
+  const T* data = input.data_ptr<T>();
+  T* result = out.data_ptr<T>();
+  const auto finish = [&](Acc total) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (mean) return cast_to<T>(count == 0 ? Acc(NAN) : total / static_cast<Acc>(count));  // 0/0 = NaN
+    }
+    return cast_to<T>(total);
+  };
+  const std::int64_t per_output = std::max<std::int64_t>(count, 1);
+  constexpr std::int64_t kBlock = 256;
+  const bool by_columns = !kept.sizes.empty() && kept.strides.back() == 1 && kept.sizes.back() >= 4 &&
+                          reduced.inner_stride() != 1 && count > 0;
+  if (!by_columns) {
+    const std::int64_t outputs_per_chunk = std::max<std::int64_t>(1, kernel::kElementwiseGrain / per_output);
+    kernel::parallel_ranges(outputs, outputs_per_chunk, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t o = first; o < last; ++o) {
+        const T* base = data + kept.offset_of(o);
+        Acc total = Acc(0);
+        if (count > 0)
+          reduced.for_each_run([&](std::int64_t offset) {
+            total += sum_of_run<Acc>(base + offset, reduced.inner_size(), reduced.inner_stride());
+          });
+        result[o] = finish(total);
+      }
+    });
+    return;
+  }
+  // Blocks of the innermost kept dim, for each index of the kept dims outside it.
+  const std::int64_t row = kept.sizes.back(), blocks_per_row = (row + kBlock - 1) / kBlock;
+  const std::int64_t blocks = outputs / row * blocks_per_row;
+  const std::int64_t blocks_per_chunk = std::max<std::int64_t>(1, kernel::kElementwiseGrain / (count * kBlock));
+  kernel::parallel_ranges(blocks, blocks_per_chunk, [&](std::int64_t first, std::int64_t last) {
+    Acc totals[kBlock];
+    for (std::int64_t b = first; b < last; ++b) {
+      const std::int64_t start = b / blocks_per_row * row + b % blocks_per_row * kBlock;
+      const std::int64_t width = std::min(kBlock, row - b % blocks_per_row * kBlock);
+      const T* base = data + kept.offset_of(start);
+      std::fill(totals, totals + width, Acc(0));
+      reduced.for_each_run([&](std::int64_t offset) {
+        for (std::int64_t i = 0; i < reduced.inner_size(); ++i) {
+          const T* values = base + offset + i * reduced.inner_stride();
+          for (std::int64_t j = 0; j < width; ++j) totals[j] += static_cast<Acc>(values[j]);
+        }
+      });
+      for (std::int64_t j = 0; j < width; ++j) result[start + j] = finish(totals[j]);
+    }
+  });
+}
+
+// sum (mean: false) or mean over the masked dims, accumulating in double for
+// floating dtypes and in uint64 for integers; `input` already has out_dtype.
+Tensor sum_or_mean(const Tensor& stored_input, const std::vector<bool>& mask, bool keepdim, DType out_dtype,
+                   bool mean) {
+  const Tensor input = kernel::to_opmath(stored_input);
+  Tensor out = empty(reduced_sizes(input.sizes(), mask, keepdim), input.dtype());
+  if (out.numel() > 0) {
+    kernel::dispatch(input.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_floating_point_v<T>) sum_kernel<double, T>(input, mask, mean, out);
+      else sum_kernel<std::uint64_t, T>(input, mask, mean, out);
+    });
+  }
+  return with_rounding_noise(kernel::rounded_to(out, out_dtype));
+}
+
 // ------------------------------------------------------ xtensor reducers ---
 
 // Reduces the masked axes of `input` with an xtensor reducer applied to the
@@ -117,23 +265,6 @@ Tensor reduce_with_xtensor(const Tensor& stored_input, const std::vector<bool>& 
   });
   return with_rounding_noise(kernel::rounded_to(out, out_dtype));
 }
-
-// xt::sum<Acc> starts from an Acc zero and adds each element to it, so the
-// accumulation happens in Acc (double for float32 inputs). Each reducer is
-// evaluated into a container before the view it reads goes away.
-struct SumReducer {
-  template <class Acc, class E, class Axes>
-  xt::xarray<Acc> apply(const E& e, const Axes& axes) const {
-    return xt::sum<Acc>(e, axes);
-  }
-};
-
-struct MeanReducer {
-  template <class Acc, class E, class Axes>
-  xt::xarray<Acc> apply(const E& e, const Axes& axes) const {
-    return xt::mean<Acc>(e, axes);
-  }
-};
 
 struct ProdReducer {
   template <class Acc, class E, class Axes>
@@ -397,8 +528,7 @@ Tensor sum(const Tensor& self, const IntList& dim, bool keepdim, std::optional<D
   const Tensor input = self.to(out_dtype);
   if (is_complex(out_dtype))  // the real and imaginary parts summed apart
     return kernel::by_parts(input, [&](const Tensor& part) { return sum(part, dim, keepdim); });
-  if (is_floating_point(out_dtype)) return reduce_with_xtensor<double>(input, mask, keepdim, out_dtype, 0.0, SumReducer{});
-  return reduce_with_xtensor<std::uint64_t>(input, mask, keepdim, out_dtype, 0, SumReducer{});
+  return sum_or_mean(input, mask, keepdim, out_dtype, false);
 }
 
 // ------------------------------------------------------------------ mean ---
@@ -421,7 +551,7 @@ Tensor mean(const Tensor& self, const IntList& dim, bool keepdim, std::optional<
   if (is_complex(out_dtype))  // the real and imaginary parts averaged apart
     return kernel::by_parts(self.to(out_dtype), [&](const Tensor& part) { return mean(part, dim, keepdim); });
   // The mean of nothing is 0/0 = NaN.
-  return reduce_with_xtensor<double>(self.to(out_dtype), mask, keepdim, out_dtype, NAN, MeanReducer{});
+  return sum_or_mean(self.to(out_dtype), mask, keepdim, out_dtype, true);
 }
 
 // ------------------------------------------------------------------ prod ---

@@ -310,9 +310,11 @@ void check_fits_memory_limit(const Shape& sizes, DType dtype) {
   const std::size_t limit = memory_limit();
   std::size_t bytes = 0;
   const bool overflows = __builtin_mul_overflow(numel, element_size(dtype), &bytes);
-  check(!overflows && bytes <= limit, "a ", dtype_name(dtype), " tensor of shape ", shape_text(sizes), " would need ",
-        overflows ? std::string("more than 2^64 bytes") : byte_count_text(bytes), ", more than the memory limit of ",
-        byte_count_text(limit));
+  // (the message is built only when it is needed: this runs for every tensor made)
+  if (overflows || bytes > limit)
+    fail(concat("a ", dtype_name(dtype), " tensor of shape ", shape_text(sizes), " would need ",
+                overflows ? std::string("more than 2^64 bytes") : byte_count_text(bytes),
+                ", more than the memory limit of ", byte_count_text(limit)));
 }
 
 // ----------------------------------------------------------------- Scalar ---
@@ -504,13 +506,8 @@ Tensor Tensor::clone() const {
   Tensor out = empty(sizes_, dtype_);
   kernel::dispatch_storage(dtype_, [&](auto tag) {
     using S = typename decltype(tag)::type;
-    const S* src = static_cast<const S*>(raw_data());
-    S* dst = out.data_ptr<S>();
-    if (is_contiguous()) {
-      std::copy(src, src + numel(), dst);
-      return;
-    }
-    kernel::for_each_offset(sizes_, strides_, [&](std::int64_t offset) { *dst++ = src[offset]; });
+    auto same = [](S x) { return x; };
+    kernel::elementwise_loop<S, S>(out, {*this}, same, std::index_sequence_for<S>{});
   });
   return out;
 }
@@ -553,14 +550,8 @@ Tensor contiguous_as(const Tensor& t, DType dtype) {
     using From = typename decltype(from_tag)::type;
     dispatch_storage(dtype, [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
-      const From* src = static_cast<const From*>(t.raw_data());
-      To* dst = out.data_ptr<To>();
-      if (t.is_contiguous()) {
-        const std::int64_t n = t.numel();
-        for (std::int64_t i = 0; i < n; ++i) dst[i] = convert<To>(src[i]);
-        return;
-      }
-      for_each_offset(t.sizes(), t.strides(), [&](std::int64_t offset) { *dst++ = convert<To>(src[offset]); });
+      auto converted = [](From x) { return convert<To>(x); };
+      elementwise_loop<To, From>(out, {t}, converted, std::index_sequence_for<From>{});
     });
   });
   return out;

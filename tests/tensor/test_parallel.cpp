@@ -1,0 +1,148 @@
+// Threads: every kernel that splits its work gives the same bits at 1, 3 and 8
+// threads (a partition by sizes alone), and the right values (naive loops in
+// double here, written with to_vector only); the thread count setting and its
+// errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "expect.hpp"
+#include "refgrad/ops.hpp"
+
+using namespace refgrad;
+
+namespace {
+
+Tensor normal(const Shape& sizes, DType dtype, std::uint64_t seed) {
+  Generator generator(seed);
+  std::vector<double> values(static_cast<std::size_t>(numel_of(sizes)));
+  for (double& v : values) v = generator.normal();
+  return from_vector(values, sizes).to(dtype);
+}
+
+// The op's result at 1 thread; checks that 3 and 8 threads give the same bytes.
+Tensor same_bits_at_any_thread_count(const std::function<Tensor()>& op) {
+  Tensor one;
+  {
+    const NumThreadsScope threads(1);
+    one = op().contiguous();
+  }
+  for (int count : {3, 8}) {
+    const NumThreadsScope threads(count);
+    const Tensor many = op().contiguous();
+    REQUIRE(many.sizes() == one.sizes());
+    REQUIRE(many.dtype() == one.dtype());
+    CHECK_MESSAGE(std::memcmp(many.raw_data(), one.raw_data(), static_cast<std::size_t>(one.numel()) * element_size(one.dtype())) == 0, count,
+                  " threads give other bits than 1");
+  }
+  return one;
+}
+
+}  // namespace
+
+TEST_CASE("num_threads") {
+  CHECK(default_num_threads() >= 1);
+  const int before = num_threads();
+  {
+    const NumThreadsScope scope(3);
+    CHECK(num_threads() == 3);
+    {
+      const NumThreadsScope every_core(0);
+      CHECK(num_threads() == default_num_threads());
+    }
+    CHECK(num_threads() == 3);
+  }
+  CHECK(num_threads() == before);
+  set_num_threads(2);
+  CHECK(num_threads() == 2);
+  set_num_threads(0);
+  CHECK(num_threads() == default_num_threads());
+  CHECK_THROWS_WITH(set_num_threads(-1), "set_num_threads: the thread count must be 0 (every core) or more, got -1");
+}
+
+TEST_CASE("parallel sum and mean") {
+  // Long rows (by rows), reduced outer dims (by columns), everything, and a transposed view.
+  const Tensor x = normal({64, 3, 1000}, DType::Float32, 1);
+  const std::vector<float> v = x.to_vector<float>();
+  const Tensor rows = same_bits_at_any_thread_count([&] { return sum(x, IntList{2}); });
+  const Tensor columns = same_bits_at_any_thread_count([&] { return sum(x, IntList{0}); });
+  const Tensor all = same_bits_at_any_thread_count([&] { return sum(x); });
+  const Tensor means = same_bits_at_any_thread_count([&] { return mean(transpose(x, 0, 2), IntList{1, 2}); });
+  std::vector<double> row_sums(64 * 3, 0.0), column_sums(3 * 1000, 0.0), channel_means(1000, 0.0);
+  double total = 0;
+  for (std::size_t n = 0; n < 64; ++n)
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t k = 0; k < 1000; ++k) {
+        const double value = v[(n * 3 + c) * 1000 + k];
+        row_sums[n * 3 + c] += value;
+        column_sums[c * 1000 + k] += value;
+        channel_means[k] += value / (64 * 3);
+        total += value;
+      }
+  CHECK_TENSOR(rows, from_vector(row_sums, {64, 3}).to(DType::Float32), 1e-6, 1e-5);
+  CHECK_TENSOR(columns, from_vector(column_sums, {3, 1000}).to(DType::Float32), 1e-6, 1e-5);
+  CHECK_TENSOR(all, from_vector(std::vector<double>{total}, {}).to(DType::Float32), 1e-6, 1e-4);
+  CHECK_TENSOR(means, from_vector(channel_means, {1000}).to(DType::Float32), 1e-6, 1e-6);
+}
+
+TEST_CASE("parallel elementwise") {
+  // A broadcast [1, 500] row and a transposed view against a [300, 500] tensor: strided reads, several chunks.
+  const Tensor a = normal({300, 500}, DType::Float64, 2), row = normal({1, 500}, DType::Float64, 3);
+  const Tensor b = transpose(normal({500, 300}, DType::Float64, 4), 0, 1);
+  const Tensor out = same_bits_at_any_thread_count([&] { return add(mul(a, row), b); });
+  const std::vector<double> va = a.to_vector<double>(), vr = row.to_vector<double>(),
+                            vb = b.contiguous().to_vector<double>();
+  std::vector<double> expected(va.size());
+  for (std::size_t i = 0; i < 300; ++i)
+    for (std::size_t j = 0; j < 500; ++j) expected[i * 500 + j] = va[i * 500 + j] * vr[j] + vb[i * 500 + j];
+  CHECK_TENSOR(out, from_vector(expected, {300, 500}), 1e-15, 1e-15);
+  // where with a scalar branch (a ReLU's backward), and a copy converting dtypes.
+  const Tensor mask = gt(a, 0.0);
+  const Tensor relu_grad = same_bits_at_any_thread_count([&] { return where(mask, b, Scalar(0.0)); });
+  const std::vector<double> chosen = relu_grad.to_vector<double>();
+  for (std::size_t k = 0; k < va.size(); ++k) CHECK(chosen[k] == (va[k] > 0 ? vb[k] : 0.0));
+  const Tensor narrowed = same_bits_at_any_thread_count([&] { return b.to(DType::Float32); });
+  CHECK_TENSOR(narrowed, from_vector(vb, {300, 500}).to(DType::Float32), 0, 0);
+}
+
+TEST_CASE("parallel matmul") {
+  // Big enough to be cut into blocks of rows, then of columns; and a batch of products.
+  for (const auto& [m, k, n] : {std::array<std::int64_t, 3>{512, 300, 200}, {100, 300, 700}}) {
+    const Tensor a = normal({m, k}, DType::Float32, 5), b = normal({k, n}, DType::Float32, 6);
+    const Tensor product = same_bits_at_any_thread_count([&] { return mm(a, b); });
+    const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+    std::vector<double> expected(static_cast<std::size_t>(m * n), 0.0);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t j = 0; j < n; ++j) expected[i * n + j] += double(va[i * k + p]) * vb[p * n + j];
+    CHECK_TENSOR(product, from_vector(expected, {m, n}).to(DType::Float32), 1e-4, 1e-4);
+  }
+  const Tensor x = normal({6, 40, 30}, DType::Float64, 7), y = normal({6, 30, 20}, DType::Float64, 8);
+  same_bits_at_any_thread_count([&] { return matmul(x, y); });
+}
+
+TEST_CASE("parallel convolution") {
+  // One image per chunk, forward and transposed; checked against a direct loop.
+  const Tensor input = normal({5, 3, 9, 8}, DType::Float64, 9), weight = normal({4, 3, 3, 3}, DType::Float64, 10);
+  const Tensor out = same_bits_at_any_thread_count([&] { return conv2d(input, weight, std::nullopt, {2, 1}, {1, 1}); });
+  const std::vector<double> vi = input.to_vector<double>(), vw = weight.to_vector<double>();
+  REQUIRE(out.sizes() == Shape{5, 4, 5, 8});
+  std::vector<double> expected(5 * 4 * 5 * 8, 0.0);
+  for (int n = 0; n < 5; ++n)
+    for (int o = 0; o < 4; ++o)
+      for (int y = 0; y < 5; ++y)
+        for (int x = 0; x < 8; ++x)
+          for (int c = 0; c < 3; ++c)
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 3; ++j) {
+                const int h = y * 2 - 1 + i, w = x - 1 + j;
+                if (h < 0 || h >= 9 || w < 0 || w >= 8) continue;
+                expected[((n * 4 + o) * 5 + y) * 8 + x] += vi[((n * 3 + c) * 9 + h) * 8 + w] * vw[((o * 3 + c) * 3 + i) * 3 + j];
+              }
+  CHECK_TENSOR(out, from_vector(expected, {5, 4, 5, 8}), 1e-12, 1e-12);
+  same_bits_at_any_thread_count([&] { return conv_transpose2d(out, weight, std::nullopt, {2, 1}, {1, 1}); });
+}
