@@ -109,6 +109,7 @@ bench: build
 	$(BUILD)/bench/bench_tensor
 	REFGRAD_TORCH_PYTHON=$(PYTHON) $(BUILD)/bench/bench_interpreter
 	$(PYTHON) bench/bench_models.py
+	$(PYTHON) bench/memory.py
 	$(PYTHON) bench/noise.py
 
 # docs/nodes.md is generated from the node registry; test-docs checks it is current.

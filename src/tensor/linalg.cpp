@@ -139,8 +139,11 @@ struct GemmBlocks {
   int64_t size, count;
 };
 
+// Multiply-adds worth a chunk of their own (tens of microseconds).
+constexpr int64_t kWorkPerBlock = int64_t{1} << 21;
+
 GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kWorkPerBlock = int64_t{1} << 21, kMinSide = 64, kMaxBlocks = 16;
+  constexpr int64_t kMinSide = 64, kMaxBlocks = 16;
   const bool by_rows = m >= n;
   const int64_t side = by_rows ? m : n;
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -257,9 +260,14 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out, const cha
     return;
   }
   const std::vector<int64_t> a_offsets = batch_offsets(a), b_offsets = batch_offsets(b);
-  // One batch entry per chunk (a gemm inside a chunk runs its blocks on that chunk's thread).
-  kernel::parallel_for(static_cast<int64_t>(a_offsets.size()), [&](int64_t i) {
-    gemm<T>(matrix_at<T>(a, a_offsets[i]), matrix_at<T>(b, b_offsets[i]), T(1), T(0), out_data + i * n * m, m, op);
+  // Batch entries in chunks of about kWorkPerBlock multiply-adds (a gemm inside a chunk runs its blocks on the
+  // chunk's thread): small products are not worth handing to another thread one by one.
+  const int64_t entries = static_cast<int64_t>(a_offsets.size());
+  const int64_t entry_work = std::max<int64_t>(1, n * m * std::max<int64_t>(k, 1));
+  const int64_t entries_per_chunk = std::max<int64_t>(1, kWorkPerBlock / entry_work);
+  kernel::parallel_ranges(entries, entries_per_chunk, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i)
+      gemm<T>(matrix_at<T>(a, a_offsets[i]), matrix_at<T>(b, b_offsets[i]), T(1), T(0), out_data + i * n * m, m, op);
   });
 }
 

@@ -158,26 +158,31 @@ void convolution_kernel(const Tensor& input, const Tensor& weight, const Optiona
   const T* in = input.data_ptr<T>();
   const T* w = weight.data_ptr<T>();
   T* out = output.data_ptr<T>();
-  // One image per chunk, each with its own im2col columns (the first image's are column_buffer, allocated and
-  // checked against the memory limit by the caller; the others' are the same size).
+  // Images in chunks of about 2^21 multiply-adds, each chunk with its own im2col columns (the first chunk's are
+  // column_buffer, allocated and checked against the memory limit by the caller; the others' are the same size).
   const std::size_t column_bytes = static_cast<std::size_t>(column_buffer.numel()) * sizeof(T);
-  kernel::parallel_for(batch, [&](std::int64_t n) {
-    std::shared_ptr<void> own_columns = n == 0 ? nullptr : allocate_cpu_buffer(column_bytes);
-    T* columns = n == 0 ? column_buffer.data_ptr<T>() : static_cast<T*>(own_columns.get());
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const T* in_g = in + (n * in_channels + g * group_in) * in_plane;
-      T* out_g = out + (n * out_channels + g * group_out) * out_plane;
-      if (!transposed) {
-        // out_g [group_out, positions] = weight_g [group_out, group_in*patch] @ columns.
-        const T* weight_g = w + g * group_out * group_in * patch;
-        im2col(window, in_g, columns);
-        kernel::gemm_contiguous(false, false, group_out, out_plane, group_in * patch, weight_g, columns, out_g);
-      } else {
-        // The adjoint: columns = weight_g^T @ in_g, with weight_g [group_in, group_out*patch],
-        // then col2im scatters the columns into the (larger) output image.
-        const T* weight_g = w + g * group_in * group_out * patch;
-        kernel::gemm_contiguous(true, false, group_out * patch, in_plane, group_in, weight_g, in_g, columns);
-        col2im(window, columns, out_g);
+  const std::int64_t image_work =
+      std::max<std::int64_t>(1, out_channels * group_in * patch * (transposed ? in_plane : out_plane));
+  const std::int64_t images_per_chunk = std::max<std::int64_t>(1, (std::int64_t{1} << 21) / image_work);
+  kernel::parallel_ranges(batch, images_per_chunk, [&](std::int64_t first, std::int64_t last) {
+    std::shared_ptr<void> own_columns = first == 0 ? nullptr : allocate_cpu_buffer(column_bytes);
+    T* columns = first == 0 ? column_buffer.data_ptr<T>() : static_cast<T*>(own_columns.get());
+    for (std::int64_t n = first; n < last; ++n) {
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const T* in_g = in + (n * in_channels + g * group_in) * in_plane;
+        T* out_g = out + (n * out_channels + g * group_out) * out_plane;
+        if (!transposed) {
+          // out_g [group_out, positions] = weight_g [group_out, group_in*patch] @ columns.
+          const T* weight_g = w + g * group_out * group_in * patch;
+          im2col(window, in_g, columns);
+          kernel::gemm_contiguous(false, false, group_out, out_plane, group_in * patch, weight_g, columns, out_g);
+        } else {
+          // The adjoint: columns = weight_g^T @ in_g, with weight_g [group_in, group_out*patch],
+          // then col2im scatters the columns into the (larger) output image.
+          const T* weight_g = w + g * group_in * group_out * patch;
+          kernel::gemm_contiguous(true, false, group_out * patch, in_plane, group_in, weight_g, in_g, columns);
+          col2im(window, columns, out_g);
+        }
       }
     }
   });

@@ -55,7 +55,7 @@ class ThreadPool {
   }
 
  private:
-  static constexpr std::chrono::microseconds kSpin{500};
+  static constexpr std::chrono::microseconds kSpin{2000};
 
   struct Job {
     Job(const std::function<void(std::int64_t)>& body, std::int64_t chunks) : body(&body), chunks(chunks) {}
