@@ -294,11 +294,9 @@ inline bool is_dense(const Tensor& t) {
 // `t` itself when dense, else a contiguous copy: what `adapt` accepts.
 Tensor dense(const Tensor& t);
 
-// xtensor views of a tensor's buffer (no copy). `adapt` keeps the tensor's
-// shape and strides, and needs a dense view: an xtensor adaptor's buffer must
-// hold exactly numel elements ("xbuffer_storage not resizable" otherwise).
-// `adapt_flat` needs a contiguous tensor and is 1-d, which lets xtensor take
-// its fast linear assignment path.
+// An xtensor view of a tensor's buffer (no copy), with the tensor's shape and
+// strides. It needs a dense view: an xtensor adaptor's buffer must hold
+// exactly numel elements ("xbuffer_storage not resizable" otherwise).
 template <class T>
 auto adapt(const Tensor& t) {
   check(is_dense(t), "adapt: view with sizes ", shape_text(t.sizes()), " and strides ", shape_text(t.strides()),
@@ -306,13 +304,6 @@ auto adapt(const Tensor& t) {
   std::vector<std::size_t> shape(t.sizes().begin(), t.sizes().end());
   std::vector<std::ptrdiff_t> strides(t.strides().begin(), t.strides().end());
   return xt::adapt(t.data_ptr<T>(), span_of(t.sizes(), t.strides()), xt::no_ownership(), shape, strides);
-}
-
-template <class T>
-auto adapt_flat(const Tensor& t) {
-  check(t.is_contiguous(), "adapt_flat: tensor is not contiguous");
-  const std::size_t n = static_cast<std::size_t>(t.numel());
-  return xt::adapt(t.data_ptr<T>(), n, xt::no_ownership(), std::array<std::size_t, 1>{n});
 }
 
 // out = f(inputs...) elementwise, as a new tensor of dtype dtype_of<Out>()
