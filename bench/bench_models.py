@@ -51,7 +51,6 @@ def measure(make, dtype: torch.dtype, threads: int, rounds: int, with_capture: b
     names = dict(model.named_parameters())
     captured = rt.capture(forward(model), names=names)
     times: dict[str, list[float]] = {"torch": [], "oracle": [], "capture": []}
-    grads = None
     for round_index in range(WARMUP + rounds):
         model.zero_grad(set_to_none=True)
         loss = forward(model)

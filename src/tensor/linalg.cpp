@@ -181,7 +181,7 @@ void gemm(const Matrix<T>& a, const Matrix<T>& b, T alpha, T beta, T* c, int64_t
     // Blocks of C's rows (or columns, when it has more of them), one BLAS call each, on the kernels' threads:
     // the blocks depend on the sizes only, so the results do not depend on the thread count.
     const GemmBlocks blocks = gemm_blocks(m, n, k);
-    kernel::parallel_for(blocks.count, [&](int64_t block) {
+    kernel::parallel_for_chunks(blocks.count, [&](int64_t block) {
       const int64_t first = block * blocks.size, last = std::min((block + 1) * blocks.size, blocks.by_rows ? m : n);
       const T* a_block = blocks.by_rows ? a_read.data + first * a_read.row_stride : a_read.data;
       const T* b_block = blocks.by_rows ? b_read.data : b_read.data + first * b_read.col_stride;

@@ -21,6 +21,14 @@ namespace refgrad::kernel {
 // chunk is done; an exception from a chunk is rethrown here (the first one).
 void parallel_for(std::int64_t chunks, const std::function<void(std::int64_t)>& body);
 
+// The same, calling a single chunk directly: most calls on small tensors have
+// one, and wrapping the body in a std::function may allocate.
+template <class F>
+void parallel_for_chunks(std::int64_t chunks, F&& body) {
+  if (chunks == 1) body(std::int64_t{0});
+  else parallel_for(chunks, body);
+}
+
 // The number of chunks of at most `grain` items that cover `n` items.
 inline std::int64_t chunk_count(std::int64_t n, std::int64_t grain) { return n <= 0 ? 0 : (n + grain - 1) / grain; }
 
@@ -28,12 +36,8 @@ inline std::int64_t chunk_count(std::int64_t n, std::int64_t grain) { return n <
 // shorter): the partition depends on n and grain only.
 template <class F>
 void parallel_ranges(std::int64_t n, std::int64_t grain, F&& body) {
-  const std::int64_t chunks = chunk_count(n, grain);
-  if (chunks == 1) {
-    body(std::int64_t{0}, n);
-    return;
-  }
-  parallel_for(chunks, [&](std::int64_t chunk) { body(chunk * grain, std::min(n, (chunk + 1) * grain)); });
+  parallel_for_chunks(chunk_count(n, grain),
+                      [&](std::int64_t chunk) { body(chunk * grain, std::min(n, (chunk + 1) * grain)); });
 }
 
 // Elements per chunk of an elementwise loop: big enough that handing a chunk

@@ -88,6 +88,7 @@ std::vector<bool> single_dim_mask(std::int64_t dim, std::int64_t ndim, const cha
 // whole inner one (stride == inner size * inner stride). Outermost first.
 struct DimGroup {
   std::vector<std::int64_t> sizes, strides;
+  Shape outer_sizes, outer_strides;  // all but the innermost dim: made once, walked once per output
 
   DimGroup(const Tensor& t, const std::vector<bool>& mask, bool reduced) {
     for (std::size_t d = mask.size(); d-- > 0;) {
@@ -102,6 +103,10 @@ struct DimGroup {
     }
     std::reverse(sizes.begin(), sizes.end());
     std::reverse(strides.begin(), strides.end());
+    if (!sizes.empty()) {
+      outer_sizes.assign(sizes.begin(), sizes.end() - 1);
+      outer_strides.assign(strides.begin(), strides.end() - 1);
+    }
   }
 
   // The offset of element `index` (row-major over the group).
@@ -121,8 +126,7 @@ struct DimGroup {
       run(std::int64_t{0});
       return;
     }
-    const Shape outer(sizes.begin(), sizes.end() - 1), outer_strides(strides.begin(), strides.end() - 1);
-    kernel::for_each_offset(outer, outer_strides, run);
+    kernel::for_each_offset(outer_sizes, outer_strides, run);
   }
   std::int64_t inner_size() const { return sizes.empty() ? 1 : sizes.back(); }
   std::int64_t inner_stride() const { return strides.empty() ? 1 : strides.back(); }

@@ -65,9 +65,10 @@ TEST_CASE("num_threads") {
 }
 
 TEST_CASE("parallel sum and mean") {
-  // Long rows (by rows), reduced outer dims (by columns), everything, and a transposed view.
-  const Tensor x = normal({64, 3, 1000}, DType::Float32, 1);
-  const std::vector<float> v = x.to_vector<float>();
+  // Long rows (by rows), reduced outer dims (by columns), everything, and a transposed view. float64: float32
+  // values summed in double mostly add exactly, in any order, and would not show an order that changed.
+  const Tensor x = normal({64, 3, 1000}, DType::Float64, 1);
+  const std::vector<double> v = x.to_vector<double>();
   const Tensor rows = same_bits_at_any_thread_count([&] { return sum(x, IntList{2}); });
   const Tensor columns = same_bits_at_any_thread_count([&] { return sum(x, IntList{0}); });
   const Tensor all = same_bits_at_any_thread_count([&] { return sum(x); });
@@ -83,10 +84,10 @@ TEST_CASE("parallel sum and mean") {
         channel_means[k] += value / (64 * 3);
         total += value;
       }
-  CHECK_TENSOR(rows, from_vector(row_sums, {64, 3}).to(DType::Float32), 1e-6, 1e-5);
-  CHECK_TENSOR(columns, from_vector(column_sums, {3, 1000}).to(DType::Float32), 1e-6, 1e-5);
-  CHECK_TENSOR(all, from_vector(std::vector<double>{total}, {}).to(DType::Float32), 1e-6, 1e-4);
-  CHECK_TENSOR(means, from_vector(channel_means, {1000}).to(DType::Float32), 1e-6, 1e-6);
+  CHECK_TENSOR(rows, from_vector(row_sums, {64, 3}), 1e-12, 1e-12);
+  CHECK_TENSOR(columns, from_vector(column_sums, {3, 1000}), 1e-12, 1e-12);
+  CHECK_TENSOR(all, from_vector(std::vector<double>{total}, {}), 1e-12, 1e-10);
+  CHECK_TENSOR(means, from_vector(channel_means, {1000}), 1e-12, 1e-12);
 }
 
 TEST_CASE("parallel elementwise") {
