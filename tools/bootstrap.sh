@@ -13,7 +13,7 @@ logs=build/logs
 APT_PACKAGES=(
   g++ pkg-config
   libxtensor-dev libxtensor-blas-dev libopenblas-dev
-  doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev pybind11-dev
+  libboost-dev doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev pybind11-dev
   graphviz clang-14 libclang-rt-14-dev libfuzzer-14-dev
 )
 

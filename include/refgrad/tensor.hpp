@@ -23,6 +23,8 @@
 #include <variant>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "refgrad/error.hpp"
 
 namespace refgrad {
@@ -130,8 +132,12 @@ std::string device_name(Device device);
 
 // ----------------------------------------------------------------- shapes ---
 
-using Shape = std::vector<std::int64_t>;    // sizes or strides
-using IntList = std::vector<std::int64_t>;  // dims, pads, kernel sizes, ...
+// Sizes, strides, dims, pads, kernel sizes: a vector that keeps up to six
+// values inline and allocates only beyond that. Every Tensor holds two of them
+// and nearly every call makes a Tensor, so with std::vector the allocator was
+// half the cost of an op on a small tensor (bench/bench_interpreter's chain).
+using IntList = boost::container::small_vector<std::int64_t, 6>;
+using Shape = IntList;  // sizes or strides
 
 std::string str(const Shape& shape);  // "[2,3]"
 // A shape in a check()'s message, spelled as str() spells it but only when
@@ -283,12 +289,20 @@ class Scalar {
 
 // ---------------------------------------------------------------- Storage ---
 
-// A flat, 64-byte aligned buffer. It either owns its bytes or borrows them
-// from an owner kept alive by a shared_ptr (a NumPy array, a torch tensor).
+// A flat buffer. It either owns its bytes or borrows them from an owner kept
+// alive by a shared_ptr (a NumPy array, a torch tensor). Owned buffers of more
+// than kInlineBytes are 64-byte aligned (allocate_cpu_buffer); up to
+// kInlineBytes live inside the Storage itself, 16-byte aligned, so that a
+// tensor of a few elements costs one plain allocation instead of three
+// (Storage, buffer, owner).
 class Storage {
  public:
+  static constexpr std::size_t kInlineBytes = 64;
+
   Storage(std::size_t nbytes, Device device);  // uninitialized
   Storage(std::shared_ptr<void> owner, void* data, std::size_t nbytes, Device device);
+  Storage(const Storage&) = delete;  // data_ may point into this object
+  Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
@@ -299,6 +313,7 @@ class Storage {
   void* data_;
   std::size_t nbytes_;
   Device device_;
+  alignas(16) std::byte inline_bytes_[kInlineBytes];  // 16: make_shared's own alignment, no memalign
 };
 
 // An uninitialized, 64-byte aligned CPU buffer. Freed buffers of 1 MiB or
@@ -340,11 +355,12 @@ class Tensor {
   template <class T>
   T* data_ptr() const {
     check(defined(), "data_ptr: tensor is undefined");
-    check(dtype_of<T>() == dtype_, "data_ptr: tensor has dtype ", dtype_name(dtype_),
-          ", asked for ", dtype_name(dtype_of<T>()));
+    // Not check(..., dtype_name(...)): its arguments would build two strings on every call.
+    if (dtype_of<T>() != dtype_) fail_data_ptr_dtype(dtype_of<T>());
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const;
+  [[noreturn]] void fail_data_ptr_dtype(DType asked) const;
 
   // The single value of a one-element tensor, converted to T.
   template <class T>
@@ -424,6 +440,12 @@ Tensor from_vector(const std::vector<T>& values, const Shape& sizes) {
     return from_buffer(values.data(), sizes, dtype_of<T>());
   }
 }
+// An int64 tensor of an IntList's values (indices, sizes).
+inline Tensor from_vector(const IntList& values, const Shape& sizes) {
+  check(static_cast<std::int64_t>(values.size()) == numel_of(sizes), "from_vector: ", values.size(),
+        " values do not fill shape ", str(sizes));
+  return from_buffer(values.data(), sizes, DType::Int64);
+}
 
 // ------------------------------------------------------------------ random ---
 
@@ -455,6 +477,7 @@ using Operand = std::variant<Tensor, Scalar>;
 DType result_type(const std::vector<Operand>& operands);
 DType result_type(const Tensor& a, const Tensor& b);
 DType result_type(const Tensor& a, const Scalar& b);
+DType result_type(const Operand& a, const Operand& b);
 
 // ------------------------------------------------------------- comparison ---
 

@@ -617,7 +617,8 @@ Grads CtcLossBackward0(const Grads& grads, const CtcLossBackward0Saved& saved, c
 IntList lengths_of(const char* node, const char* field, const Tensor& lengths) {
   check(lengths.dim() == 1 && (lengths.dtype() == DType::Int64 || lengths.dtype() == DType::Int32), node, ": ",
         field, " must be a 1-d integer tensor, got ", dtype_name(lengths.dtype()), " ", shape_text(lengths.sizes()));
-  return lengths.to_vector<std::int64_t>();
+  const std::vector<std::int64_t> values = lengths.to_vector<std::int64_t>();
+  return IntList(values.begin(), values.end());
 }
 
 Grads CtcLossBackward1(const Grads& grads, const CtcLossBackward1Saved& saved, const Need& need) {

@@ -262,7 +262,7 @@ Tensor unfold_backward(const Tensor& grad, const IntList& input_sizes, int64_t d
   Shape merged = input_sizes;
   merged[dim] = windows * size;
   const Tensor flat_grad = reshape(permute(grad, order), merged);
-  std::vector<int64_t> positions;
+  IntList positions;
   for (int64_t k = 0; k < windows; ++k)
     for (int64_t j = 0; j < size; ++j) positions.push_back(k * step + j);
   const Tensor index = from_vector(positions, {ndim_of(positions)});
@@ -1291,7 +1291,7 @@ Tensor col2im(const char* node, const Tensor& grad, int64_t height, int64_t widt
         shape_text(grad.sizes()), " does not fit kernel ", shape_text(kernel_size), " over ", out_h, " x ", out_w,
         " places of an input ", height, " x ", width);
   const int64_t batch = columns.size(0), channels = columns.size(1) / kernel;
-  std::vector<int64_t> positions;  // in the order of grad's (ki, kj, oh, ow)
+  IntList positions;  // in the order of grad's (ki, kj, oh, ow)
   for (int64_t ki = 0; ki < kh; ++ki)
     for (int64_t kj = 0; kj < kw; ++kj)
       for (int64_t oh = 0; oh < out_h; ++oh)

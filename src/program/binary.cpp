@@ -458,7 +458,8 @@ class Reader {
 };
 
 Shape read_shape(Reader& r, std::string_view what) {
-  return r.list(8, what, [&](std::uint32_t) { return r.i64(what); });
+  const std::vector<std::int64_t> values = r.list(8, what, [&](std::uint32_t) { return r.i64(what); });
+  return Shape(values.begin(), values.end());
 }
 
 DType read_dtype(Reader& r) { return r.enum_value<DType>(kDTypes, "dtype"); }

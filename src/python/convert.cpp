@@ -354,7 +354,8 @@ std::int64_t int_from_python(py::handle value, std::string_view where) {
 }
 
 IntList int_list_from_python(py::handle value, std::string_view where) {
-  return list_from_python<std::int64_t>(value, where, int_from_python);
+  const std::vector<std::int64_t> values = list_from_python<std::int64_t>(value, where, int_from_python);
+  return IntList(values.begin(), values.end());
 }
 
 std::string string_from_python(py::handle value, std::string_view where) {

@@ -42,6 +42,11 @@ DType common_dtype(const char* op, const std::vector<Operand>& operands) {
     if (const auto* t = std::get_if<Tensor>(&operand)) check_defined(*t, op);
   return result_type(operands);
 }
+DType common_dtype(const char* op, const Operand& a, const Operand& b) {
+  for (const Operand* operand : {&a, &b})
+    if (const auto* t = std::get_if<Tensor>(operand)) check_defined(*t, op);
+  return result_type(a, b);
+}
 
 // ATen's promote_integer_to_float: float-valued ops compute int64/bool inputs
 // in the default dtype (complex inputs stay complex).
@@ -331,7 +336,7 @@ void check_sub(const Operand& self, const Operand& other) {
 
 // self + alpha * other (or self - alpha * other).
 Tensor add_or_sub(const char* op, const Operand& self, const Operand& other, const Scalar& alpha, bool subtract) {
-  const DType dtype = common_dtype(op, {self, other});
+  const DType dtype = common_dtype(op, self, other);
   if (subtract) check_sub(self, other);
   check_alpha(op, dtype, alpha);
   const DType compute = opmath_dtype(dtype);
@@ -375,7 +380,7 @@ Tensor sub(const Tensor& self, Scalar other, Scalar alpha) { return add_or_sub("
 namespace {
 
 Tensor mul_operands(const Operand& self, const Operand& other) {
-  const DType dtype = common_dtype("mul", {self, other});
+  const DType dtype = common_dtype("mul", self, other);
   const DType compute = opmath_dtype(dtype);
   const Tensor a = operand_as(self, compute, "mul"), b = operand_as(other, compute, "mul");
   return kernel::rounded_to(kernel::dispatch_with_complex(compute, [&](auto tag) {
@@ -434,7 +439,7 @@ Tensor div_operands(const Operand& self, const Operand& other, const std::option
   check(!rounding_mode || *rounding_mode == "trunc" || *rounding_mode == "floor",
         "div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
         rounding_mode.value_or(""), "'");
-  const DType promoted = common_dtype("div", {self, other});
+  const DType promoted = common_dtype("div", self, other);
   check(!rounding_mode || !is_complex(promoted), "div: rounding_mode='", rounding_mode.value_or(""),
         "' is not supported for complex numbers (", dtype_name(promoted), ")");
   if (!rounding_mode) {
@@ -542,11 +547,11 @@ bool scalar_equals(const Scalar& value, double number) {
 }  // namespace
 
 Tensor pow(const Tensor& self, const Tensor& exponent) {
-  return pow_tensors(self, exponent, common_dtype("pow", {self, exponent}));
+  return pow_tensors(self, exponent, common_dtype("pow", self, exponent));
 }
 
 Tensor pow(const Tensor& self, Scalar exponent) {
-  const DType dtype = common_dtype("pow", {self, exponent});
+  const DType dtype = common_dtype("pow", self, exponent);
   check(!(is_integral(self.dtype(), true) && exponent.is_integral() && exponent.to_int64() < 0),
         "pow: Integers to negative integer powers are not allowed (", dtype_name(self.dtype()), " tensor to the power ",
         exponent.repr(), ")");
@@ -571,7 +576,7 @@ Tensor pow(const Tensor& self, Scalar exponent) {
 }
 
 Tensor pow(Scalar self, const Tensor& exponent) {
-  const DType dtype = common_dtype("pow", {self, exponent});
+  const DType dtype = common_dtype("pow", self, exponent);
   if (scalar_equals(self, 1.0)) return ones(exponent.sizes(), dtype);  // 1^y = 1, even for y = NaN
   return pow_tensors(scalar_tensor_of(opmath_dtype(dtype), "pow", self, false), exponent, dtype);
 }
@@ -583,7 +588,7 @@ namespace {
 // NaN propagates: maximum(NaN, x) = maximum(x, NaN) = NaN.
 template <bool is_max>
 Tensor extremum(const char* op, const Tensor& self, const Tensor& other) {
-  const DType dtype = common_dtype(op, {self, other});
+  const DType dtype = common_dtype(op, self, other);
   const Tensor a = self.to(opmath_dtype(dtype)), b = other.to(opmath_dtype(dtype));
   return kernel::rounded_to(kernel::dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -604,7 +609,7 @@ Tensor maximum(const Tensor& self, const Tensor& other) { return extremum<true>(
 Tensor minimum(const Tensor& self, const Tensor& other) { return extremum<false>("minimum", self, other); }
 
 Tensor atan2(const Tensor& self, const Tensor& other) {
-  const DType dtype = float_dtype(common_dtype("atan2", {self, other}));
+  const DType dtype = float_dtype(common_dtype("atan2", self, other));
   const Tensor a = self.to(opmath_dtype(dtype)), b = other.to(opmath_dtype(dtype));
   return kernel::rounded_to(kernel::dispatch_floating(a.dtype(), "atan2", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -620,7 +625,7 @@ namespace {
 // numbers have no order: only eq and ne (`equality`) take them.
 template <bool equality = false, class Compare>
 Tensor compare(const char* op, const Operand& self, const Operand& other, Compare compare_values) {
-  const DType compute = opmath_dtype(common_dtype(op, {self, other}));
+  const DType compute = opmath_dtype(common_dtype(op, self, other));
   check(equality || !is_complex(compute), op, ": not supported for complex numbers (", dtype_name(compute),
         "): they have no order");
   const Tensor a = operand_as(self, compute, op), b = operand_as(other, compute, op);
@@ -676,7 +681,7 @@ Tensor where_operands(const Tensor& condition, const Operand& self, const Operan
   check(condition.dtype() == DType::Bool,
         "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
         dtype_name(condition.dtype()));
-  const DType dtype = common_dtype("where", {self, other});
+  const DType dtype = common_dtype("where", self, other);
   // A Scalar branch must fit the result dtype, as in ATen.
   const DType compute = opmath_dtype(dtype);
   const Tensor a = operand_as(self, compute, "where", true), b = operand_as(other, compute, "where", true);

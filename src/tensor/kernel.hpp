@@ -119,8 +119,9 @@ inline bool is_storage_format(const Tensor& t) { return t.defined() && opmath_dt
 
 // `result`, computed in opmath_dtype(dtype), rounded to `dtype` (one rounding
 // per primitive, as ATen's kernels round a float16 result once).
-inline Tensor rounded_to(const Tensor& result, DType dtype) {
-  return result.defined() && result.dtype() == opmath_dtype(dtype) ? result.to(dtype) : result;
+inline Tensor rounded_to(Tensor result, DType dtype) {
+  if (result.defined() && result.dtype() != dtype && result.dtype() == opmath_dtype(dtype)) return result.to(dtype);
+  return result;
 }
 
 // ATen's int64 arithmetic wraps around on overflow (two's complement). Signed

@@ -366,8 +366,12 @@ std::string Scalar::repr() const {
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   check(device == Device::CPU, "Storage: the ", device_name(device), " backend is not supported yet");
   // Uninitialized on purpose: every creation function writes all bytes anyway.
-  owner_ = allocate_cpu_buffer(nbytes);
-  data_ = owner_.get();
+  if (nbytes <= kInlineBytes) {
+    data_ = inline_bytes_;
+  } else {
+    owner_ = allocate_cpu_buffer(nbytes);
+    data_ = owner_.get();
+  }
 }
 
 Storage::Storage(std::shared_ptr<void> owner, void* data, std::size_t nbytes, Device device)
@@ -435,6 +439,10 @@ bool Tensor::is_same(const Tensor& other) const {
 void* Tensor::raw_data() const {
   check(defined(), "raw_data: tensor is undefined");
   return static_cast<std::byte*>(storage_->data()) + storage_offset_ * element_size(dtype_);
+}
+
+void Tensor::fail_data_ptr_dtype(DType asked) const {
+  fail("data_ptr: tensor has dtype " + dtype_name(dtype_) + ", asked for " + dtype_name(asked));
 }
 
 using kernel::convert;
@@ -845,28 +853,53 @@ std::optional<DType> promote_optional(std::optional<DType> a, DType b) {
 
 }  // namespace
 
-DType result_type(const std::vector<Operand>& operands) {
-  std::optional<DType> dim_result, zero_dim_result, wrapped_result;
-  for (const Operand& operand : operands) {
-    if (const auto* t = std::get_if<Tensor>(&operand)) {
-      check(t->defined(), "result_type: undefined tensor operand");
-      if (t->dim() > 0) dim_result = promote_optional(dim_result, t->dtype());
-      else zero_dim_result = promote_optional(zero_dim_result, t->dtype());
-    } else {
-      // A wrapped Python float takes the default dtype, not float64; a complex one the default's complex type.
-      const Scalar& s = std::get<Scalar>(operand);
-      const DType dtype = s.is_floating_point() ? default_dtype()
-                          : s.is_complex()      ? to_complex_type(default_dtype())
-                                                : s.natural_dtype();
-      wrapped_result = promote_optional(wrapped_result, dtype);
-    }
+namespace {
+
+// torch.result_type, fed one operand at a time (no list of copies: every binary op asks).
+class ResultType {
+ public:
+  void add(const Tensor& t) {
+    check(t.defined(), "result_type: undefined tensor operand");
+    if (t.dim() > 0) dim_result_ = promote_optional(dim_result_, t.dtype());
+    else zero_dim_result_ = promote_optional(zero_dim_result_, t.dtype());
   }
-  const auto result = combine_categories(dim_result, combine_categories(zero_dim_result, wrapped_result));
-  check(result.has_value(), "result_type: no operands");
-  return *result;
+  void add(const Scalar& s) {
+    // A wrapped Python float takes the default dtype, not float64; a complex one the default's complex type.
+    const DType dtype = s.is_floating_point() ? default_dtype()
+                        : s.is_complex()      ? to_complex_type(default_dtype())
+                                              : s.natural_dtype();
+    wrapped_result_ = promote_optional(wrapped_result_, dtype);
+  }
+  void add(const Operand& operand) {
+    std::visit([this](const auto& value) { add(value); }, operand);
+  }
+  DType result() const {
+    const auto result = combine_categories(dim_result_, combine_categories(zero_dim_result_, wrapped_result_));
+    check(result.has_value(), "result_type: no operands");
+    return *result;
+  }
+
+ private:
+  std::optional<DType> dim_result_, zero_dim_result_, wrapped_result_;
+};
+
+template <class... Operands>
+DType result_type_of(const Operands&... operands) {
+  ResultType result;
+  (result.add(operands), ...);
+  return result.result();
 }
 
-DType result_type(const Tensor& a, const Tensor& b) { return result_type(std::vector<Operand>{a, b}); }
-DType result_type(const Tensor& a, const Scalar& b) { return result_type(std::vector<Operand>{a, b}); }
+}  // namespace
+
+DType result_type(const std::vector<Operand>& operands) {
+  ResultType result;
+  for (const Operand& operand : operands) result.add(operand);
+  return result.result();
+}
+
+DType result_type(const Tensor& a, const Tensor& b) { return result_type_of(a, b); }
+DType result_type(const Tensor& a, const Scalar& b) { return result_type_of(a, b); }
+DType result_type(const Operand& a, const Operand& b) { return result_type_of(a, b); }
 
 }  // namespace refgrad

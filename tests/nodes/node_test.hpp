@@ -56,6 +56,9 @@ inline void check_need_mask_and_undefined(const std::string& node, const Tensor&
 }
 
 // An int64 tensor from torch (sizes, strides, dims) as an IntList.
-inline IntList int_list(const Tensor& t) { return t.to_vector<std::int64_t>(); }
+inline IntList int_list(const Tensor& t) {
+  const std::vector<std::int64_t> values = t.to_vector<std::int64_t>();
+  return IntList(values.begin(), values.end());
+}
 
 }  // namespace refgrad::testing

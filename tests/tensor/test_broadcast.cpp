@@ -41,7 +41,7 @@ TEST_CASE("expand") {
   CHECK(wide.storage() == column.storage());
   CHECK(wide.at<double>({1, 2, 3}) == 3.0);
   CHECK_TENSOR(wide, torch_eval1("a.expand(2, 3, 4)", {column}));
-  CHECK_TENSOR(from_vector<std::int64_t>(wide.strides(), {3}), torch_layout("a.expand(2, 3, 4)", {column}));
+  CHECK_TENSOR(from_vector(wide.strides(), {3}), torch_layout("a.expand(2, 3, 4)", {column}));
 
   // -1 keeps a size; a 0-d tensor expands to anything.
   CHECK(expand(column, {-1, 5}).sizes() == Shape{3, 5});

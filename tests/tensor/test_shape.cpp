@@ -23,6 +23,12 @@ using I64 = std::vector<std::int64_t>;
 constexpr std::int64_t kMax = INT64_MAX;
 constexpr std::int64_t kMin = INT64_MIN;
 
+// An int64 tensor's values as an IntList (torch's strides, to compare with a view's).
+IntList int64_values(const Tensor& t) {
+  const I64 values = t.to_vector<std::int64_t>();
+  return IntList(values.begin(), values.end());
+}
+
 // 0, 1, 2, ... in a fresh contiguous tensor of the given shape: the same
 // layout torch gives the oracle's input `a`, so strides and offsets compare.
 Tensor iota(const Shape& sizes, DType dtype = DType::Float32) {
@@ -45,7 +51,7 @@ void check_view(const Tensor& view, const Tensor& base, const std::string& expr)
   const std::string offset = with_torch_layout(expr + ".storage_offset()");
   CHECK(view.storage() == base.storage());
   CHECK_TENSOR(view, torch_eval1(expr, {base}));
-  CHECK(torch_eval1(strides, {base}).to_vector<std::int64_t>() == view.strides());
+  CHECK(int64_values(torch_eval1(strides, {base})) == view.strides());
   CHECK(torch_eval1(offset, {base}).item<std::int64_t>() == view.storage_offset());
 }
 
@@ -60,7 +66,7 @@ void check_views(const TensorList& views, const Tensor& base, const std::string&
     const std::string offset = with_torch_layout(piece + ".storage_offset()");
     CHECK(views[i].storage() == base.storage());
     CHECK_TENSOR(views[i], expected[i]);
-    CHECK(torch_eval1(strides, {base}).to_vector<std::int64_t>() == views[i].strides());
+    CHECK(int64_values(torch_eval1(strides, {base})) == views[i].strides());
     CHECK(torch_eval1(offset, {base}).item<std::int64_t>() == views[i].storage_offset());
   }
 }
