@@ -9,6 +9,7 @@
 // This header is included by the C++17 kernels in src/tensor, so it stays C++17.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -344,6 +345,36 @@ Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Optiona
                         const IntList& stride = {1, 1, 1}, const IntList& padding = {0, 0, 0},
                         const IntList& output_padding = {0, 0, 0}, std::int64_t groups = 1,
                         const IntList& dilation = {1, 1, 1});
+// The weight grad of convolution(input, weight, ..., transposed, output_padding, groups) given the grad of
+// its output: what ATen's convolution_backward returns for the weight. weight_sizes is the weight's shape.
+// Per image and group it is one matrix product, grad_output_g [O/g, L] @ im2col(input_g)^T [L, C/g*k...]
+// (transposed: input_g [C/g, L] @ im2col(grad_output_g)^T, the forward's window being on its output),
+// summed over the batch; output_padding is implied by grad_output's size. float32, float64 and int64
+// (float16/bfloat16 computed in float32).
+Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
+                                   const IntList& stride, const IntList& padding, const IntList& dilation,
+                                   bool transposed, std::int64_t groups);
+// ATen's native_batch_norm_backward: (grad_input, grad_weight, grad_bias) of native_batch_norm, each an
+// undefined Tensor where output_mask does not ask for it. input [N, C, ...]; weight (none: ones), the
+// running statistics and save_mean/save_invstd have C elements. train: save_mean and save_invstd are the
+// batch statistics the forward normalized with, which depend on the input; eval: running_mean and
+// running_var are constants, invstd = 1 / sqrt(running_var + eps). Per channel, with x_hat = (x - mean) * invstd
+// and M = N * (elements per plane):
+//   grad_bias = sum(g)   grad_weight = sum(g * x_hat)
+//   grad_input = (g - sum(g) / M - x_hat * sum(g * x_hat) / M) * invstd * weight    (train)
+//              = g * invstd * weight                                                (eval)
+// Sums accumulate in double; float16/bfloat16 are computed in float32 and rounded once.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
+    const Tensor& grad_out, const Tensor& input, const OptionalTensor& weight, const OptionalTensor& running_mean,
+    const OptionalTensor& running_var, const OptionalTensor& save_mean, const OptionalTensor& save_invstd,
+    bool train, double eps, const std::array<bool, 3>& output_mask);
+// The grad of a max pooling from the indices it returned (max_pool1d/2d/3d_with_indices, adaptive and
+// fractional max pooling): zeros of self_sizes, and each output's grad added at the flat position its index
+// names in its plane, the last spatial_dims dims of self (outputs that chose the same element add up).
+// grad_output and indices have self's leading dims; an index of -1 is skipped, as ATen's max_pool kernels
+// skip it, and any other index outside the plane raises.
+Tensor max_pool_backward(const Tensor& grad_output, const Tensor& indices, const Shape& self_sizes,
+                         std::int64_t spatial_dims);
 // (output, indices); indices are flat positions within each H*W plane, as ATen's.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const IntList& kernel_size,
                                                   const IntList& stride = {}, const IntList& padding = {0, 0},

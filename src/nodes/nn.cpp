@@ -31,13 +31,6 @@ IntList all_but_channel(std::int64_t ndim) {
   return dims;
 }
 
-// [1, C, 1, ...]: a per-channel vector of C values shaped to broadcast against an [N, C, ...] tensor.
-Tensor per_channel(const Tensor& v, std::int64_t ndim, std::int64_t channels) {
-  Shape shape(static_cast<std::size_t>(ndim), 1);
-  shape[1] = channels;
-  return reshape(v, shape);
-}
-
 bool any_true(const Tensor& mask) { return sum(mask).item<std::int64_t>() > 0; }
 
 // ------------------------------------------------------------- layer norm ---
@@ -120,27 +113,27 @@ struct NativeBatchNormBackward0Saved {
   Tensor result2;
 };
 
-// The per-channel mean and invstd the forward normalized with: the batch's
-// (result1, result2) in training, the running ones in eval.
-std::pair<Tensor, Tensor> batch_norm_statistics(const char* node, const NativeBatchNormBackward0Saved& saved,
-                                                std::int64_t channels) {
-  Tensor mu, invstd;
-  if (saved.training) {
-    mu = saved.result1, invstd = saved.result2;
-  } else {
+// Checks the per-channel statistics the forward normalized with: the batch's (result1, result2) in
+// training, the running ones in eval.
+void check_batch_norm_statistics(const char* node, const NativeBatchNormBackward0Saved& saved, std::int64_t channels) {
+  if (!saved.training)
     check(saved.running_mean && saved.running_var,
           node, ": eval mode needs running_mean and running_var, which were not saved");
-    mu = *saved.running_mean, invstd = rsqrt(add(*saved.running_var, Scalar(saved.eps)));
-  }
-  check(mu.numel() == channels && invstd.numel() == channels, node, ": statistics ",
-        shape_text(mu.sizes()), " and ", shape_text(invstd.sizes()), " do not match the ", channels, " channels of input ",
+  const Tensor& mean = saved.training ? saved.result1 : *saved.running_mean;
+  const Tensor& spread = saved.training ? saved.result2 : *saved.running_var;
+  check(mean.numel() == channels && spread.numel() == channels, node, ": statistics ", shape_text(mean.sizes()),
+        " and ", shape_text(spread.sizes()), " do not match the ", channels, " channels of input ",
         shape_text(saved.input.sizes()));
-  return {per_channel(mu, saved.input.dim(), channels), per_channel(invstd, saved.input.dim(), channels)};
 }
 
 // Every batch norm node's backward; `node` names the one in errors. float16 and bfloat16 are computed
 // in float32 and rounded once, as ATen's fused CPU kernel does: rounding each step would leave noise
-// where the input grad cancels to nearly 0 (two elements per channel).
+// where the input grad cancels to nearly 0 (two elements per channel). With x_hat = (input - mean) * invstd,
+// per channel (sums over every dim but 1, M elements):
+//   input:  weight * invstd * (g - sum(g) / M - x_hat * sum(g * x_hat) / M)   (training)
+//           weight * invstd * g                                               (eval)
+//   weight: sum(g * x_hat)     bias: sum(g)
+// L0's native_batch_norm_backward computes all three in two passes over each channel.
 Grads batch_norm_backward(const char* node, const Grads& grads, const NativeBatchNormBackward0Saved& saved,
                           const Need& need) {
   if (!grads[0]) return Grads(3);
@@ -165,21 +158,18 @@ Grads batch_norm_backward(const char* node, const Grads& grads, const NativeBatc
   check(!saved.weight || saved.weight->numel() == channels, node, ": weight ",
         shape_text(saved.weight ? saved.weight->sizes() : Shape{}), " does not have the ", channels,
         " channels of input ", shape_text(input.sizes()));
-  const auto [mu, invstd] = batch_norm_statistics(node, saved, channels);
-  const IntList reduce = all_but_channel(input.dim());
-  const Tensor x_hat = mul(sub(input, mu), invstd);
+  check_batch_norm_statistics(node, saved, channels);
+  // One fused L0 pass per channel for the sums, one for the input's grad, as ATen's kernel. Each mode
+  // gets only the statistics it reads (eval's result1 and result2 are empty).
+  const bool train = saved.training;
+  const auto [grad_input, grad_weight, grad_bias] = native_batch_norm_backward(
+      grad, input, saved.weight, train ? std::nullopt : saved.running_mean, train ? std::nullopt : saved.running_var,
+      train ? OptionalTensor(saved.result1) : std::nullopt, train ? OptionalTensor(saved.result2) : std::nullopt, train,
+      saved.eps, {need[0], need[1], need[2]});
   Grads out(3);
-  if (need[0]) {
-    const Tensor scale = saved.weight ? mul(invstd, per_channel(*saved.weight, input.dim(), channels)) : invstd;
-    if (saved.training) {
-      const Tensor centered = sub(grad, mean(grad, reduce, true));
-      out[0] = mul(scale, sub(centered, mul(x_hat, mean(mul(grad, x_hat), reduce, true))));
-    } else {
-      out[0] = mul(grad, scale);
-    }
-  }
-  if (need[1]) out[1] = sum(mul(grad, x_hat), reduce);
-  if (need[2]) out[2] = sum(grad, reduce);
+  if (need[0]) out[0] = grad_input;
+  if (need[1]) out[1] = grad_weight;
+  if (need[2]) out[2] = grad_bias;
   return out;
 }
 
@@ -527,7 +517,11 @@ Grads NativeGroupNormBackward0(const Grads& grads, const NativeGroupNormBackward
 //                        stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : tuple()
 // input: the adjoint of the forward, a transposed convolution of grad with the same weight (a plain
 // convolution when the forward was transposed); output_padding recovers the input's exact size.
-// weight: see convolution_weight_grad. bias: sum(grad) over every dim but 1.
+// weight: correlates the input with grad (L0's convolution_backward_weight: per image, one matrix
+// product of grad with the im2col columns of the input; the roles swap when transposed):
+//   non-transposed: grad_weight[co, ci, k] = sum_{n,o} grad[n, co, o] * input[n, ci, o*stride - pad + k*dil]
+//   transposed:     grad_weight[ci, co, k] = sum_{n,i} input[n, ci, i] * grad[n, co, i*stride - pad + k*dil]
+// bias: sum(grad) over every dim but 1.
 // 1-d, 2-d and 3-d convolutions of batched inputs (the forward functional batches an unbatched input).
 struct ConvolutionBackward0Saved {
   std::optional<IntList> bias_sym_sizes_opt;
@@ -663,31 +657,6 @@ Tensor convolution_input_grad(const Tensor& grad, const ConvolutionBackward0Save
                      saved.groups);
 }
 
-// The grad of a convolution's weight, one group at a time: the weight gradient correlates the input
-// with the output grad, which is itself a convolution with batch and channel dims swapped and the
-// roles of stride and dilation exchanged; its extra trailing positions are cut to the kernel size.
-//   non-transposed: grad_weight[co, ci, k] = sum_{n,o} grad[n, co, o] * input[n, ci, o*stride - pad + k*dil]
-//   transposed:     grad_weight[ci, co, k] = sum_{n,i} input[n, ci, i] * grad[n, co, i*stride - pad + k*dil]
-Tensor convolution_weight_grad(const Tensor& grad, const ConvolutionBackward0Saved& saved,
-                               const ConvolutionParams& p) {
-  const Tensor &input = saved.input, &weight = saved.weight;
-  const std::int64_t groups = saved.groups;
-  const std::int64_t in_per_group = input.size(1) / groups, out_per_group = grad.size(1) / groups;
-  const IntList no_padding(p.stride.size(), 0);
-  TensorList per_group;
-  for (std::int64_t g = 0; g < groups; ++g) {
-    const Tensor input_g = transpose(narrow(input, 1, g * in_per_group, in_per_group), 0, 1);
-    const Tensor grad_g = transpose(narrow(grad, 1, g * out_per_group, out_per_group), 0, 1);
-    // [C_in/g, C_out/g, K'] when non-transposed, [C_out/g, C_in/g, K'] when transposed.
-    Tensor w = saved.transposed
-                   ? convolution(grad_g, input_g, std::nullopt, p.dilation, p.padding, p.stride, false, no_padding, 1)
-                   : convolution(input_g, grad_g, std::nullopt, p.dilation, p.padding, p.stride, false, no_padding, 1);
-    for (std::int64_t d = 2; d < weight.dim(); ++d) w = narrow(w, d, 0, weight.size(d));
-    per_group.push_back(transpose(w, 0, 1));
-  }
-  return groups == 1 ? contiguous(per_group[0]) : cat(per_group, 0);
-}
-
 Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& saved, const Need& need) {
   if (!grads[0]) return Grads(3);
   const Tensor& grad = *grads[0];
@@ -697,7 +666,10 @@ Grads ConvolutionBackward0(const Grads& grads, const ConvolutionBackward0Saved& 
   const bool empty = saved.input.numel() == 0 || saved.weight.numel() == 0 || grad.numel() == 0;
   Grads out(3);
   if (need[0]) out[0] = empty ? zeros(saved.input.sizes(), grad.dtype()) : convolution_input_grad(grad, saved, p);
-  if (need[1]) out[1] = empty ? zeros(saved.weight.sizes(), grad.dtype()) : convolution_weight_grad(grad, saved, p);
+  if (need[1])
+    out[1] = empty ? zeros(saved.weight.sizes(), grad.dtype())
+                   : convolution_backward_weight(grad, saved.input, saved.weight.sizes(), p.stride, p.padding,
+                                                 p.dilation, saved.transposed, saved.groups);
   if (need[2]) {
     const std::int64_t out_channels = saved.transposed ? saved.weight.size(1) * saved.groups : saved.weight.size(0);
     out[2] = grad.size(1) == out_channels ? sum(grad, all_but_channel(grad.dim()))
@@ -792,16 +764,17 @@ Grads MaxPool2DWithIndicesBackward0(const Grads& grads, const MaxPool2DWithIndic
   check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
   if (grad.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
   const std::int64_t plane = self.size(-2) * self.size(-1);  // fits: self is not empty, as grad is not
-  const Tensor skipped = eq(indices, Scalar(-1));
-  const Tensor outside = logical_and(logical_not(skipped), logical_or(lt(indices, 0), ge(indices, plane)));
-  if (any_true(outside))
-    fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
-                " in result1 is out of range for self's ", self.size(-2), "x", self.size(-1), " plane"));
-  const Shape flat = {-1, grad.size(-2) * grad.size(-1)};
-  const Tensor flat_grad = reshape(where(skipped, Scalar(0), grad), flat);
-  const Tensor flat_indices = reshape(where(skipped, Scalar(0), indices), flat);
-  const Tensor zero = zeros({flat_grad.size(0), plane}, grad.dtype());
-  return Grads{reshape(scatter_add(zero, 1, flat_indices, flat_grad), self.sizes())};
+  // L0 checks each index as it adds its grad (no pass over the indices before); its error does not know
+  // result1, so the node looks for the bad index again and names it.
+  try {
+    return Grads{max_pool_backward(grad, indices, self.sizes(), 2)};
+  } catch (const Error&) {
+    const Tensor outside = logical_and(ne(indices, Scalar(-1)), logical_or(lt(indices, 0), ge(indices, plane)));
+    if (any_true(outside))
+      fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
+                  " in result1 is out of range for self's ", self.size(-2), "x", self.size(-1), " plane"));
+    throw;
+  }
 }
 
 // MaxPool2DWithIndicesBackwardBackward0 — max_pool2d_with_indices_backward(Tensor grad_output, Tensor self,
@@ -973,16 +946,13 @@ Grads AdaptiveMaxPoolBackward(const Grads& grads, const AdaptiveMaxPoolSaved& sa
   check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
   if (grad.numel() == 0 || self.numel() == 0) return Grads{zeros(self.sizes(), grad.dtype())};
   const std::int64_t plane = numel_of(Shape(self.sizes().end() - spatial, self.sizes().end()));
-  const Tensor outside = logical_or(lt(indices, 0), ge(indices, plane));
-  if (any_true(outside))
+  if (!indices_within(indices, 0, plane)) {
+    const Tensor outside = logical_or(lt(indices, 0), ge(indices, plane));
     fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
                 " in result1 is out of range for self's plane of ", plane, " elements ",
                 shape_text(Shape(self.sizes().end() - spatial, self.sizes().end()))));
-  // not 0: grad is not empty
-  const std::int64_t outputs_per_plane = numel_of(Shape(grad.sizes().end() - spatial, grad.sizes().end()));
-  const Shape flat = {grad.numel() / outputs_per_plane, outputs_per_plane};
-  const Tensor zero = zeros({flat[0], plane}, grad.dtype());
-  return Grads{reshape(scatter_add(zero, 1, reshape(indices, flat), reshape(grad, flat)), self.sizes())};
+  }
+  return Grads{max_pool_backward(grad, indices, self.sizes(), spatial_dims)};
 }
 
 // MaxUnpool2DBackward0 — max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor
@@ -1177,6 +1147,13 @@ std::int64_t pooling_output_size(const char* node, std::int64_t input, std::int6
   std::int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
   if (ceil_mode && (out - 1) * stride >= input + pad) --out;  // the last window must start inside the input
   return out;
+}
+
+// Declared in pooling_shape.hpp. amin and amax read the indices twice, where finding the bad index for
+// the node's error message takes several passes and temporaries.
+bool indices_within(const Tensor& indices, std::int64_t lowest, std::int64_t plane) {
+  return indices.numel() == 0 ||
+         (amin(indices).item<std::int64_t>() >= lowest && amax(indices).item<std::int64_t>() < plane);
 }
 
 void add_nn_nodes(std::vector<NodeDef>& registry) {

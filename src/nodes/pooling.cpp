@@ -80,28 +80,34 @@ Pool3dParams check_pool3d(const char* node, const char* op, const Tensor& grad, 
 
 // The backward of a max pooling that saved, for each output, the flat position of its maximum in
 // self's plane (the last `spatial_dims` dims of self, flattened): each output's grad goes to that
-// position, and outputs that chose the same element add up. With skip_minus_one, an index of -1 drops
-// its grad, as ATen's max_pool kernels skip it. grad and indices have self's leading dims.
-Tensor scatter_to_indices(const char* node, const Tensor& grad, const Shape& self_sizes, const Tensor& indices,
-                          std::int64_t spatial_dims, bool skip_minus_one) {
+// position, and outputs that chose the same element add up (L0's max_pool_backward). With
+// skip_minus_one, an index of -1 drops its grad, as ATen's max_pool kernels skip it; without, it is out
+// of range. grad and indices have self's leading dims.
+Tensor grad_from_indices(const char* node, const Tensor& grad, const Shape& self_sizes, const Tensor& indices,
+                         std::int64_t spatial_dims, bool skip_minus_one) {
   check(indices.sizes() == grad.sizes(), node, ": indices ", shape_text(indices.sizes()),
         " do not have the grad's shape ", shape_text(grad.sizes()));
   check(indices.dtype() == DType::Int64, node, ": indices must be int64, got ", dtype_name(indices.dtype()));
   if (grad.numel() == 0) return zeros(self_sizes, grad.dtype());
   const Shape plane_sizes(self_sizes.end() - spatial_dims, self_sizes.end());
   const std::int64_t plane = numel_of(plane_sizes);  // fits: self is not empty, as grad is not
-  const Tensor skipped = skip_minus_one ? eq(indices, Scalar(-1)) : zeros(indices.sizes(), DType::Bool);
-  const Tensor outside = logical_and(logical_not(skipped), logical_or(lt(indices, 0), ge(indices, plane)));
-  if (any_true(outside))
-    fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
-                " in result1 is out of range for self's plane ", shape_text(plane_sizes), " of ", plane,
-                " elements"));
-  const std::int64_t outputs_per_plane = numel_of(Shape(grad.sizes().end() - spatial_dims, grad.sizes().end()));
-  const Shape flat = {grad.numel() / outputs_per_plane, outputs_per_plane};
-  const Tensor flat_grad = reshape(where(skipped, Scalar(0), grad), flat);
-  const Tensor flat_indices = reshape(where(skipped, Scalar(0), indices), flat);
-  const Tensor zero = zeros({flat[0], plane}, grad.dtype());
-  return reshape(scatter_add(zero, 1, flat_indices, flat_grad), self_sizes);
+  const auto fail_on_a_bad_index = [&] {
+    const Tensor skipped = skip_minus_one ? eq(indices, Scalar(-1)) : zeros(indices.sizes(), DType::Bool);
+    const Tensor outside = logical_and(logical_not(skipped), logical_or(lt(indices, 0), ge(indices, plane)));
+    if (any_true(outside))
+      fail(concat(node, ": index ", masked_select(indices, outside).to_vector<std::int64_t>().front(),
+                  " in result1 is out of range for self's plane ", shape_text(plane_sizes), " of ", plane,
+                  " elements"));
+  };
+  // L0 skips a -1: without skip_minus_one the indices are checked first. With it, L0 checks each index as
+  // it adds its grad; its error does not know result1, so the node looks for the bad index again and names it.
+  if (!skip_minus_one && !indices_within(indices, 0, plane)) fail_on_a_bad_index();
+  try {
+    return max_pool_backward(grad, indices, self_sizes, spatial_dims);
+  } catch (const Error&) {
+    fail_on_a_bad_index();
+    throw;
+  }
 }
 
 // ------------------------------------------------------------- 3-d pooling ---
@@ -198,7 +204,7 @@ Grads MaxPool3DWithIndicesBackward0(const Grads& grads, const MaxPool3DWithIndic
   const Tensor& grad = *grads[0];
   check_pool3d(node, "max_pool3d", grad, saved.self, saved.kernel_size, saved.stride, saved.padding, saved.dilation,
                saved.ceil_mode);
-  return Grads{scatter_to_indices(node, grad, saved.self.sizes(), saved.result1, 3, /*skip_minus_one=*/true)};
+  return Grads{grad_from_indices(node, grad, saved.self.sizes(), saved.result1, 3, /*skip_minus_one=*/true)};
 }
 
 // ------------------------------------------------------ fractional pooling ---
@@ -236,7 +242,7 @@ Grads FractionalMaxPoolBackward(const Grads& grads, const FractionalMaxPoolSaved
   expected.insert(expected.end(), saved.output_size.begin(), saved.output_size.end());
   check(grad.sizes() == expected, node, ": grad ", shape_text(grad.sizes()), " is not the output of self ",
         shape_text(self.sizes()), " pooled to output_size ", shape_text(saved.output_size));
-  return Grads{scatter_to_indices(node, grad, self.sizes(), saved.result1, spatial_dims, /*skip_minus_one=*/false)};
+  return Grads{grad_from_indices(node, grad, self.sizes(), saved.result1, spatial_dims, /*skip_minus_one=*/false)};
 }
 
 }  // namespace

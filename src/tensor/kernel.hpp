@@ -324,11 +324,12 @@ Tensor map(const Shape& sizes, F f, const Tensors&... inputs) {
 }
 
 // c[m,n] = op(a)[m,k] @ op(b)[k,n] with a, b, c row-major and contiguous, op
-// a transpose when asked. OpenBLAS on one thread for float and double,
-// wrap-around loops for int64 (as ATen). Defined in linalg.cpp.
+// a transpose when asked; with `accumulate`, c += the product instead. OpenBLAS
+// on one thread for float and double, wrap-around loops for int64 (as ATen).
+// Defined in linalg.cpp.
 template <class T>
 void gemm_contiguous(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
-                     const T* a, const T* b, T* c);
+                     const T* a, const T* b, T* c, bool accumulate = false);
 
 // Contiguous copy of `t` in `dtype` (no copy when it already is both).
 Tensor contiguous_as(const Tensor& t, DType dtype);

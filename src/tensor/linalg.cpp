@@ -520,19 +520,19 @@ namespace kernel {
 
 template <class T>
 void gemm_contiguous(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
-                     const T* a, const T* b, T* c) {
+                     const T* a, const T* b, T* c, bool accumulate) {
   // A stored transposed is a column-major view: unit row stride.
   const Matrix<T> a_view{a, m, k, transpose_a ? 1 : k, transpose_a ? m : 1};
   const Matrix<T> b_view{b, k, n, transpose_b ? 1 : n, transpose_b ? k : 1};
-  gemm<T>(a_view, b_view, T(1), T(0), c, n, "gemm");
+  gemm<T>(a_view, b_view, T(1), accumulate ? T(1) : T(0), c, n, "gemm");
 }
 
 template void gemm_contiguous<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*,
-                                     const float*, float*);
+                                     const float*, float*, bool);
 template void gemm_contiguous<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*,
-                                      const double*, double*);
+                                      const double*, double*, bool);
 template void gemm_contiguous<std::int64_t>(bool, bool, std::int64_t, std::int64_t, std::int64_t,
-                                            const std::int64_t*, const std::int64_t*, std::int64_t*);
+                                            const std::int64_t*, const std::int64_t*, std::int64_t*, bool);
 
 }  // namespace kernel
 }  // namespace refgrad

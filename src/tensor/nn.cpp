@@ -1,15 +1,18 @@
-// nn: convolution (direct and transposed, 1-d, 2-d and 3-d), max/avg/adaptive
-// pooling and nearest/bilinear upsampling, with ATen's semantics on CPU.
+// nn: convolution (direct and transposed, 1-d, 2-d and 3-d) and its weight
+// grad, batch norm's backward, max/avg/adaptive pooling and max pooling's
+// backward, nearest/bilinear upsampling, with ATen's semantics on CPU.
 //
 // Every kernel works on contiguous buffers. A 1-d or 2-d convolution is run as
 // a 3-d one of depth (and height) 1; a 3-d pooling input [C, H, W] is C planes.
 // Convolution is im2col + GEMM (kernel::gemm_contiguous, from linalg.cpp);
-// its transpose is GEMM + col2im, the adjoint.
+// its transpose is GEMM + col2im, the adjoint; its weight grad is im2col +
+// GEMM again, summed over the batch.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "kernel.hpp"
 
@@ -144,6 +147,13 @@ Tensor without_unit_dim(const Tensor& t, std::size_t dim) {
   sizes.erase(sizes.begin() + dim);
   strides.erase(strides.begin() + dim);
   return Tensor(t.storage(), sizes, strides, t.storage_offset(), t.dtype());
+}
+
+// A view of a 1-d or 2-d convolution's [N, C, (H,) W] tensor as the 3-d one's [N, C, 1, (1,) H, W].
+Tensor as_5d(const Tensor& t) {
+  Tensor r = t;
+  while (r.dim() < 5) r = with_unit_dim(r, 2);
+  return r;
 }
 
 template <class T>
@@ -300,11 +310,6 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   if (output.numel() == 0) return output;
 
   // Everything as 3-d: a 2-d convolution is one of depth 1, a 1-d one of depth and height 1.
-  const auto as_5d = [&](const Tensor& t) {
-    Tensor r = t;
-    while (r.dim() < 5) r = with_unit_dim(r, 2);
-    return r;
-  };
   const Tensor input5 = kernel::contiguous_as(as_5d(input), input.dtype());
   const Tensor weight5 = kernel::contiguous_as(as_5d(weight), input.dtype());
   const OptionalTensor bias1 = bias ? OptionalTensor(kernel::contiguous_as(*bias, input.dtype())) : std::nullopt;
@@ -349,6 +354,180 @@ Tensor with_optional_batch(const char* op, std::int64_t spatial_dims, const Tens
         "-d (unbatched) or ", batched_dim, "-d (batched) input, but got input of size ", shape_text(input.sizes()));
   if (input.dim() == batched_dim) return convolve(input);
   return without_unit_dim(convolve(with_unit_dim(input, 0)), 0);
+}
+
+// ------------------------------------------------- convolution weight grad ---
+
+// How the weight grad's sum over the batch is cut: chunks of the returned number of images, each
+// summing its own partial weight grad (the first straight into the result), added in chunk order at
+// the end. A chunk is at least 2^21 multiply-adds (or one image); there are at most 16 chunks, and their
+// partials hold at most 2^22 elements together, so a large weight is summed by few chunks (a single
+// chunk's products run on several threads themselves, cut by gemm). The cut depends on the sizes alone:
+// any thread count gives the same bits.
+std::int64_t weight_grad_images_per_chunk(std::int64_t batch, std::int64_t weight_numel, std::int64_t positions) {
+  constexpr std::int64_t kWorkPerChunk = std::int64_t{1} << 21, kMaxChunks = 16;
+  constexpr std::int64_t kPartialElements = std::int64_t{1} << 22;
+  std::int64_t image_work = 0;  // multiply-adds per image
+  if (__builtin_mul_overflow(weight_numel, positions, &image_work))
+    image_work = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t by_work = std::max<std::int64_t>(1, kWorkPerChunk / std::max<std::int64_t>(image_work, 1));
+  const std::int64_t max_chunks =
+      std::min(kMaxChunks, std::max<std::int64_t>(1, kPartialElements / std::max<std::int64_t>(weight_numel, 1)));
+  return std::max(by_work, (batch + max_chunks - 1) / max_chunks);
+}
+
+// grad_weight_g [rows, taps] = sum_n left_g[n] [rows, positions] @ im2col(image_g[n])^T [positions, taps] for
+// each group g, taps = window.channels * kernel size. A direct convolution's forward read its input
+// through the window: left is grad_output and image the input. A transposed one wrote its output through
+// it: left is its input and image grad_output. grad_weight is contiguous, [groups * rows, taps] as a matrix.
+template <class T>
+void convolution_weight_grad_kernel(const Tensor& left, const Tensor& image, std::int64_t groups,
+                                    const Window3d& window, const Tensor& column_buffer, Tensor& grad_weight) {
+  const std::int64_t batch = left.size(0);
+  const std::int64_t rows = left.size(1) / groups;
+  const std::int64_t taps = window.channels * window.kernel_d * window.kernel_h * window.kernel_w;
+  const std::int64_t positions = window.positions();
+  const std::int64_t image_plane = image.size(2) * image.size(3) * image.size(4);
+  const std::int64_t weight_numel = grad_weight.numel();
+  const std::int64_t images_per_chunk = weight_grad_images_per_chunk(batch, weight_numel, positions);
+  const std::int64_t chunks = kernel::chunk_count(batch, images_per_chunk);
+  // Chunk k > 0 sums into partials[k - 1].
+  const Tensor partials = chunks > 1 ? empty({chunks - 1, weight_numel}, grad_weight.dtype()) : Tensor();
+  const T* left_data = left.data_ptr<T>();
+  const T* image_data = image.data_ptr<T>();
+  const std::size_t column_bytes = static_cast<std::size_t>(column_buffer.numel()) * sizeof(T);
+  kernel::parallel_ranges(batch, images_per_chunk, [&](std::int64_t first, std::int64_t last) {
+    const std::int64_t chunk = first / images_per_chunk;
+    T* sum = chunk == 0 ? grad_weight.data_ptr<T>() : partials.data_ptr<T>() + (chunk - 1) * weight_numel;
+    std::shared_ptr<void> own_columns = chunk == 0 ? nullptr : allocate_cpu_buffer(column_bytes);
+    T* columns = chunk == 0 ? column_buffer.data_ptr<T>() : static_cast<T*>(own_columns.get());
+    for (std::int64_t n = first; n < last; ++n)
+      for (std::int64_t g = 0; g < groups; ++g) {
+        im2col(window, image_data + (n * image.size(1) + g * window.channels) * image_plane, columns);
+        const T* left_g = left_data + (n * left.size(1) + g * rows) * positions;
+        // The chunk's first image overwrites its sum, the others add to it.
+        kernel::gemm_contiguous(false, true, rows, taps, positions, left_g, columns, sum + g * rows * taps,
+                                /*accumulate=*/n > first);
+      }
+  });
+  T* total = grad_weight.data_ptr<T>();
+  for (std::int64_t chunk = 1; chunk < chunks; ++chunk) {
+    const T* partial = partials.data_ptr<T>() + (chunk - 1) * weight_numel;
+    for (std::int64_t i = 0; i < weight_numel; ++i) {
+      if constexpr (std::is_same_v<T, std::int64_t>) total[i] = kernel::wrapping_add(total[i], partial[i]);
+      else total[i] += partial[i];
+    }
+  }
+}
+
+// ------------------------------------------------------------- batch norm ---
+
+// One channel's sums over its N planes of `plane` elements, `stride` apart in input and grad:
+// sum(g) and sum((x - mean) * g), in double. Contiguous elements go to eight partial sums in turn (which
+// the compiler keeps in vector registers), added pairwise at the end: the order depends on the sizes alone.
+struct ChannelSums {
+  double grad, grad_times_centered;
+};
+
+template <class T>
+ChannelSums channel_sums(const T* x, const T* g, std::int64_t planes, std::int64_t plane, std::int64_t stride,
+                         T mean) {
+  double sums[8] = {}, dots[8] = {};
+  double sum_tail = 0, dot_tail = 0;
+  for (std::int64_t n = 0; n < planes; ++n) {
+    const T* xs = x + n * stride;
+    const T* gs = g + n * stride;
+    std::int64_t i = 0;
+    for (; i + 8 <= plane; i += 8)
+      for (int lane = 0; lane < 8; ++lane) {
+        const double grad = gs[i + lane];
+        sums[lane] += grad;
+        dots[lane] += static_cast<double>(xs[i + lane] - mean) * grad;
+      }
+    for (; i < plane; ++i) {
+      sum_tail += gs[i];
+      dot_tail += static_cast<double>(xs[i] - mean) * gs[i];
+    }
+  }
+  const auto total = [](const double (&lanes)[8], double tail) {
+    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])) + tail;
+  };
+  return {total(sums, sum_tail), total(dots, dot_tail)};
+}
+
+// native_batch_norm_backward on contiguous [N, C, plane] input and grad, channel by channel: one pass for
+// the sums, one writing the input's grad. weight, mean and invstd hold C values each; the outputs that
+// are not asked for are null.
+template <class T>
+void batch_norm_backward_kernel(const Tensor& grad, const Tensor& input, const T* weight, const T* mean,
+                                const T* invstd, bool train, T* grad_input, T* grad_weight, T* grad_bias) {
+  const std::int64_t batch = input.size(0), channels = input.size(1);
+  const std::int64_t plane = input.numel() / std::max<std::int64_t>(batch * channels, 1);
+  const std::int64_t count = batch * plane;  // the elements of one channel
+  const T* x = input.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  const std::int64_t stride = channels * plane;  // from one image's plane to the next's
+  const bool need_sums = (grad_input && train) || grad_weight || grad_bias;
+  const std::int64_t channels_per_chunk =
+      std::max<std::int64_t>(1, kernel::kElementwiseGrain / std::max<std::int64_t>(count, 1));
+  kernel::parallel_ranges(channels, channels_per_chunk, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t c = first; c < last; ++c) {
+      const std::int64_t offset = c * plane;
+      const T w = weight ? weight[c] : T(1), mean_c = mean[c], invstd_c = invstd[c];
+      const ChannelSums sums =
+          need_sums ? channel_sums(x + offset, g + offset, batch, plane, stride, mean_c) : ChannelSums{0, 0};
+      if (grad_input) {
+        // ATen's order of operations: (g - grad_mean - (x - mean) * k) * invstd * w, with
+        // grad_mean = sum(g) / M and k = sum((x - mean) * g) * invstd^2 / M.
+        const T grad_mean = static_cast<T>(sums.grad / static_cast<double>(count));
+        const T k = static_cast<T>(sums.grad_times_centered * invstd_c * invstd_c / static_cast<double>(count));
+        for (std::int64_t n = 0; n < batch; ++n) {
+          const T* xs = x + offset + n * stride;
+          const T* gs = g + offset + n * stride;
+          T* out = grad_input + offset + n * stride;
+          if (train)
+            for (std::int64_t i = 0; i < plane; ++i) out[i] = (gs[i] - grad_mean - (xs[i] - mean_c) * k) * invstd_c * w;
+          else
+            for (std::int64_t i = 0; i < plane; ++i) out[i] = gs[i] * invstd_c * w;
+        }
+      }
+      // sum(g * x_hat) = sum((x - mean) * g) * invstd
+      if (grad_weight) grad_weight[c] = static_cast<T>(sums.grad_times_centered * invstd_c);
+      if (grad_bias) grad_bias[c] = static_cast<T>(sums.grad);
+    }
+  });
+}
+
+// ------------------------------------------------------------- max pooling ---
+
+// grad_input[p][indices[p][o]] += grad[p][o] for each of `planes` planes (grad_input zeroed first); -1
+// skips an output. Returns the position in grad of the first index outside [0, plane) (not -1), or -1:
+// each chunk stops at its first, and the first chunk's is reported, whatever thread ran it.
+template <class T>
+std::int64_t max_pool_backward_kernel(const T* grad, const std::int64_t* indices, T* grad_input, std::int64_t planes,
+                                      std::int64_t outputs_per_plane, std::int64_t plane) {
+  const std::int64_t planes_per_chunk =
+      std::max<std::int64_t>(1, kernel::kElementwiseGrain / std::max<std::int64_t>(plane + outputs_per_plane, 1));
+  std::vector<std::int64_t> first_bad(static_cast<std::size_t>(kernel::chunk_count(planes, planes_per_chunk)), -1);
+  kernel::parallel_ranges(planes, planes_per_chunk, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t p = first; p < last; ++p) {
+      T* out = grad_input + p * plane;
+      std::fill(out, out + plane, T(0));
+      const std::int64_t at = p * outputs_per_plane;
+      for (std::int64_t o = at; o < at + outputs_per_plane; ++o) {
+        const std::int64_t index = indices[o];
+        if (index == -1) continue;
+        if (index < 0 || index >= plane) {
+          first_bad[static_cast<std::size_t>(first / planes_per_chunk)] = o;
+          return;
+        }
+        out[index] += grad[o];
+      }
+    }
+  });
+  for (std::int64_t bad : first_bad)
+    if (bad >= 0) return bad;
+  return -1;
 }
 
 // ---------------------------------------------------------------- pooling ---
@@ -565,6 +744,206 @@ Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Optiona
     return convolution_impl("conv_transpose3d", batched, weight, bias, stride, padding, dilation, true,
                             output_padding, groups);
   });
+}
+
+// ------------------------------------------------- convolution weight grad ---
+
+Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
+                                   const IntList& stride_arg, const IntList& padding_arg, const IntList& dilation_arg,
+                                   bool transposed, std::int64_t groups) {
+  const char* op = "convolution_backward_weight";
+  check(grad_output.defined() && input.defined(), op, ": grad_output and input must be defined");
+  if (kernel::is_storage_format(input) || kernel::is_storage_format(grad_output))  // in float32, rounded once
+    return kernel::rounded_to(convolution_backward_weight(kernel::to_opmath(grad_output), kernel::to_opmath(input),
+                                                          weight_sizes, stride_arg, padding_arg, dilation_arg,
+                                                          transposed, groups),
+                              input.dtype());
+  check(weight_sizes.size() >= 3 && weight_sizes.size() <= 5, op,
+        ": only 1-d, 2-d and 3-d convolutions are implemented, got weight of shape ", shape_text(weight_sizes));
+  const auto dims = static_cast<std::int64_t>(weight_sizes.size());
+  check(input.dim() == dims && grad_output.dim() == dims, op, ": input ", shape_text(input.sizes()),
+        " and grad_output ", shape_text(grad_output.sizes()), " must have as many dims as the weight ",
+        shape_text(weight_sizes));
+  check(grad_output.dtype() == input.dtype(), op, ": grad_output (", dtype_name(grad_output.dtype()),
+        ") and input (", dtype_name(input.dtype()), ") must have the same dtype");
+  check(input.dtype() == DType::Float32 || input.dtype() == DType::Float64 || input.dtype() == DType::Int64, op,
+        ": not implemented for ", dtype_name(input.dtype()), " tensors (float32, float64 and int64 are)");
+  const std::size_t k = weight_sizes.size() - 2;
+  const IntList stride = expand_param(op, "stride", stride_arg, k);
+  const IntList padding = expand_param(op, "padding", padding_arg, k);
+  const IntList dilation = expand_param(op, "dilation", dilation_arg, k);
+  for (std::size_t d = 0; d < k; ++d)
+    check(stride[d] > 0 && padding[d] >= 0 && dilation[d] > 0 && weight_sizes[2 + d] > 0, op,
+          ": expected positive stride, dilation and kernel size and non-negative padding, got stride=",
+          shape_text(stride), ", padding=", shape_text(padding), ", dilation=", shape_text(dilation),
+          " and weight of shape ", shape_text(weight_sizes));
+  check(groups > 0 && weight_sizes[0] % groups == 0, op, ": weight of shape ", shape_text(weight_sizes),
+        " does not split into groups=", groups, " along dim 0");
+  // Direct: input [N, C, ...] -> grad_output [N, O, ...], weight [O, C/groups, ...];
+  // transposed: input [N, C, ...] -> grad_output [N, O, ...], weight [C, O/groups, ...].
+  const std::int64_t in_channels = transposed ? weight_sizes[0] : multiply_or_fail(weight_sizes[1], groups, op);
+  const std::int64_t out_channels = transposed ? multiply_or_fail(weight_sizes[1], groups, op) : weight_sizes[0];
+  // The output's spatial sizes the weight and parameters allow: the direct convolution's size, or the range a
+  // transposed one covers with output_padding in [0, max(stride, dilation)).
+  // (An input without channels gives an output without channels, as in the forward.)
+  bool fits = input.size(0) == grad_output.size(0) && input.size(1) == in_channels &&
+              (grad_output.size(1) == out_channels || (in_channels == 0 && grad_output.size(1) == 0));
+  for (std::size_t d = 0; d < k && fits; ++d) {
+    const std::int64_t in = input.size(2 + d), out = grad_output.size(2 + d);
+    const std::int64_t dilated_kernel = add_or_fail(multiply_or_fail(dilation[d], weight_sizes[2 + d] - 1, op), 1, op);
+    const std::int64_t both_pads = multiply_or_fail(2, padding[d], op);
+    if (!transposed) {
+      const std::int64_t padded = add_or_fail(in, both_pads, op);
+      fits = padded >= dilated_kernel && out == (padded - dilated_kernel) / stride[d] + 1;
+    } else {
+      const std::int64_t natural =
+          add_or_fail(multiply_or_fail(in - 1, stride[d], op), dilated_kernel - both_pads, op);
+      fits = out >= natural && out - natural < std::max(stride[d], dilation[d]);
+    }
+  }
+  check(fits, op, ": grad_output ", shape_text(grad_output.sizes()), " is not the output of the ",
+        transposed ? "transposed " : "", "convolution of input ", shape_text(input.sizes()), " with a weight of shape ",
+        shape_text(weight_sizes), ", stride=", shape_text(stride), ", padding=", shape_text(padding), ", dilation=",
+        shape_text(dilation), ", groups=", groups);
+
+  Tensor grad_weight = zeros(weight_sizes, input.dtype());
+  if (input.numel() == 0 || grad_output.numel() == 0) return grad_weight;  // nothing to correlate
+  const Tensor input5 = kernel::contiguous_as(as_5d(input), input.dtype());
+  const Tensor grad5 = kernel::contiguous_as(as_5d(grad_output), input.dtype());
+  Shape kernel_sizes(weight_sizes.begin() + 2, weight_sizes.end());
+  while (kernel_sizes.size() < 3) kernel_sizes.insert(kernel_sizes.begin(), 1);
+  // The forward's window: on the input of a direct convolution, on the output of a transposed one.
+  const Tensor& image = transposed ? grad5 : input5;
+  const Tensor& positions = transposed ? input5 : grad5;
+  const auto stride3 = as_3d(stride, 1), padding3 = as_3d(padding, 0), dilation3 = as_3d(dilation, 1);
+  const Window3d window{image.size(1) / groups,
+                        image.size(2), image.size(3), image.size(4),
+                        positions.size(2), positions.size(3), positions.size(4),
+                        kernel_sizes[0], kernel_sizes[1], kernel_sizes[2],
+                        stride3[0], stride3[1], stride3[2],
+                        padding3[0], padding3[1], padding3[2],
+                        dilation3[0], dilation3[1], dilation3[2]};
+  Tensor columns;
+  try {
+    columns = empty({window.channels, window.kernel_d, window.kernel_h, window.kernel_w, window.cols_d, window.cols_h,
+                     window.cols_w},
+                    input.dtype());
+  } catch (const Error& error) {
+    throw Error(concat(op, ": the im2col buffer: ", error.what()));
+  }
+  kernel::dispatch(input.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>)
+      convolution_weight_grad_kernel<T>(transposed ? input5 : grad5, image, groups, window, columns, grad_weight);
+  });
+  return with_rounding_noise(grad_weight);
+}
+
+// ------------------------------------------------------------- batch norm ---
+
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
+    const Tensor& grad_out, const Tensor& input, const OptionalTensor& weight_arg, const OptionalTensor& running_mean,
+    const OptionalTensor& running_var, const OptionalTensor& save_mean, const OptionalTensor& save_invstd,
+    bool train, double eps, const std::array<bool, 3>& output_mask) {
+  const char* op = "native_batch_norm_backward";
+  check(grad_out.defined() && input.defined(), op, ": grad_out and input must be defined");
+  const OptionalTensor weight = weight_arg && weight_arg->defined() ? weight_arg : std::nullopt;
+  if (kernel::is_storage_format(input) || kernel::is_storage_format(grad_out)) {
+    // In float32 and rounded once, as ATen's CPU kernel computes float16 and bfloat16.
+    auto [grad_input, grad_weight, grad_bias] = native_batch_norm_backward(
+        kernel::to_opmath(grad_out), kernel::to_opmath(input), kernel::to_opmath(weight),
+        kernel::to_opmath(running_mean), kernel::to_opmath(running_var), kernel::to_opmath(save_mean),
+        kernel::to_opmath(save_invstd), train, eps, output_mask);
+    const DType param_dtype = weight ? weight->dtype() : input.dtype();
+    return {kernel::rounded_to(grad_input, input.dtype()), kernel::rounded_to(grad_weight, param_dtype),
+            kernel::rounded_to(grad_bias, param_dtype)};
+  }
+  check(input.dim() >= 2, op, ": expected input with a channel dim (at least 2 dims), got input of shape ",
+        shape_text(input.sizes()));
+  check(grad_out.sizes() == input.sizes(), op, ": grad_out ", shape_text(grad_out.sizes()),
+        " does not have the shape of input ", shape_text(input.sizes()));
+  check(grad_out.dtype() == input.dtype(), op, ": grad_out (", dtype_name(grad_out.dtype()), ") and input (",
+        dtype_name(input.dtype()), ") must have the same dtype");
+  const std::int64_t channels = input.size(1);
+  // Each per-channel tensor: defined where needed, with one value per channel.
+  const auto check_per_channel = [&](const OptionalTensor& t, const char* name, bool needed) {
+    check(!needed || (t && t->defined()), op, ": ", name, " must be defined ", train ? "in training" : "in eval mode");
+    check(!t || !t->defined() || t->numel() == channels, op, ": ", name, " of shape ",
+          shape_text(t && t->defined() ? t->sizes() : Shape{}), " does not have the ", channels,
+          " channels of input ", shape_text(input.sizes()));
+  };
+  check_per_channel(weight, "weight", false);
+  check_per_channel(save_mean, "save_mean", train);
+  check_per_channel(save_invstd, "save_invstd", train);
+  check_per_channel(running_mean, "running_mean", !train);
+  check_per_channel(running_var, "running_var", !train);
+
+  Tensor grad_input, grad_weight, grad_bias;
+  kernel::dispatch_floating(input.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // The per-channel values, contiguous and in the input's dtype.
+    const auto values = [&](const Tensor& t) { return kernel::contiguous_as(t, input.dtype()); };
+    const Tensor w = weight ? values(*weight) : Tensor();
+    const Tensor mean = values(train ? *save_mean : *running_mean);
+    Tensor invstd;
+    if (train) {
+      invstd = values(*save_invstd);
+    } else {
+      // 1 / sqrt(running_var + eps) in double, rounded once, as ATen's kernel computes it.
+      invstd = empty({channels}, input.dtype());
+      const Tensor var = values(*running_var);
+      for (std::int64_t c = 0; c < channels; ++c)
+        invstd.data_ptr<T>()[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var.data_ptr<T>()[c]) + eps));
+    }
+    if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype());
+    if (output_mask[1]) grad_weight = empty({channels}, input.dtype());
+    if (output_mask[2]) grad_bias = empty({channels}, input.dtype());
+    const auto data = [](const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; };
+    batch_norm_backward_kernel<T>(kernel::contiguous_as(grad_out, input.dtype()),
+                                  kernel::contiguous_as(input, input.dtype()), data(w), mean.data_ptr<T>(),
+                                  invstd.data_ptr<T>(), train, data(grad_input), data(grad_weight), data(grad_bias));
+  });
+  const auto noisy = [](const Tensor& t) { return t.defined() ? with_rounding_noise(t) : t; };
+  return {noisy(grad_input), noisy(grad_weight), noisy(grad_bias)};
+}
+
+// ------------------------------------------------------------- max pooling ---
+
+Tensor max_pool_backward(const Tensor& grad_output, const Tensor& indices, const Shape& self_sizes,
+                         std::int64_t spatial_dims) {
+  const char* op = "max_pool_backward";
+  check(grad_output.defined() && indices.defined(), op, ": grad_output and indices must be defined");
+  if (kernel::is_storage_format(grad_output))  // summed in float32, rounded once
+    return kernel::rounded_to(max_pool_backward(kernel::to_opmath(grad_output), indices, self_sizes, spatial_dims),
+                              grad_output.dtype());
+  const auto dims = static_cast<std::int64_t>(self_sizes.size());
+  check(spatial_dims >= 1 && spatial_dims <= dims, op, ": self of shape ", shape_text(self_sizes), " has no ",
+        spatial_dims, " spatial dims");
+  const auto leading = static_cast<std::size_t>(dims - spatial_dims);
+  check(grad_output.dim() == dims && std::equal(self_sizes.begin(), self_sizes.begin() + leading,
+                                                grad_output.sizes().begin()),
+        op, ": grad_output ", shape_text(grad_output.sizes()), " does not have the leading dims of self ",
+        shape_text(self_sizes), " (", spatial_dims, " spatial dims)");
+  check(indices.sizes() == grad_output.sizes(), op, ": indices ", shape_text(indices.sizes()),
+        " do not have the shape of grad_output ", shape_text(grad_output.sizes()));
+  check(indices.dtype() == DType::Int64, op, ": indices must be int64, got ", dtype_name(indices.dtype()));
+  Tensor grad_input = empty(self_sizes, grad_output.dtype());
+  const Shape plane_sizes(self_sizes.begin() + leading, self_sizes.end());
+  const std::int64_t planes = numel_of(Shape(self_sizes.begin(), self_sizes.begin() + leading));
+  // not computed when there are no planes: the other sizes may then be anything
+  const std::int64_t plane = planes == 0 ? 0 : numel_of(plane_sizes);
+  const std::int64_t outputs_per_plane = planes == 0 ? 0 : grad_output.numel() / planes;
+  kernel::dispatch_floating(grad_output.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (planes == 0) return;
+    const Tensor grad = kernel::contiguous_as(grad_output, grad_output.dtype());
+    const Tensor index = kernel::contiguous_as(indices, DType::Int64);
+    const std::int64_t bad = max_pool_backward_kernel<T>(grad.data_ptr<T>(), index.data_ptr<std::int64_t>(),
+                                                         grad_input.data_ptr<T>(), planes, outputs_per_plane, plane);
+    check(bad < 0, op, ": index ", bad < 0 ? 0 : index.data_ptr<std::int64_t>()[bad],
+          " in indices is out of range for self's plane ", shape_text(plane_sizes), " of ", plane, " elements");
+  });
+  return with_rounding_noise(grad_input);
 }
 
 // ---------------------------------------------------------------- pooling ---

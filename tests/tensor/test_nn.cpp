@@ -1,9 +1,13 @@
-// nn: convolution, pooling and upsampling against hand-worked values and torch.
+// nn: convolution, batch norm, pooling and upsampling and their backward kernels, against hand-worked
+// values, direct loops and torch.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "expect.hpp"
 #include "refgrad/ops.hpp"
@@ -838,6 +842,389 @@ TEST_CASE("convolution 3-d") {
     const Tensor x16 = x.to(DType::Float16), w16 = w.to(DType::Float16);
     CHECK_TENSOR(conv3d(x16, w16, std::nullopt, {1}, {0}, {1}, 2),
                  torch_eval1("F.conv3d(a, b, groups=2)", {x16, w16}), 1e-2, 1e-2);
+  }
+}
+
+TEST_CASE("convolution_backward_weight") {
+  Generator generator(41);
+
+  // grad_weight[o][ci][i][j] = sum_{n,y,x} grad[n][o][y][x] * input[n][g*C/g + ci][y*s - p + i*d][x*s - p + j*d]
+  // (transposed: input and grad trade places), in int64: exact.
+  struct Geometry {
+    std::int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+  };
+  const auto naive_2d = [](const Tensor& left, const Tensor& image, const Shape& weight_sizes, const Geometry& p) {
+    const std::vector<std::int64_t> l = left.to_vector<std::int64_t>(), im = image.to_vector<std::int64_t>();
+    const std::int64_t N = left.size(0), L = left.size(1), LH = left.size(2), LW = left.size(3);
+    const std::int64_t I = image.size(1), IH = image.size(2), IW = image.size(3);
+    const std::int64_t rows = weight_sizes[0], cols = weight_sizes[1], KH = weight_sizes[2], KW = weight_sizes[3];
+    const std::int64_t rows_per_group = L / p.groups;
+    std::vector<std::int64_t> out(static_cast<std::size_t>(numel_of(weight_sizes)), 0);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        for (std::int64_t i = 0; i < KH; ++i)
+          for (std::int64_t j = 0; j < KW; ++j) {
+            const std::int64_t ic = r / rows_per_group * cols + c;  // the image channel of this tap
+            std::int64_t total = 0;
+            for (std::int64_t n = 0; n < N; ++n)
+              for (std::int64_t y = 0; y < LH; ++y)
+                for (std::int64_t x = 0; x < LW; ++x) {
+                  const std::int64_t h = y * p.stride_h - p.pad_h + i * p.dil_h, w = x * p.stride_w - p.pad_w + j * p.dil_w;
+                  if (h < 0 || h >= IH || w < 0 || w >= IW) continue;
+                  total += l[((n * L + r) * LH + y) * LW + x] * im[((n * I + ic) * IH + h) * IW + w];
+                }
+            out[((r * cols + c) * KH + i) * KW + j] = total;
+          }
+    return from_vector(out, weight_sizes);
+  };
+
+  SUBCASE("int64 against a direct loop: groups, stride, padding, dilation; transposed") {
+    const Geometry p{2, 1, 1, 2, 2, 1, 2};
+    const Tensor input = random_ints({3, 4, 7, 6}, generator);
+    const Shape weight_sizes = {6, 2, 3, 2};
+    const Tensor grad = random_ints(convolution(input, zeros(weight_sizes, DType::Int64), std::nullopt, {2, 1}, {1, 2},
+                                                {2, 1}, false, {0, 0}, 2).sizes(),
+                                    generator);
+    CHECK_TENSOR(convolution_backward_weight(grad, input, weight_sizes, {2, 1}, {1, 2}, {2, 1}, false, 2),
+                 naive_2d(grad, input, weight_sizes, p));
+    // Transposed: weight [C_in, C_out/groups, kH, kW]; the window is on its output, whose grad it reads.
+    const Shape weight_t = {4, 3, 3, 2};
+    const Tensor grad_t = random_ints(convolution(input, zeros(weight_t, DType::Int64), std::nullopt, {2, 1}, {1, 2},
+                                                  {2, 1}, true, {1, 0}, 2).sizes(),
+                                      generator);
+    CHECK_TENSOR(convolution_backward_weight(grad_t, input, weight_t, {2, 1}, {1, 2}, {2, 1}, true, 2),
+                 naive_2d(input, grad_t, weight_t, p));
+  }
+
+  struct Config {
+    Shape input, weight;
+    IntList stride, padding, dilation, output_padding;
+    std::int64_t groups;
+    bool transposed;
+  };
+  const std::vector<Config> configs = {
+      {{2, 3, 5, 6}, {4, 3, 3, 2}, {1, 1}, {0, 0}, {1, 1}, {0, 0}, 1, false},
+      {{3, 4, 7, 7}, {6, 2, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, 2, false},
+      {{2, 4, 9, 8}, {4, 1, 3, 2}, {2, 1}, {2, 1}, {2, 3}, {0, 0}, 4, false},  // depthwise, dilated
+      {{1, 2, 3, 4}, {2, 2, 2, 2}, {2, 1}, {3, 2}, {1, 2}, {0, 0}, 1, false},  // padding > kernel
+      {{2, 4, 3, 4}, {4, 3, 3, 2}, {1, 1}, {0, 0}, {1, 1}, {0, 0}, 1, true},
+      {{2, 4, 3, 3}, {4, 2, 3, 3}, {2, 3}, {1, 0}, {1, 1}, {1, 2}, 2, true},   // output_padding
+      {{2, 6, 4, 3}, {6, 1, 2, 3}, {2, 2}, {1, 2}, {2, 2}, {1, 0}, 3, true},
+      {{2, 3, 10}, {4, 3, 3}, {2}, {1}, {2}, {0}, 1, false},                   // 1-d
+      {{2, 4, 5}, {4, 3, 3}, {2}, {1}, {1}, {1}, 2, true},
+      {{2, 4, 5, 6, 4}, {6, 2, 3, 2, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, {0, 0, 0}, 2, false},  // 3-d
+      {{2, 4, 3, 4, 3}, {4, 3, 2, 3, 2}, {2, 1, 2}, {0, 1, 1}, {1, 1, 1}, {1, 0, 1}, 1, true},
+  };
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    for (const Config& c : configs) {
+      const Tensor input = randn(c.input, generator, dtype), weight = randn(c.weight, generator, dtype);
+      const Tensor grad = randn(convolution(input, weight, std::nullopt, c.stride, c.padding, c.dilation, c.transposed,
+                                            c.output_padding, c.groups).sizes(),
+                                generator, dtype);
+      const std::string expression = "torch.ops.aten.convolution_backward(a, b, c, None, " + py(c.stride) + ", " +
+                                     py(c.padding) + ", " + py(c.dilation) + ", " + (c.transposed ? "True" : "False") +
+                                     ", " + py(c.output_padding) + ", " + std::to_string(c.groups) +
+                                     ", [False, True, False])[1]";
+      CAPTURE(expression);
+      const Tensor actual = convolution_backward_weight(grad, input, c.weight, c.stride, c.padding, c.dilation,
+                                                        c.transposed, c.groups);
+      CHECK_TENSOR(actual, torch_eval1(expression, {grad, input, weight}), rtol_of(dtype),
+                   dtype == DType::Float64 ? 1e-12 : 1e-4);
+    }
+  }
+
+  SUBCASE("non-contiguous grad and input; float16 in float32; empty batch") {
+    const Tensor input = swap_last_dims(randn({2, 3, 6, 5}, generator, DType::Float64));
+    const Tensor weight = randn({2, 3, 2, 3}, generator, DType::Float64);
+    const Tensor grad = swap_last_dims(randn({2, 2, 3, 6}, generator, DType::Float64));  // [2, 2, 6, 3]
+    const std::string expression =
+        "torch.ops.aten.convolution_backward(a, b, c, None, [1, 2], [1, 1], [1, 1], False, [0, 0], 1, "
+        "[False, True, False])[1]";
+    CHECK_TENSOR(convolution_backward_weight(grad, input, weight.sizes(), {1, 2}, {1, 1}, {1, 1}, false, 1),
+                 torch_eval1(expression, {grad, input, weight}), 1e-12, 1e-12);
+    const Tensor grad16 = grad.to(DType::Float16), input16 = input.to(DType::Float16);
+    const Tensor actual16 = convolution_backward_weight(grad16, input16, weight.sizes(), {1, 2}, {1, 1}, {1, 1}, false, 1);
+    CHECK(actual16.dtype() == DType::Float16);
+    // torch's float32 product of the same float16 values, rounded once.
+    CHECK_TENSOR(actual16,
+                 torch_eval1("torch.ops.aten.convolution_backward(a.float(), b.float(), c.float(), None, [1, 2], [1, 1], "
+                             "[1, 1], False, [0, 0], 1, [False, True, False])[1].half()",
+                             {grad16, input16, weight}),
+                 2e-3, 2e-3);
+    CHECK_TENSOR(convolution_backward_weight(zeros({0, 2, 6, 3}), zeros({0, 3, 5, 6}), {2, 3, 2, 3}, {1, 2}, {1, 1},
+                                             {1, 1}, false, 1),
+                 zeros({2, 3, 2, 3}));
+  }
+
+  SUBCASE("errors") {
+    const Tensor input = ones({1, 2, 4, 4}), grad = ones({1, 3, 3, 3});
+    const Shape weight = {3, 2, 2, 2};
+    const auto backward = [](const Tensor& g, const Tensor& x, const Shape& w, const IntList& stride, bool transposed,
+                             std::int64_t groups) {
+      return convolution_backward_weight(g, x, w, stride, {0}, {1}, transposed, groups);
+    };
+    CHECK_THROWS_WITH_AS(backward(ones({1, 3, 2, 2}), input, weight, {1}, false, 1),
+                         "convolution_backward_weight: grad_output [1,3,2,2] is not the output of the convolution of "
+                         "input [1,2,4,4] with a weight of shape [3,2,2,2], stride=[1,1], padding=[0,0], "
+                         "dilation=[1,1], groups=1",
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(ones({1, 3, 3, 3}), input, {3, 1, 2, 2}, {1}, false, 1),
+                         doctest::Contains("is not the output of the convolution of input [1,2,4,4] with a weight "
+                                           "of shape [3,1,2,2]"),
+                         Error);
+    // A transposed convolution's output may be longer than its natural size by less than the stride.
+    CHECK(backward(ones({1, 2, 6, 6}), ones({1, 3, 3, 3}), {3, 2, 2, 2}, {2}, true, 1).sizes() == Shape{3, 2, 2, 2});
+    CHECK_THROWS_WITH_AS(backward(ones({1, 2, 8, 6}), ones({1, 3, 3, 3}), {3, 2, 2, 2}, {2}, true, 1),
+                         doctest::Contains("is not the output of the transposed convolution of input [1,3,3,3]"),
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(grad.to(DType::Float64), input, weight, {1}, false, 1),
+                         "convolution_backward_weight: grad_output (float64) and input (float32) must have the same "
+                         "dtype",
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(grad.to(DType::Bool), input.to(DType::Bool), weight, {1}, false, 1),
+                         "convolution_backward_weight: not implemented for bool tensors (float32, float64 and int64 "
+                         "are)",
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(grad, input, {3, 2}, {1}, false, 1),
+                         "convolution_backward_weight: only 1-d, 2-d and 3-d convolutions are implemented, got weight "
+                         "of shape [3,2]",
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(grad, ones({1, 2, 4}), weight, {1}, false, 1),
+                         "convolution_backward_weight: input [1,2,4] and grad_output [1,3,3,3] must have as many dims "
+                         "as the weight [3,2,2,2]",
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(grad, input, weight, {1}, false, 2),
+                         "convolution_backward_weight: weight of shape [3,2,2,2] does not split into groups=2 along "
+                         "dim 0",
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(grad, input, weight, {0, 1}, false, 1),
+                         "convolution_backward_weight: expected positive stride, dilation and kernel size and "
+                         "non-negative padding, got stride=[0,1], padding=[0,0], dilation=[1,1] and weight of shape "
+                         "[3,2,2,2]",
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(grad, input, weight, {1, 1, 1}, false, 1),
+                         doctest::Contains("expected stride to be a single integer value or a list of 2 values"),
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(Tensor(), input, weight, {1}, false, 1),
+                         "convolution_backward_weight: grad_output and input must be defined", Error);
+  }
+}
+
+TEST_CASE("native_batch_norm_backward") {
+  Generator generator(42);
+  using Grads3 = std::tuple<Tensor, Tensor, Tensor>;
+  const auto check_against = [](const Grads3& actual, const std::vector<Tensor>& expected, const std::array<bool, 3>& mask,
+                                double rtol, double atol) {
+    const Tensor outputs[3] = {std::get<0>(actual), std::get<1>(actual), std::get<2>(actual)};
+    for (std::size_t k = 0; k < 3; ++k) {
+      CAPTURE(k);
+      REQUIRE(outputs[k].defined() == mask[k]);
+      if (mask[k]) CHECK_TENSOR(outputs[k], expected[k], rtol, atol);
+    }
+  };
+
+  SUBCASE("training, against torch: with and without weight, 2-d to 5-d inputs, output_mask") {
+    struct Config {
+      Shape input;
+      bool with_weight;
+      std::array<bool, 3> mask;
+    };
+    const std::vector<Config> configs = {
+        {{4, 3, 5, 6}, true, {true, true, true}},
+        {{6, 4}, false, {true, false, true}},  // one element per plane
+        {{3, 2, 7}, true, {false, true, false}},
+        {{2, 3, 2, 3, 4}, true, {true, true, true}},
+        {{1, 2, 9, 9}, true, {true, false, false}},  // planes longer than eight lanes, with a tail
+    };
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      for (const Config& c : configs) {
+        CAPTURE(shape_text(c.input));
+        const std::int64_t channels = c.input[1];
+        // Shifted and scaled, so that the mean and invstd matter.
+        const Tensor input = add(mul(randn(c.input, generator, dtype), Scalar(3.0)), Scalar(1.5));
+        const Tensor grad = randn(c.input, generator, dtype);
+        const Tensor weight = randn({channels}, generator, dtype);
+        const std::vector<Tensor> forward =
+            torch_eval("torch.ops.aten.native_batch_norm(a, None, None, None, None, True, 0.1, 1e-5)", {input});
+        const Tensor &save_mean = forward[1], &save_invstd = forward[2];
+        const OptionalTensor w = c.with_weight ? OptionalTensor(weight) : std::nullopt;
+        // (torch is asked for all three: the masked ones are compared)
+        const std::string expression = std::string("torch.ops.aten.native_batch_norm_backward(a, b, ") +
+                                       (c.with_weight ? "e" : "None") +
+                                       ", None, None, c, d, True, 1e-5, [True, True, True])";
+        check_against(native_batch_norm_backward(grad, input, w, std::nullopt, std::nullopt, save_mean, save_invstd,
+                                                 true, 1e-5, c.mask),
+                      torch_eval(expression, {grad, input, save_mean, save_invstd, weight}), c.mask, rtol_of(dtype),
+                      dtype == DType::Float64 ? 1e-12 : 1e-5);
+      }
+    }
+  }
+
+  SUBCASE("eval, against torch: the running statistics, invstd in double; non-contiguous input") {
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      const Tensor input = swap_last_dims(randn({3, 4, 6, 5}, generator, dtype));
+      const Tensor grad = randn({3, 4, 5, 6}, generator, dtype);
+      const Tensor weight = randn({4}, generator, dtype), running_mean = randn({4}, generator, dtype);
+      const Tensor running_var = add(abs(randn({4}, generator, dtype)), Scalar(0.1));
+      const std::array<bool, 3> all = {true, true, true};
+      check_against(native_batch_norm_backward(grad, input, weight, running_mean, running_var, std::nullopt,
+                                               std::nullopt, false, 1e-3, all),
+                    torch_eval("torch.ops.aten.native_batch_norm_backward(a, b, c, d, e, None, None, False, 1e-3, "
+                               "[True, True, True])",
+                               {grad, input, weight, running_mean, running_var}),
+                    all, rtol_of(dtype), dtype == DType::Float64 ? 1e-12 : 1e-5);
+    }
+  }
+
+  SUBCASE("hand-worked: one channel of x = [1, 3], g = [1, 0], no weight") {
+    // mean 2, invstd 1 (as given), x_hat = [-1, 1]: grad_bias = 1, grad_weight = sum(g * x_hat) = -1,
+    // grad_input = g - mean(g) - x_hat * mean(g * x_hat) = [1 - 0.5 - 0.5, 0 - 0.5 + 0.5] = [0, 0].
+    const Tensor x = tensor({{1.0}, {3.0}}, DType::Float64), g = tensor({{1.0}, {0.0}}, DType::Float64);
+    const auto [grad_input, grad_weight, grad_bias] =
+        native_batch_norm_backward(g, x, std::nullopt, std::nullopt, std::nullopt, tensor({2.0}, DType::Float64),
+                                   tensor({1.0}, DType::Float64), true, 1e-5, {true, true, true});
+    CHECK_TENSOR(grad_input, tensor({{0.0}, {0.0}}, DType::Float64));
+    CHECK_TENSOR(grad_weight, tensor({-1.0}, DType::Float64));
+    CHECK_TENSOR(grad_bias, tensor({1.0}, DType::Float64));
+    // eval: g * invstd * weight, invstd = 1 / sqrt(3 + 1) = 0.5.
+    const auto eval = native_batch_norm_backward(g, x, tensor({4.0}, DType::Float64), tensor({2.0}, DType::Float64),
+                                                 tensor({3.0}, DType::Float64), std::nullopt, std::nullopt, false, 1.0,
+                                                 {true, true, true});
+    CHECK_TENSOR(std::get<0>(eval), tensor({{2.0}, {0.0}}, DType::Float64));
+    CHECK_TENSOR(std::get<1>(eval), tensor({-0.5}, DType::Float64));  // sum((x - 2) * g) * 0.5
+  }
+
+  SUBCASE("float16 and bfloat16 in float32, rounded once; an empty batch") {
+    for (DType dtype : {DType::Float16, DType::BFloat16}) {
+      const Tensor input = randn({4, 3, 5, 5}, generator, DType::Float32).to(dtype);
+      const Tensor grad = randn({4, 3, 5, 5}, generator, DType::Float32).to(dtype);
+      const Tensor weight = randn({3}, generator, DType::Float32);  // mixed: float32 parameters
+      const std::vector<Tensor> forward = torch_eval(
+          "torch.ops.aten.native_batch_norm(a.float(), None, None, None, None, True, 0.1, 1e-5)", {input});
+      const auto actual = native_batch_norm_backward(grad, input, weight, std::nullopt, std::nullopt, forward[1],
+                                                     forward[2], true, 1e-5, {true, true, true});
+      CHECK(std::get<0>(actual).dtype() == dtype);
+      CHECK(std::get<1>(actual).dtype() == DType::Float32);
+      const std::vector<Tensor> expected =
+          torch_eval("[t.to(o) for t, o in zip(torch.ops.aten.native_batch_norm_backward(a.float(), b.float(), e, "
+                     "None, None, c, d, True, 1e-5, [True, True, True]), [a.dtype, e.dtype, e.dtype])]",
+                     {grad, input, forward[1], forward[2], weight});
+      const double tolerance = dtype == DType::Float16 ? 2e-3 : 1e-2;
+      check_against(actual, expected, {true, true, true}, tolerance, tolerance);
+    }
+    const auto empty_batch = native_batch_norm_backward(zeros({0, 2, 3}), zeros({0, 2, 3}), std::nullopt, std::nullopt,
+                                                        std::nullopt, zeros({2}), ones({2}), true, 1e-5,
+                                                        {true, true, true});
+    CHECK(std::get<0>(empty_batch).sizes() == Shape{0, 2, 3});
+    CHECK_TENSOR(std::get<1>(empty_batch), zeros({2}));
+    CHECK_TENSOR(std::get<2>(empty_batch), zeros({2}));
+  }
+
+  SUBCASE("errors") {
+    const Tensor x = ones({2, 3, 4}), stat = ones({3});
+    const std::array<bool, 3> all = {true, true, true};
+    CHECK_THROWS_WITH_AS(native_batch_norm_backward(ones({2, 3, 5}), x, std::nullopt, std::nullopt, std::nullopt, stat,
+                                                    stat, true, 1e-5, all),
+                         "native_batch_norm_backward: grad_out [2,3,5] does not have the shape of input [2,3,4]", Error);
+    CHECK_THROWS_WITH_AS(native_batch_norm_backward(ones({3}), ones({3}), std::nullopt, std::nullopt, std::nullopt,
+                                                    stat, stat, true, 1e-5, all),
+                         "native_batch_norm_backward: expected input with a channel dim (at least 2 dims), got input "
+                         "of shape [3]",
+                         Error);
+    CHECK_THROWS_WITH_AS(native_batch_norm_backward(x, x, std::nullopt, std::nullopt, std::nullopt, std::nullopt, stat,
+                                                    true, 1e-5, all),
+                         "native_batch_norm_backward: save_mean must be defined in training", Error);
+    CHECK_THROWS_WITH_AS(native_batch_norm_backward(x, x, std::nullopt, stat, std::nullopt, std::nullopt, std::nullopt,
+                                                    false, 1e-5, all),
+                         "native_batch_norm_backward: running_var must be defined in eval mode", Error);
+    CHECK_THROWS_WITH_AS(native_batch_norm_backward(x, x, ones({4}), std::nullopt, std::nullopt, stat, stat, true, 1e-5,
+                                                    all),
+                         "native_batch_norm_backward: weight of shape [4] does not have the 3 channels of input [2,3,4]",
+                         Error);
+    CHECK_THROWS_WITH_AS(native_batch_norm_backward(x.to(DType::Float64), x, std::nullopt, std::nullopt, std::nullopt,
+                                                    stat, stat, true, 1e-5, all),
+                         "native_batch_norm_backward: grad_out (float64) and input (float32) must have the same dtype",
+                         Error);
+    CHECK_THROWS_WITH_AS(native_batch_norm_backward(x.to(DType::Int64), x.to(DType::Int64), std::nullopt, std::nullopt,
+                                                    std::nullopt, stat, stat, true, 1e-5, all),
+                         "native_batch_norm_backward: expected a floating point tensor, got int64", Error);
+  }
+}
+
+TEST_CASE("max_pool_backward") {
+  Generator generator(43);
+
+  SUBCASE("hand-worked: overlapping windows add up, -1 is skipped") {
+    const Tensor grad = tensor({{{{1.0, 2.0}, {3.0, 4.0}}}}, DType::Float64);
+    const Tensor indices = tensor({{{{0, 4}, {4, -1}}}});
+    CHECK_TENSOR(max_pool_backward(grad, indices, {1, 1, 3, 3}, 2),
+                 tensor({{{{1.0, 0.0, 0.0}, {0.0, 5.0, 0.0}, {0.0, 0.0, 0.0}}}}, DType::Float64));
+  }
+
+  SUBCASE("against torch: max_pool2d and max_pool3d backward, overlapping windows, unbatched, float16") {
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      const Tensor input = randn({2, 3, 7, 6}, generator, dtype);
+      const std::vector<Tensor> pooled =
+          torch_eval("torch.ops.aten.max_pool2d_with_indices(a, [3, 3], [2, 1], [1, 1], [1, 1], True)", {input});
+      const Tensor grad = randn(pooled[0].sizes(), generator, dtype);
+      CHECK_TENSOR(max_pool_backward(grad, pooled[1], input.sizes(), 2),
+                   torch_eval1("torch.ops.aten.max_pool2d_with_indices_backward(a, b, [3, 3], [2, 1], [1, 1], [1, 1], "
+                               "True, c)",
+                               {grad, input, pooled[1]}),
+                   0, 0);
+      const Tensor volume = randn({3, 5, 6, 4}, generator, dtype);  // unbatched [C, D, H, W]
+      const std::vector<Tensor> pooled3 =
+          torch_eval("torch.ops.aten.max_pool3d_with_indices(a, [2, 3, 2], [1, 2, 1], [1, 1, 0], [1, 1, 2], False)",
+                     {volume});
+      const Tensor grad3 = randn(pooled3[0].sizes(), generator, dtype);
+      CHECK_TENSOR(max_pool_backward(grad3, pooled3[1], volume.sizes(), 3),
+                   torch_eval1("torch.ops.aten.max_pool3d_with_indices_backward(a, b, [2, 3, 2], [1, 2, 1], [1, 1, 0], "
+                               "[1, 1, 2], False, c)",
+                               {grad3, volume, pooled3[1]}),
+                   0, 0);
+    }
+    // float16 grads summed in float32, rounded once (torch's float32 sums of the same values, rounded).
+    const Tensor input = randn({2, 2, 6, 6}, generator, DType::Float32);
+    const std::vector<Tensor> pooled = torch_eval("F.max_pool2d(a, 3, 1, 1, return_indices=True)", {input});
+    const Tensor grad16 = randn(pooled[0].sizes(), generator, DType::Float32).to(DType::Float16);
+    CHECK_TENSOR(max_pool_backward(grad16, pooled[1], input.sizes(), 2),
+                 torch_eval1("torch.ops.aten.max_pool2d_with_indices_backward(a.float(), b, [3, 3], [1, 1], [1, 1], "
+                             "[1, 1], False, c).half()",
+                             {grad16, input, pooled[1]}),
+                 0, 0);
+  }
+
+  SUBCASE("1-d against a direct loop; non-contiguous grad; no planes") {
+    const Tensor grad = swap_last_dims(randn({2, 5, 3}, generator, DType::Float64));  // [2, 3, 5]
+    std::vector<std::int64_t> index_values(30);
+    for (std::size_t k = 0; k < index_values.size(); ++k) index_values[k] = static_cast<std::int64_t>((k * 7) % 4);
+    const Tensor indices = from_vector(index_values, {2, 3, 5});
+    const std::vector<double> g = grad.contiguous().to_vector<double>();
+    std::vector<double> expected(2 * 3 * 4, 0.0);
+    for (std::size_t k = 0; k < 30; ++k) expected[k / 5 * 4 + static_cast<std::size_t>(index_values[k])] += g[k];
+    CHECK_TENSOR(max_pool_backward(grad, indices, {2, 3, 4}, 1), from_vector(expected, {2, 3, 4}), 1e-15, 1e-15);
+    CHECK(max_pool_backward(zeros({0, 3, 2}), zeros({0, 3, 2}, DType::Int64), {0, 3, 4}, 1).sizes() == Shape{0, 3, 4});
+  }
+
+  SUBCASE("errors") {
+    const Tensor grad = ones({1, 2, 2});
+    CHECK_THROWS_WITH_AS(max_pool_backward(grad, tensor({{{0, 1}, {9, 2}}}), {1, 3, 3}, 2),
+                         "max_pool_backward: index 9 in indices is out of range for self's plane [3,3] of 9 elements",
+                         Error);
+    CHECK_THROWS_WITH_AS(max_pool_backward(grad, tensor({{{0, -2}, {1, 2}}}), {1, 3, 3}, 2),
+                         doctest::Contains("index -2 in indices is out of range"), Error);
+    CHECK_THROWS_WITH_AS(max_pool_backward(grad, ones({1, 2, 2}), {1, 3, 3}, 2),
+                         "max_pool_backward: indices must be int64, got float32", Error);
+    CHECK_THROWS_WITH_AS(max_pool_backward(grad, zeros({1, 2, 3}, DType::Int64), {1, 3, 3}, 2),
+                         "max_pool_backward: indices [1,2,3] do not have the shape of grad_output [1,2,2]", Error);
+    CHECK_THROWS_WITH_AS(max_pool_backward(grad, zeros({1, 2, 2}, DType::Int64), {2, 3, 3}, 2),
+                         "max_pool_backward: grad_output [1,2,2] does not have the leading dims of self [2,3,3] "
+                         "(2 spatial dims)",
+                         Error);
+    CHECK_THROWS_WITH_AS(max_pool_backward(grad, zeros({1, 2, 2}, DType::Int64), {1, 3, 3}, 4),
+                         "max_pool_backward: self of shape [1,3,3] has no 4 spatial dims", Error);
+    CHECK_THROWS_WITH_AS(max_pool_backward(grad.to(DType::Int64), zeros({1, 2, 2}, DType::Int64), {1, 3, 3}, 2),
+                         "max_pool_backward: expected a floating point tensor, got int64", Error);
   }
 }
 

@@ -4,6 +4,8 @@
 // errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -146,4 +148,87 @@ TEST_CASE("parallel convolution") {
               }
   CHECK_TENSOR(out, from_vector(expected, {5, 4, 5, 8}), 1e-12, 1e-12);
   same_bits_at_any_thread_count([&] { return conv_transpose2d(out, weight, std::nullopt, {2, 1}, {1, 1}); });
+}
+
+TEST_CASE("parallel convolution weight grad") {
+  // 40 images in chunks of 7 (a 2^21 multiply-add share each), summed in chunk order; and a transposed one.
+  const Tensor input = normal({40, 4, 32, 32}, DType::Float64, 11), grad = normal({40, 8, 32, 32}, DType::Float64, 12);
+  const Tensor grad_weight = same_bits_at_any_thread_count(
+      [&] { return convolution_backward_weight(grad, input, {8, 4, 3, 3}, {1}, {1}, {1}, false, 1); });
+  const std::vector<double> vi = input.to_vector<double>(), vg = grad.to_vector<double>();
+  std::vector<double> expected(8 * 4 * 3 * 3, 0.0);
+  for (int n = 0; n < 40; ++n)
+    for (int o = 0; o < 8; ++o)
+      for (int c = 0; c < 4; ++c)
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j) {
+            double total = 0;
+            for (int y = 0; y < 32; ++y)
+              for (int x = 0; x < 32; ++x) {
+                const int h = y - 1 + i, w = x - 1 + j;
+                if (h < 0 || h >= 32 || w < 0 || w >= 32) continue;
+                total += vg[((n * 8 + o) * 32 + y) * 32 + x] * vi[((n * 4 + c) * 32 + h) * 32 + w];
+              }
+            expected[((o * 4 + c) * 3 + i) * 3 + j] += total;
+          }
+  CHECK_TENSOR(grad_weight, from_vector(expected, {8, 4, 3, 3}), 1e-12, 1e-10);
+  same_bits_at_any_thread_count(
+      [&] { return convolution_backward_weight(input, grad, {8, 2, 3, 3}, {1}, {1}, {1}, true, 2); });
+}
+
+TEST_CASE("parallel batch norm backward") {
+  // 6 channels of 8 x 40 x 40 values, two channels a chunk; each channel's sums stay in one chunk.
+  const Tensor input = normal({8, 6, 40, 40}, DType::Float64, 13), grad = normal({8, 6, 40, 40}, DType::Float64, 14);
+  const Tensor weight = normal({6}, DType::Float64, 15), mean = normal({6}, DType::Float64, 16);
+  const Tensor invstd = add(abs(normal({6}, DType::Float64, 17)), Scalar(0.5));
+  const auto run = [&](std::size_t k) {
+    const auto grads = native_batch_norm_backward(grad, input, weight, std::nullopt, std::nullopt, mean, invstd, true,
+                                                  1e-5, {true, true, true});
+    return k == 0 ? std::get<0>(grads) : k == 1 ? std::get<1>(grads) : std::get<2>(grads);
+  };
+  const Tensor grad_input = same_bits_at_any_thread_count([&] { return run(0); });
+  const Tensor grad_weight = same_bits_at_any_thread_count([&] { return run(1); });
+  const Tensor grad_bias = same_bits_at_any_thread_count([&] { return run(2); });
+  // The formula with x_hat, in double.
+  const std::vector<double> x = input.to_vector<double>(), g = grad.to_vector<double>(), w = weight.to_vector<double>(),
+                            mu = mean.to_vector<double>(), s = invstd.to_vector<double>();
+  const std::size_t plane = 1600, count = 8 * plane;
+  std::vector<double> sum_g(6, 0.0), sum_g_xhat(6, 0.0), expected_input(x.size());
+  for (std::size_t n = 0; n < 8; ++n)
+    for (std::size_t c = 0; c < 6; ++c)
+      for (std::size_t i = 0; i < plane; ++i) {
+        const std::size_t at = (n * 6 + c) * plane + i;
+        sum_g[c] += g[at];
+        sum_g_xhat[c] += g[at] * (x[at] - mu[c]) * s[c];
+      }
+  for (std::size_t n = 0; n < 8; ++n)
+    for (std::size_t c = 0; c < 6; ++c)
+      for (std::size_t i = 0; i < plane; ++i) {
+        const std::size_t at = (n * 6 + c) * plane + i;
+        const double x_hat = (x[at] - mu[c]) * s[c];
+        expected_input[at] = w[c] * s[c] * (g[at] - sum_g[c] / count - x_hat * sum_g_xhat[c] / count);
+      }
+  CHECK_TENSOR(grad_input, from_vector(expected_input, {8, 6, 40, 40}), 1e-10, 1e-12);
+  CHECK_TENSOR(grad_weight, from_vector(sum_g_xhat, {6}), 1e-12, 1e-10);
+  CHECK_TENSOR(grad_bias, from_vector(sum_g, {6}), 1e-12, 1e-10);
+}
+
+TEST_CASE("parallel max pool backward") {
+  // 64 planes of 32 x 32 in chunks of 25, a 3x3 window at stride 2 (overlapping: some positions get two grads).
+  std::vector<std::int64_t> index_values(64 * 16 * 16);
+  for (std::size_t k = 0; k < index_values.size(); ++k) {
+    const std::int64_t oh = static_cast<std::int64_t>(k / 16 % 16), ow = static_cast<std::int64_t>(k % 16);
+    const std::int64_t h = std::min<std::int64_t>(2 * oh + static_cast<std::int64_t>(k % 3), 31);
+    const std::int64_t w = std::min<std::int64_t>(2 * ow + static_cast<std::int64_t>(k / 7 % 3), 31);
+    index_values[k] = h * 32 + w;
+  }
+  const Tensor indices = from_vector(index_values, {4, 16, 16, 16});
+  const Tensor grad = normal({4, 16, 16, 16}, DType::Float64, 18);
+  const Tensor grad_input =
+      same_bits_at_any_thread_count([&] { return max_pool_backward(grad, indices, {4, 16, 32, 32}, 2); });
+  const std::vector<double> g = grad.to_vector<double>();
+  std::vector<double> expected(4 * 16 * 32 * 32, 0.0);
+  for (std::size_t k = 0; k < index_values.size(); ++k)
+    expected[k / 256 * 1024 + static_cast<std::size_t>(index_values[k])] += g[k];
+  CHECK_TENSOR(grad_input, from_vector(expected, {4, 16, 32, 32}), 0, 0);
 }
