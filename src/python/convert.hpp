@@ -16,10 +16,19 @@
 
 #include <fmt/format.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "refgrad/graph.hpp"
 #include "refgrad/interpreter.hpp"
 #include "refgrad/nodes.hpp"
+
+// Shape and IntList (a boost::container::small_vector) cross to and from Python
+// as a list of ints, as a std::vector would. Every binding file includes this
+// header, so they all see the same conversion.
+namespace pybind11::detail {
+template <>
+struct type_caster<refgrad::IntList> : list_caster<refgrad::IntList, std::int64_t> {};
+}  // namespace pybind11::detail
 #include "refgrad/program.hpp"
 #include "refgrad/tensor.hpp"
 
