@@ -132,6 +132,31 @@ std::array<std::int64_t, 3> as_3d(const IntList& values, std::int64_t value_if_m
 // never addresses anything; size * stride of the next dim keeps a contiguous
 // view contiguous, and 1 does where that product overflows (an empty view may
 // have any strides).
+// The window of a convolution with everything as 3-d: `image` is what im2col reads (or col2im writes),
+// `positions` the tensor whose spatial sizes count the places the window visits; both [N, C, D, H, W].
+Window3d window_3d(std::int64_t channels, const Tensor& image, const Tensor& positions,
+                   const std::array<std::int64_t, 3>& kernel, const IntList& stride, const IntList& padding,
+                   const IntList& dilation) {
+  const auto stride3 = as_3d(stride, 1), padding3 = as_3d(padding, 0), dilation3 = as_3d(dilation, 1);
+  return Window3d{channels,
+                  image.size(2), image.size(3), image.size(4),
+                  positions.size(2), positions.size(3), positions.size(4),
+                  kernel[0], kernel[1], kernel[2],
+                  stride3[0], stride3[1], stride3[2],
+                  padding3[0], padding3[1], padding3[2],
+                  dilation3[0], dilation3[1], dilation3[2]};
+}
+
+// One image's im2col columns, [channels * kernel_d * kernel_h * kernel_w, positions]: often larger than
+// input and output, so it is a checked Tensor too, its error naming `op`.
+Tensor im2col_buffer(const char* op, const Window3d& w, DType dtype) {
+  try {
+    return empty({w.channels, w.kernel_d, w.kernel_h, w.kernel_w, w.cols_d, w.cols_h, w.cols_w}, dtype);
+  } catch (const Error& error) {
+    throw Error(concat(op, ": the im2col buffer: ", error.what()));
+  }
+}
+
 Tensor with_unit_dim(const Tensor& t, std::size_t dim) {
   Shape sizes = t.sizes(), strides = t.strides();
   std::int64_t stride = 1;
@@ -318,24 +343,9 @@ Tensor convolution_impl(const char* op, const Tensor& input, const Tensor& weigh
   // positions the window visits on it.
   const Tensor& image = transposed ? output5 : input5;
   const Tensor& positions = transposed ? input5 : output5;
-  const auto stride3 = as_3d(stride, 1), padding3 = as_3d(padding, 0), dilation3 = as_3d(dilation, 1);
-  const Window3d window{transposed ? out_channels / groups : in_channels / groups,
-                        image.size(2), image.size(3), image.size(4),
-                        positions.size(2), positions.size(3), positions.size(4),
-                        weight5.size(2), weight5.size(3), weight5.size(4),
-                        stride3[0], stride3[1], stride3[2],
-                        padding3[0], padding3[1], padding3[2],
-                        dilation3[0], dilation3[1], dilation3[2]};
-  // One image's im2col columns, [channels * kernel_d * kernel_h * kernel_w, positions]:
-  // often larger than input and output, so it is a checked Tensor too.
-  Tensor columns;
-  try {
-    columns = empty({window.channels, window.kernel_d, window.kernel_h, window.kernel_w, window.cols_d, window.cols_h,
-                     window.cols_w},
-                    input.dtype());
-  } catch (const Error& error) {
-    throw Error(concat(op, ": the im2col buffer: ", error.what()));
-  }
+  const Window3d window = window_3d(transposed ? out_channels / groups : in_channels / groups, image, positions,
+                                    {weight5.size(2), weight5.size(3), weight5.size(4)}, stride, padding, dilation);
+  const Tensor columns = im2col_buffer(op, window, input.dtype());
   kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>)
@@ -815,22 +825,9 @@ Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& inpu
   // The forward's window: on the input of a direct convolution, on the output of a transposed one.
   const Tensor& image = transposed ? grad5 : input5;
   const Tensor& positions = transposed ? input5 : grad5;
-  const auto stride3 = as_3d(stride, 1), padding3 = as_3d(padding, 0), dilation3 = as_3d(dilation, 1);
-  const Window3d window{image.size(1) / groups,
-                        image.size(2), image.size(3), image.size(4),
-                        positions.size(2), positions.size(3), positions.size(4),
-                        kernel_sizes[0], kernel_sizes[1], kernel_sizes[2],
-                        stride3[0], stride3[1], stride3[2],
-                        padding3[0], padding3[1], padding3[2],
-                        dilation3[0], dilation3[1], dilation3[2]};
-  Tensor columns;
-  try {
-    columns = empty({window.channels, window.kernel_d, window.kernel_h, window.kernel_w, window.cols_d, window.cols_h,
-                     window.cols_w},
-                    input.dtype());
-  } catch (const Error& error) {
-    throw Error(concat(op, ": the im2col buffer: ", error.what()));
-  }
+  const Window3d window = window_3d(image.size(1) / groups, image, positions,
+                                    {kernel_sizes[0], kernel_sizes[1], kernel_sizes[2]}, stride, padding, dilation);
+  const Tensor columns = im2col_buffer(op, window, input.dtype());
   kernel::dispatch(input.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>)
